@@ -1,0 +1,107 @@
+"""The command-line interface: parse arguments, call a service, print.
+
+Commands live in ``orchestrator.commands.<name>`` and are discovered here. This
+module owns the one handler that turns an exception into an exit status
+(``orchestrator.errors.exit_code_for``); commands never call ``sys.exit``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+from dataclasses import dataclass
+
+import click
+import typer
+
+from orchestrator import commands, log
+from orchestrator.errors import ExitCode, OrchestratorError, exit_code_for
+
+HELP = """\
+Bilateral replay for CI: sort a red run into "the patch broke it", "the test is
+flaky" and "the runner broke", with evidence.
+
+Exit status: 0 ok or a non-blocking lane, 1 a blocking verdict, 2 bad usage or
+input, 3 undecided or infrastructure failure, 130 interrupted.
+"""
+
+app = typer.Typer(
+    name="orchestrator",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GlobalOptions:
+    log_format: log.LogFormat
+    json_logs: bool
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"orchestrator {version('orchestrator')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    log_format: str = typer.Option(
+        "auto",
+        "--log-format",
+        help="auto (JSON lines when CI is set), console or json. Logs go to stderr.",
+        click_type=click.Choice(["auto", "console", "json"]),
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug detail."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    fmt: log.LogFormat = log_format  # type: ignore[assignment]
+    log.configure(fmt, os.environ, verbose=verbose)
+    ctx.obj = GlobalOptions(log_format=fmt, json_logs=log.is_json(fmt, os.environ))
+
+
+def _register_commands() -> None:
+    for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if module_info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{module_info.name}")
+        module.register(app)
+
+
+_register_commands()
+
+
+def error_line(message: str) -> None:
+    """The one-line error every command prints for a refused input or a failure."""
+    first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    click.echo(f"orchestrator: error: {first_line}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(
+            args=argv, prog_name="orchestrator", standalone_mode=False
+        )
+    except OrchestratorError as error:
+        error_line(str(error))
+        sys.exit(exit_code_for(error))
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("orchestrator: interrupted", err=True)
+        sys.exit(ExitCode.INTERRUPTED)
+    except click.exceptions.ClickException as error:
+        error.show()
+        sys.exit(ExitCode.USAGE)
+    except click.exceptions.Exit as error:
+        sys.exit(error.exit_code)
+    sys.exit(result if isinstance(result, int) else ExitCode.OK)

@@ -1,0 +1,96 @@
+"""One exception tree, one table of exit codes.
+
+Every error the tool raises on purpose derives from :class:`OrchestratorError`.
+The CLI catches that base class once and exits with ``exit_code_for(error)``;
+nothing else in the package calls ``sys.exit``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The process exit statuses, the same for every command."""
+
+    OK = 0  # done, or a non-blocking lane
+    BLOCKING = 1  # a blocking verdict (or an overdue freeze found by check/thaw)
+    USAGE = 2  # bad usage or unreadable input; nothing written
+    UNDECIDED = 3  # an undecided lane, or the infrastructure failed
+    INTERRUPTED = 130  # SIGINT
+
+
+class OrchestratorError(Exception):
+    """Base of every error the tool raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.UNDECIDED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(OrchestratorError):
+    """A file, document or argument the tool cannot use (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class SchemaError(InputError):
+    """A JSON document of the wrong shape: wrong ``schema``, wrong types."""
+
+
+class UnknownRevisionError(InputError):
+    """A git revision that does not resolve in the repository."""
+
+
+class PropertyImportError(InputError):
+    """A ``MODULE:FUNCTION`` that cannot be imported or is not callable."""
+
+
+class PropertyDoesNotFailError(InputError):
+    """``shrink`` was given a fixture on which the property holds."""
+
+
+class InfrastructureError(OrchestratorError):
+    """The machinery failed: no Docker engine, no image, no database (exit 3)."""
+
+    exit_code = ExitCode.UNDECIDED
+
+
+class EngineUnavailableError(InfrastructureError):
+    """No Docker engine answers."""
+
+
+class ImageNotFoundError(InfrastructureError):
+    """The runner image is not present locally (the tool never pulls)."""
+
+
+class LedgerError(InfrastructureError):
+    """The ledger cannot be opened, or is of a newer schema than this tool."""
+
+
+class VerdictError(OrchestratorError):
+    """Raised to end a command with a verdict's exit status after printing it."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Interrupted(OrchestratorError):
+    """The user pressed Ctrl-C; cleanup has already run."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+def exit_code_for(error: BaseException) -> ExitCode:
+    """The one mapping from an exception to a process exit status."""
+    if isinstance(error, OrchestratorError):
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return ExitCode.UNDECIDED

@@ -1,0 +1,276 @@
+"""Frozen values shared by the core, the adapters and the CLI.
+
+The JSON shapes are fixed by ``shared/spec/records.md``; ``to_json`` methods emit
+exactly those field names. Parsing untrusted documents into these values is the
+job of ``orchestrator.core.evidence`` (pure, raises ``SchemaError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+CANONICALIZATION = "json-sort-keys"
+
+EVIDENCE_SCHEMA = "replay-evidence/1"
+DECISION_SCHEMA = "replay-decision/1"
+PROBE_SCHEMA = "replay-probe/1"
+RUN_LOG_SCHEMA = "replay-run-log/1"
+REPORT_SCHEMA = "replay-report/1"
+SHRINK_SCHEMA = "shrink-report/1"
+FREEZE_SCHEMA = "freeze-record/1"
+
+
+class Label(StrEnum):
+    """The outcome of one replay of one property (lanes.md section 1)."""
+
+    ASSERT_PASS = "assert_pass"
+    ASSERT_FAIL = "assert_fail"
+    TIMEOUT = "timeout"
+    HARNESS_ERROR = "harness_error"
+
+    @property
+    def completed(self) -> bool:
+        return self in (Label.ASSERT_PASS, Label.ASSERT_FAIL)
+
+
+class Lane(StrEnum):
+    """Where a decision sends the case (lanes.md section 3)."""
+
+    REJECT_MALFORMED = "reject_malformed"
+    REJECT_RUN = "reject_run"
+    INFRA_QUEUE = "infra_queue"
+    RERUN_SHRINK = "rerun_shrink"
+    PROPERTY_REGRESSION = "property_regression"
+    NO_FREEZE = "no_freeze"
+    FIX_CANDIDATE = "fix_candidate"
+    DIFFERENT_BUG = "different_bug"
+    BLOCK_PATCH = "block_patch"
+    FLAKE_QUEUE_ELIGIBLE = "flake_queue_eligible"
+
+    @property
+    def blocking(self) -> bool:
+        return self in _BLOCKING
+
+    @property
+    def undecided(self) -> bool:
+        return self in _UNDECIDED
+
+    @property
+    def exit_status(self) -> int:
+        """0 non-blocking, 1 blocking, 3 undecided (records.md)."""
+        if self.blocking:
+            return 1
+        if self.undecided:
+            return 3
+        return 0
+
+    @property
+    def severity(self) -> int:
+        """Orders lanes so that a report's exit status is its worst lane's."""
+        return {0: 0, 3: 1, 1: 2}[self.exit_status]
+
+
+_BLOCKING = frozenset(
+    {Lane.REJECT_RUN, Lane.PROPERTY_REGRESSION, Lane.DIFFERENT_BUG, Lane.BLOCK_PATCH}
+)
+_UNDECIDED = frozenset({Lane.REJECT_MALFORMED, Lane.INFRA_QUEUE, Lane.RERUN_SHRINK})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replay:
+    """One replay of the selected property on one side.
+
+    ``label`` is kept as the raw string so that evidence with an unknown label can
+    still be represented and rejected by the decision (``unknown_label``).
+    ``reason`` is the sub-reason of a ``harness_error`` or ``timeout``
+    (``oom``, ``impure_network``, ``collection_error``, ``image_mismatch``, ...).
+    """
+
+    label: str
+    assertion_id: str | None = None
+    calls: Mapping[str, int] = field(default_factory=dict)
+    duration_ms: float | None = None
+    image_digest: str | None = None
+    runner_id: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "label": self.label,
+            "assertion_id": self.assertion_id,
+            "calls": dict(sorted(self.calls.items())),
+            "duration_ms": self.duration_ms,
+        }
+        for name in ("image_digest", "runner_id", "reason", "message"):
+            value = getattr(self, name)
+            if value is not None:
+                doc[name] = value
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShrinkSummary:
+    """Where the fixture came from: the stability part of a shrink report."""
+
+    attempts: int
+    identical_minima: int
+    stable: bool
+    minimal_digest: str | None = None
+    origin_digest: str | None = None
+    shrink_path: tuple[Mapping[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "attempts": self.attempts,
+            "identical_minima": self.identical_minima,
+            "stable": self.stable,
+        }
+        if self.minimal_digest is not None:
+            doc["minimal_digest"] = self.minimal_digest
+        if self.origin_digest is not None:
+            doc["origin_digest"] = self.origin_digest
+        if self.shrink_path:
+            doc["shrink_path"] = [dict(step) for step in self.shrink_path]
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    """Everything the decision needs about one property on both sides.
+
+    Required fields are ``Optional`` on purpose: a missing one is represented as
+    ``None`` and becomes ``reject_malformed`` / ``missing_field:<name>``.
+    """
+
+    base_rev: str | None
+    patch_rev: str | None
+    image_digest: str | None
+    runner_id: str | None
+    command: str | None
+    property_id: str | None
+    seed: int | None
+    fixture_digest: str | None
+    origin_digest: str | None
+    oracle_changed: bool
+    shrink: ShrinkSummary | None
+    replays: int | None
+    base: tuple[Replay, ...]
+    patch: tuple[Replay, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": EVIDENCE_SCHEMA,
+            "base_rev": self.base_rev,
+            "patch_rev": self.patch_rev,
+            "image_digest": self.image_digest,
+            "runner_id": self.runner_id,
+            "command": self.command,
+            "property_id": self.property_id,
+            "seed": self.seed,
+            "fixture_digest": self.fixture_digest,
+            "origin_digest": self.origin_digest,
+            "oracle_changed": self.oracle_changed,
+            "shrink": None if self.shrink is None else self.shrink.to_json(),
+            "replays": self.replays,
+            "base": [replay.to_json() for replay in self.base],
+            "patch": [replay.to_json() for replay in self.patch],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """The lane picked for one piece of evidence. Never carries a merge bit."""
+
+    lane: Lane
+    code: str
+    blocking: bool
+    freeze_allowed: bool
+    reasons: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": DECISION_SCHEMA,
+            "lane": self.lane.value,
+            "code": self.code,
+            "blocking": self.blocking,
+            "freeze_allowed": self.freeze_allowed,
+            "reasons": list(self.reasons),
+        }
+
+
+class FreezeKind(StrEnum):
+    FLAKE = "flake"
+    TIMING = "timing"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlakeFreeze:
+    """A flake freeze row (lanes.md section 5). Validated by ``core.records``."""
+
+    property_id: str | None
+    assertion_id: str | None
+    seed: int | None
+    fixture_digest: str | None
+    origin_digest: str | None
+    shrink_path: tuple[Mapping[str, Any], ...] | None
+    canonicalization: str | None
+    replays: Mapping[str, tuple[str, ...]] | None  # {"base": labels, "patch": labels}
+    base_rev: str | None
+    patch_rev: str | None
+    image_digest: str | None
+    runner_id: str | None
+    command: str | None
+    owner: str | None
+    opened_at: datetime | None
+    expires_at: datetime | None
+
+    kind: FreezeKind = FreezeKind.FLAKE
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingFreeze:
+    """A timing freeze row (lanes.md section 5). Validated by ``core.records``."""
+
+    test_name: str | None
+    owner: str | None
+    opened_at: datetime | None
+    max_age_hours: float | None
+    sample_runs: int | None
+    samples: tuple[float, ...] | None
+    spread_ms: float | None
+    budget_ms: float | None
+    oracle_digest: str | None
+    expires_at: datetime | None
+
+    kind: FreezeKind = FreezeKind.TIMING
+
+
+class EventKind(StrEnum):
+    """Kinds of rows in the ledger's append-only event log (lanes.md sections 5-7)."""
+
+    DECISION = "decision"  # a lane decided for one property (detail: evidence summary)
+    ADMISSION = "admission"  # a timing admission code (timing_debt_opened or a rejection)
+    FREEZE_WRITTEN = "freeze_written"
+    FREEZE_REFUSED = "freeze_refused"  # code = the rejection code; no freeze was written
+    INFRA_QUEUED = "infra_queued"
+    THAWED = "thawed"
+    OVERDUE = "overdue"  # a freeze found live past its expiry (by check or thaw)
+    ACCEPT = "accept"  # a property acceptance outcome (code "accepted" or a refusal code)
+    SHRINK = "shrink"  # a shrink stability report (detail: attempts, identical_minima)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """One row of the append-only event log. ``at`` is timezone-aware UTC."""
+
+    id: int | None
+    at: datetime
+    kind: EventKind
+    code: str
+    subject: str | None = None  # property id, freeze id or test name
+    detail: Mapping[str, Any] = field(default_factory=dict)
