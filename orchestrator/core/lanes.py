@@ -1,0 +1,256 @@
+"""The composed decision of lanes.md section 3: evidence in, one lane out.
+
+``decide`` is total and pure: whatever ``Evidence`` it is given it returns a
+``Decision`` (malformed evidence is itself a lane, ``reject_malformed``). The rows
+are tried top to bottom and the first match wins. Nothing here depends on the
+order of replays within a side: every side is reduced to counts and sets first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+
+from orchestrator.model import Decision, Evidence, Label, Lane, Replay
+
+KNOWN_LABELS = frozenset(label.value for label in Label)
+
+# lanes.md row 1, in the order their codes are reported.
+REQUIRED_FIELDS = (
+    "base_rev",
+    "patch_rev",
+    "image_digest",
+    "runner_id",
+    "property_id",
+    "fixture_digest",
+    "seed",
+    "command",
+)
+
+
+class SideState(StrEnum):
+    """A side's N completed labels reduced to one state (lanes.md section 2)."""
+
+    PASS = "P"
+    FAIL = "F"
+    MIXED = "M"
+
+
+def _decision(lane: Lane, code: str, reasons: Iterable[str]) -> Decision:
+    return Decision(
+        lane=lane,
+        code=code,
+        blocking=lane.blocking,
+        freeze_allowed=lane is Lane.FLAKE_QUEUE_ELIGIBLE,
+        reasons=tuple(reasons),
+    )
+
+
+def _is_missing(value: object) -> bool:
+    if value is None:
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def _malformed(evidence: Evidence) -> list[tuple[str, str]]:
+    """Row 1: every problem found, as (code, human reason), in a fixed order."""
+    problems: list[tuple[str, str]] = []
+    for name in REQUIRED_FIELDS:
+        if _is_missing(getattr(evidence, name)):
+            problems.append((f"missing_field:{name}", f"required field {name} is missing"))
+    declared = evidence.replays
+    if declared is None:
+        problems.append(("missing_field:replays", "required field replays is missing"))
+    elif declared < 1:
+        problems.append(("replay_count", f"declared replays {declared} is not positive"))
+    else:
+        for side, replays in (("base", evidence.base), ("patch", evidence.patch)):
+            if len(replays) != declared:
+                problems.append(
+                    (
+                        "replay_count",
+                        f"{side} has {len(replays)} replays, {declared} were declared",
+                    )
+                )
+    unknown = sorted(
+        {r.label for r in (*evidence.base, *evidence.patch) if r.label not in KNOWN_LABELS}
+    )
+    if unknown:
+        problems.append(("unknown_label", f"unknown label(s): {', '.join(map(repr, unknown))}"))
+    for attribute, code, what in (
+        ("image_digest", "image_mismatch", "image digests"),
+        ("runner_id", "runner_mismatch", "runner ids"),
+    ):
+        seen = _pins(evidence, attribute)
+        if len(seen) > 1:
+            problems.append((code, f"replays ran under different {what}: {', '.join(seen)}"))
+    return problems
+
+
+def _pins(evidence: Evidence, attribute: str) -> list[str]:
+    """Distinct image digests (or runner ids) the evidence claims, top level and per replay."""
+    values: set[str] = set()
+    top = getattr(evidence, attribute)
+    if not _is_missing(top):
+        values.add(str(top))
+    for replay in (*evidence.base, *evidence.patch):
+        own = getattr(replay, attribute)
+        if not _is_missing(own):
+            values.add(str(own))
+    return sorted(values)
+
+
+def _infra(side: str, replays: Sequence[Replay]) -> str | None:
+    completed = (Label.ASSERT_PASS, Label.ASSERT_FAIL)
+    counts = Counter(r.label for r in replays if r.label not in completed)
+    if not counts:
+        return None
+    parts = []
+    for label in (Label.TIMEOUT, Label.HARNESS_ERROR):
+        if counts[label]:
+            sub = sorted({r.reason for r in replays if r.label == label and r.reason})
+            detail = f" ({', '.join(sub)})" if sub else ""
+            parts.append(f"{counts[label]} {label.value}{detail}")
+    return f"{side}: {', '.join(parts)} of {len(replays)} replays"
+
+
+def _count_set(replays: Sequence[Replay], dependency: str) -> frozenset[int]:
+    return frozenset(int(r.calls.get(dependency, 0)) for r in replays)
+
+
+def _format_set(counts: frozenset[int]) -> str:
+    return "{" + ", ".join(str(c) for c in sorted(counts)) + "}"
+
+
+def budget_changes(base: Sequence[Replay], patch: Sequence[Replay]) -> tuple[str, ...]:
+    """Row 5: one reason per dependency whose *set* of call counts moved."""
+    dependencies = sorted({name for r in (*base, *patch) for name in r.calls})
+    reasons = []
+    for dependency in dependencies:
+        on_base, on_patch = _count_set(base, dependency), _count_set(patch, dependency)
+        if on_base != on_patch:
+            reasons.append(
+                f"{dependency}: base {_format_set(on_base)} vs patch {_format_set(on_patch)}"
+            )
+    return tuple(reasons)
+
+
+def side_state(replays: Sequence[Replay]) -> SideState:
+    """P, F or M for a side whose labels are all completed (and at least one)."""
+    labels = {r.label for r in replays}
+    if labels == {Label.ASSERT_PASS.value}:
+        return SideState.PASS
+    if labels == {Label.ASSERT_FAIL.value}:
+        return SideState.FAIL
+    return SideState.MIXED
+
+
+def failing_assertions(replays: Sequence[Replay]) -> frozenset[str | None]:
+    return frozenset(r.assertion_id for r in replays if r.label == Label.ASSERT_FAIL)
+
+
+def _format_ids(ids: frozenset[str | None]) -> str:
+    return ", ".join(sorted(str(i) for i in ids)) or "none"
+
+
+def decide(evidence: Evidence) -> Decision:
+    """The lane for one property's evidence (lanes.md section 3, first match wins).
+
+    Total: evidence built in code with values of the wrong type (which
+    ``parse_evidence`` never produces) is malformed evidence, not a crash.
+    """
+    try:
+        return _decide(evidence)
+    except (TypeError, ValueError, AttributeError) as error:
+        return _decision(
+            Lane.REJECT_MALFORMED, "malformed_evidence", [f"unusable evidence value: {error}"]
+        )
+
+
+def _decide(evidence: Evidence) -> Decision:
+    # Row 1: the evidence itself is unusable.
+    problems = _malformed(evidence)
+    if problems:
+        return _decision(Lane.REJECT_MALFORMED, problems[0][0], (p[1] for p in problems))
+
+    # Row 2: the oracle moved between the sides, so they are not comparable.
+    if evidence.oracle_changed:
+        return _decision(
+            Lane.REJECT_RUN,
+            "oracle_changed",
+            ["a property file or the fixture's locked oracle digest differs between the sides"],
+        )
+
+    base, patch = evidence.base, evidence.patch
+
+    # Row 3: a replay without a verdict belongs to the runner's owner, not the patch's.
+    infra = [line for line in (_infra("base", base), _infra("patch", patch)) if line]
+    if infra:
+        labels = {r.label for r in (*base, *patch)}
+        code = Label.TIMEOUT.value if Label.TIMEOUT in labels else Label.HARNESS_ERROR.value
+        return _decision(Lane.INFRA_QUEUE, code, infra)
+
+    # Row 4: a fixture whose shrink is not reproducible cannot be reasoned about.
+    shrink = evidence.shrink
+    if shrink is not None and (
+        shrink.attempts < 2 or shrink.identical_minima != shrink.attempts or not shrink.stable
+    ):
+        return _decision(
+            Lane.RERUN_SHRINK,
+            "shrink_unstable",
+            [
+                f"shrink: {shrink.identical_minima} of {shrink.attempts} attempts gave the "
+                "same minimal digest (need at least 2, all identical)"
+            ],
+        )
+
+    # Row 5: same output with a moved call budget is still a regression.
+    moved = budget_changes(base, patch)
+    if moved:
+        return _decision(Lane.PROPERTY_REGRESSION, "call_budget", moved)
+
+    on_base, on_patch = side_state(base), side_state(patch)
+    states = f"base {on_base.value}, patch {on_patch.value}"
+    if on_base is SideState.PASS:
+        if on_patch is SideState.FAIL:  # row 6
+            return _decision(
+                Lane.PROPERTY_REGRESSION,
+                "assertion_regression",
+                [f"{states}: fails only with the patch ({_format_ids(failing_assertions(patch))})"],
+            )
+        if on_patch is SideState.MIXED:  # row 7
+            return _decision(
+                Lane.PROPERTY_REGRESSION,
+                "new_instability",
+                [f"{states}: the patch made a passing property unstable"],
+            )
+        return _decision(  # row 8
+            Lane.NO_FREEZE,
+            "not_reproduced",
+            [f"{states}: the failure did not reproduce on the fixture"],
+        )
+    if on_patch is SideState.PASS:  # row 9
+        return _decision(
+            Lane.FIX_CANDIDATE,
+            "fix_candidate",
+            [f"{states}: the patch passes where base failed; other properties still apply"],
+        )
+    base_ids, patch_ids = failing_assertions(base), failing_assertions(patch)
+    if base_ids != patch_ids:  # row 10
+        return _decision(
+            Lane.DIFFERENT_BUG,
+            "different_assertion",
+            [f"{states}: base fails at {_format_ids(base_ids)}, patch at {_format_ids(patch_ids)}"],
+        )
+    if on_patch is SideState.FAIL:  # row 11
+        return _decision(
+            Lane.BLOCK_PATCH,
+            "uniform_failure",
+            ["fails_on_base_too", f"{states}: every patch replay fails ({_format_ids(patch_ids)})"],
+        )
+    return _decision(  # row 12
+        Lane.FLAKE_QUEUE_ELIGIBLE,
+        "flake_queue_eligible",
+        [f"{states}: the same assertion both passes and fails ({_format_ids(patch_ids)})"],
+    )
