@@ -1,4 +1,7 @@
 # Two commands do all set-up on a fresh machine: `make test` and `make replay`.
+# Set-up = a virtualenv with the package (reinstalled only when pyproject.toml changes),
+# a Docker engine (scripts/ensure-docker) and the runner image (scripts/build-images,
+# skipped when its build context is unchanged).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -6,27 +9,60 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNNER_IMAGE := orchestrator-runner:latest
 
-.PHONY: help venv engine image doctor test lint replay clean
+# make replay REPO=path/to/repo [BASE=main] [PATCH=HEAD]
+REPO ?=
+BASE ?= main
+PATCH ?= HEAD
+
+.PHONY: help venv engine image doctor test lint replay stop-engine
 
 help:
-	@echo "make test    set up everything and run the whole test suite"
-	@echo "make replay  set up everything and replay the bundled example"
-	@echo "make image   build (or reuse) the runner image and print its ID"
-	@echo "make lint    ruff and mypy"
+	@echo "make test         set up everything and run the whole test suite"
+	@echo "make replay       set up everything and replay the bundled example"
+	@echo "                  (or: make replay REPO=path BASE=rev PATCH=rev)"
+	@echo "make image        build (or reuse) the runner image and print its ID"
+	@echo "make doctor       engine, runner image, git and Python: one line each"
+	@echo "make lint         ruff and mypy"
+	@echo "make engine       start a Docker engine unless one answers"
+	@echo "make venv         create .venv and install the package with its dev extra"
+	@echo "make stop-engine  stop the Docker engine this project started (never another)"
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(BIN)/python:
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+		rm -rf $(VENV) && scripts/apt-install python3-venv && $(PYTHON) -m venv $(VENV); }
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
 venv: $(STAMP)
+
+engine:
+	@scripts/ensure-docker
+
+# Prints the runner image ID (sha256:...) on stdout; progress goes to stderr.
+image: engine
+	@scripts/build-images
+
+doctor: venv engine image
+	$(BIN)/orchestrator doctor
 
 lint: venv
 	$(BIN)/ruff check orchestrator tests bench
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
-test: venv
+test: venv engine image
 	$(BIN)/python -m pytest
+
+replay: venv engine image
+ifeq ($(strip $(REPO)),)
+	ORCHESTRATOR=$(BIN)/orchestrator RUNNER_IMAGE=$(RUNNER_IMAGE) scripts/replay-example
+else
+	$(BIN)/orchestrator replay --repo $(REPO) --base $(BASE) --patch $(PATCH) --image $(RUNNER_IMAGE)
+endif
+
+stop-engine:
+	@scripts/stop-docker
