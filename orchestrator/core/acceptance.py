@@ -1,0 +1,620 @@
+"""Is a drafted property worth trusting? Pure checks (seed 001, step 2).
+
+Two halves, both pure:
+
+* ``static_findings(source, ref)`` reads the property's test function with ``ast``
+  and names every reason to refuse it before any container starts: a constant
+  assertion, a comparison of an expression with itself, no assertion at all, or no
+  assertion fed by a call of the code under test.
+* ``judge_replays(unmutated, mutant)`` turns the replay labels of the unmutated and
+  the mutated revision into an outcome: accepted only when the mutant dies.
+
+The static checks are deliberately syntactic: they refuse what cannot be a property
+and leave the rest to the mutant, which is the real arbiter.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from orchestrator.errors import InputError
+from orchestrator.model import Label, Replay
+
+ACCEPTANCE_SCHEMA = "acceptance/1"
+
+
+class Outcome(StrEnum):
+    """Every way an acceptance can end; the value is the ACCEPT event's code."""
+
+    ACCEPTED = "accepted"
+    CONSTANT_ASSERTION = "constant_assertion"
+    SELF_COMPARISON = "self_comparison"
+    NO_ASSERTION = "no_assertion"
+    NO_CALL_UNDER_TEST = "no_call_under_test"
+    FAILS_UNMUTATED = "fails_unmutated"
+    MUTANT_SURVIVED = "mutant_survived"
+    INFRA = "infra"
+
+    @property
+    def exit_status(self) -> int:
+        """0 accepted, 3 infrastructure (undecided), 1 every refusal."""
+        if self is Outcome.ACCEPTED:
+            return 0
+        if self is Outcome.INFRA:
+            return 3
+        return 1
+
+
+# The fixed order findings are reported in; the first one is the refusal code.
+STATIC_ORDER: tuple[Outcome, ...] = (
+    Outcome.CONSTANT_ASSERTION,
+    Outcome.SELF_COMPARISON,
+    Outcome.NO_ASSERTION,
+    Outcome.NO_CALL_UNDER_TEST,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PropertyRef:
+    """Where a pytest node id points: a file and a (possibly nested) function."""
+
+    node_id: str
+    path: str
+    classes: tuple[str, ...]
+    function: str
+
+    @property
+    def qualname(self) -> str:
+        return ".".join((*self.classes, self.function))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One reason to refuse a property, with the line it was found on."""
+
+    code: Outcome
+    line: int
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code.value, "line": self.line, "detail": self.detail}
+
+
+def parse_property_id(node_id: str) -> PropertyRef:
+    """``path::test``, ``path::Class::test`` or ``path::test[param]`` -> file + function."""
+    text = node_id.strip()
+    path, sep, rest = text.partition("::")
+    if not sep or not path or not rest:
+        raise InputError(f"property {node_id!r}: expected PATH::FUNCTION (a pytest node id)")
+    if not path.endswith(".py"):
+        raise InputError(f"property {node_id!r}: {path!r} is not a Python file")
+    # A parametrized id names the function; its parameters may contain "::".
+    rest = rest.split("[", 1)[0]
+    parts = rest.split("::")
+    if any(not part.isidentifier() for part in parts):
+        raise InputError(f"property {node_id!r}: {rest!r} is not a function name")
+    return PropertyRef(node_id=text, path=path, classes=tuple(parts[:-1]), function=parts[-1])
+
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def find_function(source: str, ref: PropertyRef) -> FunctionNode:
+    """The test function's definition; a missing one or bad syntax is an ``InputError``."""
+    try:
+        module = ast.parse(source, filename=ref.path)
+    except SyntaxError as error:
+        raise InputError(f"{ref.path}: not valid Python (line {error.lineno})") from None
+    body: list[ast.stmt] = module.body
+    for class_name in ref.classes:
+        found = next(
+            (n for n in body if isinstance(n, ast.ClassDef) and n.name == class_name), None
+        )
+        if found is None:
+            raise InputError(f"{ref.path}: no class {class_name!r}")
+        body = found.body
+    for node in body:
+        if isinstance(node, FunctionNode) and node.name == ref.function:
+            return node
+    raise InputError(f"{ref.path}: no test function {ref.qualname!r}")
+
+
+def static_findings(source: str, ref: PropertyRef) -> tuple[Finding, ...]:
+    """Every static reason to refuse the property, in ``STATIC_ORDER`` then line order."""
+    function = find_function(source, ref)
+    analysis = _Analysis(function, source)
+    findings = analysis.findings()
+    order = {code: index for index, code in enumerate(STATIC_ORDER)}
+    return tuple(sorted(findings, key=lambda f: (order[f.code], f.line, f.detail)))
+
+
+def judge_replays(unmutated: Sequence[Replay], mutant: Sequence[Replay]) -> Outcome:
+    """The dynamic verdict: passes on the revision, fails on the mutant, no infra noise.
+
+    Infrastructure labels anywhere win (never an acceptance). Then the unmutated
+    side must pass every replay, and the mutant must fail every replay: a mutant
+    that only sometimes fails has not reliably died.
+    """
+    if not unmutated or not mutant:
+        return Outcome.INFRA
+    labels = [replay.label for replay in (*unmutated, *mutant)]
+    if any(label not in (Label.ASSERT_PASS, Label.ASSERT_FAIL) for label in labels):
+        return Outcome.INFRA
+    if any(replay.label != Label.ASSERT_PASS for replay in unmutated):
+        return Outcome.FAILS_UNMUTATED
+    if any(replay.label != Label.ASSERT_FAIL for replay in mutant):
+        return Outcome.MUTANT_SURVIVED
+    return Outcome.ACCEPTED
+
+
+def patch_paths(patch_text: str) -> tuple[str, ...]:
+    """The files a unified diff touches (``--- a/x`` / ``+++ b/x`` headers), sorted."""
+    paths: set[str] = set()
+    for line in patch_text.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            name = line[4:].split("\t", 1)[0].strip()
+            if name == "/dev/null":
+                continue
+            if name.startswith(("a/", "b/")):
+                name = name[2:]
+            paths.add(name)
+    return tuple(sorted(paths))
+
+
+# --------------------------------------------------------------------------- analysis
+
+# Calls that compute on values without being the code under test.
+_PURE_BUILTINS = frozenset(
+    {
+        "abs", "all", "any", "bool", "bytes", "callable", "dict", "divmod", "enumerate",
+        "filter", "float", "format", "frozenset", "getattr", "hasattr", "hash", "id",
+        "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min",
+        "next", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple",
+        "type", "zip", "range", "print", "vars", "ord", "chr",
+    }
+)  # fmt: skip
+_BUILTIN_EXCEPTIONS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
+# Modules and fixtures whose calls are harness or standard library, not code under test.
+_HARNESS_ROOTS = frozenset(
+    {
+        "pytest", "deps", "math", "json", "re", "copy", "itertools", "functools",
+        "operator", "collections", "dataclasses", "hypothesis", "st", "strategies",
+        "string", "textwrap", "decimal", "fractions", "statistics",
+    }
+)  # fmt: skip
+_UNITTEST_EQUALITY = frozenset(
+    {"assertEqual", "assertEquals", "assertIs", "assertAlmostEqual", "assertCountEqual",
+     "assertDictEqual", "assertListEqual", "assertSetEqual", "assertTupleEqual",
+     "assertSequenceEqual", "assertMultiLineEqual", "assertGreaterEqual", "assertLessEqual",
+     "assertNotEqual", "assertIsNot", "assertNotAlmostEqual", "assertGreater", "assertLess"}
+)  # fmt: skip
+_MAX_SUBSTITUTION_DEPTH = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Assertion:
+    node: ast.Assert | ast.Call
+    line: int
+    operands: tuple[ast.expr, ...]  # what the assertion inspects
+    text: str
+
+
+def _root_name(expr: ast.expr) -> str | None:
+    """``a`` for ``a``, ``a.b.c``, ``a[0].b`` and ``a.b(...)``."""
+    while True:
+        if isinstance(expr, ast.Name):
+            return expr.id
+        if isinstance(expr, ast.Attribute | ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call):
+            expr = expr.func
+        else:
+            return None
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _target_names(target: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _is_pytest_raises(call: ast.expr) -> bool:
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr in ("raises", "warns") and _root_name(func.value) == "pytest"
+    return isinstance(func, ast.Name) and func.id == "raises"
+
+
+def _is_unittest_assert(call: ast.Call) -> bool:
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+        and func.attr.startswith("assert")
+    )
+
+
+class _Constant:
+    """Evaluates an expression made only of literals, without executing code."""
+
+    UNKNOWN = object()
+
+    @classmethod
+    def is_constant(cls, expr: ast.expr) -> bool:
+        allowed = (
+            ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp,
+            ast.BoolOp, ast.Compare, ast.JoinedStr, ast.FormattedValue, ast.expr_context,
+            ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+        )  # fmt: skip
+        return all(isinstance(node, allowed) for node in ast.walk(expr))
+
+    @classmethod
+    def truth(cls, expr: ast.expr) -> bool | None:
+        """True/False when the truth value is evident, None when it is not."""
+        if isinstance(expr, ast.Constant):
+            return bool(expr.value)
+        if isinstance(expr, ast.Tuple | ast.List | ast.Set):
+            return bool(expr.elts)
+        if isinstance(expr, ast.Dict):
+            return bool(expr.keys)
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            inner = cls.truth(expr.operand)
+            return None if inner is None else not inner
+        if (
+            isinstance(expr, ast.UnaryOp)
+            and isinstance(expr.op, ast.USub | ast.UAdd)
+            and isinstance(expr.operand, ast.Constant)
+            and isinstance(expr.operand.value, int | float | complex)
+        ):
+            return bool(expr.operand.value)
+        if isinstance(expr, ast.BoolOp):
+            values = [cls.truth(value) for value in expr.values]
+            if isinstance(expr.op, ast.And):
+                if any(v is False for v in values):
+                    return False
+                return True if all(v is True for v in values) else None
+            if any(v is True for v in values):
+                return True
+            return False if all(v is False for v in values) else None
+        if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+            left, right = expr.left, expr.comparators[0]
+            if isinstance(left, ast.Constant) and isinstance(right, ast.Constant):
+                return cls._compare(expr.ops[0], left.value, right.value)
+        return None
+
+    @staticmethod
+    def _compare(op: ast.cmpop, left: object, right: object) -> bool | None:
+        try:
+            if isinstance(op, ast.Eq):
+                return bool(left == right)
+            if isinstance(op, ast.NotEq):
+                return bool(left != right)
+            if isinstance(op, ast.Is):
+                return left is right
+            if isinstance(op, ast.IsNot):
+                return left is not right
+        except Exception:  # a literal's __eq__ never raises, but stay total
+            return None
+        return None
+
+
+def _truthy_short_circuit(expr: ast.expr) -> bool:
+    """``x or True``: an ``or`` with an evidently true literal can never fail."""
+    return (
+        isinstance(expr, ast.BoolOp)
+        and isinstance(expr.op, ast.Or)
+        and any(
+            _Constant.is_constant(value) and _Constant.truth(value) is True for value in expr.values
+        )
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Binding:
+    value: ast.expr
+    line: int
+
+
+def _binding_targets(node: ast.AST) -> tuple[list[ast.expr], ast.expr | None]:
+    """(targets, value) of a statement or clause that binds names; value None if opaque."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets), node.value
+    if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+        return [node.target], node.value
+    if isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+        return [node.target], node.iter
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [node.optional_vars], node.context_expr
+    return [], None
+
+
+class _Analysis:
+    """Everything the four static checks need to know about one test function."""
+
+    def __init__(self, function: FunctionNode, source: str) -> None:
+        self.function = function
+        self.source = source
+        self.nodes = [node for statement in function.body for node in ast.walk(statement)]
+        self.bindings = self._single_bindings()
+        self.assertions = list(self._assertions())
+        self.raises_blocks = list(self._raises_blocks())
+        self.tainted = self._taint()
+
+    # -- collection
+
+    def _text(self, node: ast.AST) -> str:
+        segment = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        return segment.strip().splitlines()[0]
+
+    def _assertions(self) -> Iterator[_Assertion]:
+        for node in self.nodes:
+            if isinstance(node, ast.Assert):
+                yield _Assertion(
+                    node=node, line=node.lineno, operands=(node.test,), text=self._text(node)
+                )
+            elif isinstance(node, ast.Call) and _is_unittest_assert(node):
+                operands = (*node.args, *(keyword.value for keyword in node.keywords))
+                yield _Assertion(
+                    node=node, line=node.lineno, operands=operands, text=self._text(node)
+                )
+
+    def _raises_blocks(self) -> Iterator[list[ast.AST]]:
+        """What each ``pytest.raises`` watches: a with-block's body or the inline call."""
+        for node in self.nodes:
+            if isinstance(node, ast.With | ast.AsyncWith):
+                if any(_is_pytest_raises(item.context_expr) for item in node.items):
+                    yield list(node.body)
+            elif isinstance(node, ast.Call) and _is_pytest_raises(node) and len(node.args) > 1:
+                # pytest.raises(Error, function, *args): the call under test is inline.
+                inline = ast.Call(func=node.args[1], args=node.args[2:], keywords=node.keywords)
+                yield [inline]
+
+    def _single_bindings(self) -> dict[str, _Binding]:
+        """Names bound exactly once, by ``name = expr``: what the name stands for."""
+        counts: dict[str, int] = {}
+        bindings: dict[str, _Binding] = {}
+        for node in self.nodes:
+            targets, value = _binding_targets(node)
+            for target in targets:
+                for name in _names(target):
+                    counts[name] = counts.get(name, 0) + 1
+                    if (
+                        isinstance(target, ast.Name)
+                        and value is not None
+                        and not isinstance(
+                            node, ast.For | ast.AsyncFor | ast.comprehension | ast.withitem
+                        )
+                    ):
+                        bindings[name] = _Binding(value=value, line=getattr(node, "lineno", 0))
+        return {name: binding for name, binding in bindings.items() if counts[name] == 1}
+
+    # -- calls and taint
+
+    def _is_call_under_test(self, call: ast.Call) -> bool:
+        if _is_pytest_raises(call) or _is_unittest_assert(call):
+            return False
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in _PURE_BUILTINS | _BUILTIN_EXCEPTIONS:
+            return False
+        root = _root_name(func)
+        # A harness root counts unless the test rebinds that name itself.
+        return not (root in _HARNESS_ROOTS and root not in self.bindings)
+
+    def _calls_under_test(self, node: ast.AST) -> list[ast.Call]:
+        return [
+            n for n in ast.walk(node) if isinstance(n, ast.Call) and self._is_call_under_test(n)
+        ]
+
+    def _derived_from(self) -> dict[str, set[str]]:
+        """name -> names its value was computed from (``clock = deps.clock()``: deps)."""
+        derived: dict[str, set[str]] = {}
+        for node in self.nodes:
+            targets, value = _binding_targets(node)
+            if value is None:
+                continue
+            for target in targets:
+                for name in _names(target):
+                    derived.setdefault(name, set()).update(_names(value) - {name})
+        return derived
+
+    def _taint(self) -> set[str]:
+        """Names holding an output or an effect of a call under test (a fixpoint).
+
+        A name is tainted when it is bound from an expression that calls the code under
+        test or reads a tainted name, or when it (or anything it was derived from) was
+        handed to a call under test: a clock or spy passed in carries the call's effect,
+        and so does the ``deps`` fixture it came from.
+        """
+        derived = self._derived_from()
+        tainted: set[str] = set()
+
+        def feeds(expr: ast.AST) -> bool:
+            return bool(self._calls_under_test(expr)) or bool(_names(expr) & tainted)
+
+        def taint_with_origins(names: Iterable[str]) -> None:
+            pending = list(names)
+            while pending:
+                name = pending.pop()
+                if name not in tainted:
+                    tainted.add(name)
+                    pending.extend(derived.get(name, ()))
+
+        while True:
+            before = len(tainted)
+            for node in self.nodes:
+                if isinstance(node, ast.Call):
+                    arguments = (*node.args, *(keyword.value for keyword in node.keywords))
+                    receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+                    if self._is_call_under_test(node):
+                        touched = set().union(*(_names(arg) for arg in arguments))
+                        if receiver is not None:
+                            touched |= _names(receiver)  # a method may change its object
+                        taint_with_origins(touched)
+                    elif receiver is not None and any(feeds(arg) for arg in arguments):
+                        # items.append(result): the receiver now holds an output.
+                        root = _root_name(receiver)
+                        if root is not None:
+                            taint_with_origins([root])
+                if isinstance(node, ast.Try | ast.TryStar) and self._calls_under_test(
+                    ast.Module(body=node.body, type_ignores=[])
+                ):
+                    # ``except E as error``: the exception is an effect of the calls tried.
+                    tainted.update(h.name for h in node.handlers if h.name is not None)
+                targets, value = _binding_targets(node)
+                if value is not None and feeds(value):
+                    for target in targets:
+                        tainted.update(_names(target))
+            if len(tainted) == before:
+                return tainted
+
+    # -- self comparison
+
+    def _canonical(self, expr: ast.expr) -> tuple[str, set[str]]:
+        """A dump of ``expr`` with singly-bound names replaced by what they stand for."""
+        substitute = _Substitute(self.bindings)
+        rewritten = substitute.visit(_copy(expr))
+        return _dump(rewritten), substitute.used
+
+    def _same(self, left: ast.expr, right: ast.expr, line: int) -> bool:
+        """Equal expressions, or names standing for the same fresh return.
+
+        ``n = len(rows()); add(row); assert len(rows()) == n`` is not a self
+        comparison: a call under test ran between the binding and the assertion.
+        """
+        if _dump(left) == _dump(right):
+            return True
+        left_dump, left_used = self._canonical(left)
+        right_dump, right_used = self._canonical(right)
+        if left_dump != right_dump:
+            return False
+        used = left_used | right_used
+        if not used:
+            return True
+        first = min(self.bindings[name].line for name in used)
+        inside_bindings = {
+            id(node) for name in used for node in ast.walk(self.bindings[name].value)
+        }
+        return not any(
+            first < node.lineno < line and id(node) not in inside_bindings
+            for node in self.nodes
+            if isinstance(node, ast.Call) and self._is_call_under_test(node)
+        )
+
+    def _self_compared(self, expr: ast.expr, line: int) -> bool:
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            return self._self_compared(expr.operand, line)
+        if isinstance(expr, ast.BoolOp):
+            return any(self._self_compared(value, line) for value in expr.values)
+        if isinstance(expr, ast.Compare):
+            operands = [expr.left, *expr.comparators]
+            return any(
+                self._same(operands[i], operands[j], line)
+                for i in range(len(operands))
+                for j in range(i + 1, len(operands))
+            )
+        if isinstance(expr, ast.Call) and len(expr.args) >= 2:
+            func = expr.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _UNITTEST_EQUALITY or name in ("isclose", "eq"):
+                return self._same(expr.args[0], expr.args[1], line)
+        return False
+
+    # -- findings
+
+    def _trivial(self, assertion: _Assertion) -> Finding | None:
+        """The constant or self-comparison finding of one assertion, if any."""
+        node = assertion.node
+        if isinstance(node, ast.Assert):
+            test = node.test
+            if _Constant.is_constant(test) and _Constant.truth(test) is not False:
+                detail = f"{assertion.text!r} can never fail"
+                return Finding(code=Outcome.CONSTANT_ASSERTION, line=assertion.line, detail=detail)
+            if _truthy_short_circuit(test):
+                detail = f"{assertion.text!r} is true whatever the code does"
+                return Finding(code=Outcome.CONSTANT_ASSERTION, line=assertion.line, detail=detail)
+        else:
+            test = node
+        if self._self_compared(test, assertion.line):
+            detail = f"{assertion.text!r} compares an expression with itself"
+            return Finding(code=Outcome.SELF_COMPARISON, line=assertion.line, detail=detail)
+        return None
+
+    def findings(self) -> list[Finding]:
+        found: list[Finding] = []
+        meaningful: list[_Assertion] = []
+        for assertion in self.assertions:
+            finding = self._trivial(assertion)
+            if finding is not None:
+                found.append(finding)
+            elif not (
+                isinstance(assertion.node, ast.Assert)
+                and _Constant.is_constant(assertion.node.test)
+            ):  # ``assert False`` marks an unreachable branch: it inspects nothing
+                meaningful.append(assertion)
+        if not self.assertions and not self.raises_blocks:
+            detail = f"{self.function.name} has no assert and no pytest.raises"
+            found.append(
+                Finding(code=Outcome.NO_ASSERTION, line=self.function.lineno, detail=detail)
+            )
+            return found
+        fed = any(
+            self._calls_under_test(operand) or (_names(operand) & self.tainted)
+            for assertion in meaningful
+            for operand in assertion.operands
+        ) or any(
+            self._calls_under_test(statement) for body in self.raises_blocks for statement in body
+        )
+        if not fed:
+            detail = (
+                f"no assertion in {self.function.name} inspects an output or an effect "
+                "of a call of the code under test"
+            )
+            found.append(
+                Finding(code=Outcome.NO_CALL_UNDER_TEST, line=self.function.lineno, detail=detail)
+            )
+        return found
+
+
+def _dump(expr: ast.AST) -> str:
+    return ast.dump(expr, annotate_fields=False, include_attributes=False)
+
+
+def _is_constant_assert(node: ast.Assert | ast.Call) -> bool:
+    return isinstance(node, ast.Assert) and _Constant.is_constant(node.test)
+
+
+def _copy(expr: ast.expr) -> ast.expr:
+    copied: ast.expr = ast.parse(ast.unparse(expr), mode="eval").body
+    return copied
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replaces singly-bound names by their value, recursively, recording which."""
+
+    def __init__(self, bindings: dict[str, _Binding], depth: int = 0) -> None:
+        self.bindings = bindings
+        self.depth = depth
+        self.used: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        binding = self.bindings.get(node.id)
+        if binding is None or self.depth >= _MAX_SUBSTITUTION_DEPTH:
+            return node
+        inner = _Substitute(self.bindings, self.depth + 1)
+        rewritten: ast.AST = inner.visit(_copy(binding.value))
+        self.used |= {node.id} | inner.used
+        return rewritten
