@@ -1,0 +1,155 @@
+"""``orchestrator doctor``: is everything a replay needs here? One line per part."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import typer
+
+from orchestrator.errors import (
+    EngineUnavailableError,
+    ImageNotFoundError,
+    InfrastructureError,
+    OrchestratorError,
+)
+
+RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.engine.RUNNER_IMAGE (kept light)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    facts: Mapping[str, str]
+
+    def line(self) -> str:
+        return f"{self.name}: {'ok' if self.ok else 'MISSING'} {self.detail}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, **self.facts}
+
+
+def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, Check]:
+    from orchestrator.adapters import engine
+
+    url = engine.engine_url(env)
+    try:
+        client = engine.connect(env)
+    except EngineUnavailableError as error:
+        return (
+            Check(name="engine", ok=False, detail=str(error), facts={"url": url}),
+            Check(name="runner image", ok=False, detail=f"{image}: engine unavailable", facts={}),
+        )
+    try:
+        try:
+            info = engine.engine_info(client)
+        except EngineUnavailableError as error:
+            lost = Check(name="engine", ok=False, detail=str(error), facts={"url": url})
+            return lost, Check(name="runner image", ok=False, detail="engine unavailable", facts={})
+        engine_check = Check(
+            name="engine",
+            ok=True,
+            detail=(
+                f"docker {info.server_version} (api {info.api_version}, "
+                f"storage {info.storage_driver}) at {url}"
+            ),
+            facts={
+                "url": url,
+                "server_version": info.server_version,
+                "api_version": info.api_version,
+                "storage_driver": info.storage_driver,
+            },
+        )
+        try:
+            pin = engine.resolve_image(client, image)
+        except ImageNotFoundError as error:
+            image_check = Check(name="runner image", ok=False, detail=str(error), facts={})
+        else:
+            image_check = Check(
+                name="runner image",
+                ok=True,
+                detail=f"{pin.id} ({image})",
+                facts={"ref": image, "id": pin.id},
+            )
+        return engine_check, image_check
+    finally:
+        client.close()
+
+
+def check_git() -> Check:
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        return Check(name="git", ok=False, detail="git is not on PATH; install git", facts={})
+    try:
+        out = subprocess.run(
+            [git, "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as error:
+        return Check(name="git", ok=False, detail=f"{git} --version failed: {error}", facts={})
+    version = out.removeprefix("git version ").strip()
+    return Check(name="git", ok=True, detail=f"{version} ({git})", facts={"version": version})
+
+
+def check_python() -> Check:
+    import platform
+    import sys
+
+    version = platform.python_version()
+    ok = sys.version_info >= (3, 11)
+    detail = f"{version} ({sys.executable})" + ("" if ok else "; orchestrator needs 3.11+")
+    return Check(name="python", ok=ok, detail=detail, facts={"version": version})
+
+
+def first_failure(checks: Sequence[Check]) -> OrchestratorError | None:
+    """The error to exit with: the first missing part, named in one line."""
+    for check in checks:
+        if check.ok:
+            continue
+        reason = f"{check.name}: {check.detail}"
+        if check.name == "engine":
+            return EngineUnavailableError(reason)
+        if check.name == "runner image":
+            return ImageNotFoundError(reason)
+        return InfrastructureError(reason)
+    return None
+
+
+def doctor(
+    as_json: bool = typer.Option(False, "--json", help="Print a doctor/1 JSON document."),
+    image: str = typer.Option(
+        RUNNER_IMAGE, "--image", help="The runner image to look for (never pulled)."
+    ),
+) -> None:
+    """Check the Docker engine (server version, storage driver), the runner image (its ID),
+    git and Python: one line each. Exit 0 when all are there, 3 naming the first that is not.
+
+    The engine is the one at DOCKER_HOST, or the default local socket. `make engine`
+    starts one; `make image` builds the runner image.
+    """
+    from orchestrator.files import dumps
+
+    engine_check, image_check = check_engine_and_image(os.environ, image)
+    checks = (engine_check, image_check, check_git(), check_python())
+    if as_json:
+        doc = {
+            "schema": "doctor/1",
+            "ok": all(c.ok for c in checks),
+            "checks": [c.to_json() for c in checks],
+        }
+        typer.echo(dumps(doc))
+    else:
+        for check in checks:
+            typer.echo(check.line())
+    failure = first_failure(checks)
+    if failure is not None:
+        raise failure
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
