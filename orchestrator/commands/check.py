@@ -1,0 +1,53 @@
+"""``orchestrator check``: fail CI while any live freeze is past its expiry."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+
+from orchestrator.commands.freeze import LEDGER_HELP
+
+
+def check(
+    as_json: bool = typer.Option(False, "--json", help="Print a freeze-check/1 JSON document."),
+    ledger: str | None = typer.Option(None, "--ledger", help=LEDGER_HELP),
+) -> None:
+    """Exit 1 listing every live freeze past its expiry (with owners), else exit 0.
+
+    Each expired freeze found also appends an OVERDUE event to the ledger's log, so the
+    weekly tally counts freezes that outlived their expiry.
+    """
+    from orchestrator.errors import ExitCode, VerdictError
+    from orchestrator.files import dumps
+    from orchestrator.services.ledger_jobs import check_expired, open_ledger
+
+    now = datetime.now(UTC)
+    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+        expired = check_expired(store, now)
+    if as_json:
+        doc = {
+            "schema": "freeze-check/1",
+            "now": now.isoformat(),
+            "expired": [row.to_json() for row in expired],
+        }
+        typer.echo(dumps(doc))
+    else:
+        for row in expired:
+            typer.echo(
+                f"overdue: freeze {row.id} ({row.kind.value}) {row.subject} "
+                f"owner={row.owner} expired {row.expires_at.isoformat(timespec='seconds')}"
+            )
+        if not expired:
+            typer.echo("no live freeze is past its expiry")
+    if expired:
+        raise VerdictError(
+            f"{len(expired)} live freeze(s) past expiry; owners must thaw or fix",
+            ExitCode.BLOCKING,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check)
