@@ -1,0 +1,172 @@
+"""Git, thin: resolve revisions to full SHAs, read blobs, export a revision's tree.
+
+Sources are *exported*, not checked out as worktrees: the revision's tree is read
+into a private index file (``GIT_INDEX_FILE`` in our own temporary folder) and
+written out with ``checkout-index``. Why this and not ``git worktree add``:
+
+- the result has no ``.git`` file (a worktree's ``.git`` points at a host path and
+  breaks git inside a container);
+- nothing is written into the repository (no ``.git/worktrees/<name>`` entry to
+  prune after a killed run, so concurrent replays of one repository never
+  contend for worktree metadata and need no add/remove lock);
+- unlike ``git archive`` it honours the same filters and attributes as a normal
+  checkout and ignores ``export-ignore``/``export-subst``, so the tests run on
+  exactly the files a developer would see.
+
+Every exported tree lives in a scratch folder named after the owning process
+(``orchestrator-replay-<pid>-…``); it is removed on exit, and
+:func:`sweep_scratch` removes the folders of processes that died.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import InputError, UnknownRevisionError
+
+if TYPE_CHECKING:
+    import git
+
+SCRATCH_PREFIX = "orchestrator-replay-"
+
+
+def _open_repo(repo: Path) -> git.Repo:
+    import git
+
+    try:
+        return git.Repo(repo, search_parent_directories=False)
+    except (git.NoSuchPathError, git.InvalidGitRepositoryError):
+        raise InputError(f"{repo}: not a git repository") from None
+
+
+def resolve_rev(repo: Path, rev: str) -> str:
+    """The full 40-hex SHA of the commit ``rev`` names in ``repo``."""
+    import git
+    from gitdb.exc import BadName, BadObject
+
+    if not rev.strip():
+        raise UnknownRevisionError(f"{repo}: empty revision")
+    handle = _open_repo(repo)
+    try:
+        with handle:
+            return str(handle.commit(rev).hexsha)
+    except (BadName, BadObject, ValueError, git.GitCommandError):
+        raise UnknownRevisionError(f"{repo}: unknown revision {rev!r}") from None
+
+
+def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | None]:
+    """The bytes of each path at commit ``sha`` (``None`` when the path is absent)."""
+    handle = _open_repo(repo)
+    found: dict[str, bytes | None] = {}
+    with handle:
+        tree = handle.commit(sha).tree
+        for path in paths:
+            try:
+                found[path] = tree[path].data_stream.read()
+            except KeyError:
+                found[path] = None
+    return found
+
+
+def property_files(nodeid: str) -> tuple[str, ...]:
+    """The files that define a property: its test file and the conftest.py files above it.
+
+    Pure. ``tests/unit/test_x.py::test_y[a]`` -> ``conftest.py``,
+    ``tests/conftest.py``, ``tests/unit/conftest.py``, ``tests/unit/test_x.py``.
+    """
+    test_file = nodeid.split("::", 1)[0].strip()
+    if not test_file:
+        return ()
+    path = PurePosixPath(test_file)
+    parents = list(reversed(path.parents))  # "." first, then deeper
+    conftests = [
+        str(parent / "conftest.py") if str(parent) != "." else "conftest.py" for parent in parents
+    ]
+    return (*conftests, str(path))
+
+
+def make_scratch(purpose: str) -> Path:
+    """A new private folder in the temp dir, named after this process; readable by uid 1000."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-{purpose}-"))
+    folder.chmod(0o755)  # the container's non-root user must traverse it
+    return folder
+
+
+def remove_scratch(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweep_scratch(is_alive: Callable[[int], bool], root: Path | None = None) -> list[Path]:
+    """Remove scratch folders whose owning process is gone; never a live run's."""
+    removed: list[Path] = []
+    base = root or Path(tempfile.gettempdir())
+    for folder in base.glob(f"{SCRATCH_PREFIX}*"):
+        pid_text = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or is_alive(int(pid_text)):
+            continue
+        remove_scratch(folder)
+        removed.append(folder)
+    return removed
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    completed = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        detail = (completed.stderr or completed.stdout).strip().splitlines()
+        verb = next((arg for arg in args if not arg.startswith("-")), "")
+        raise InputError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
+
+
+def export_tree(repo: Path, sha: str, dest: Path, index_file: Path) -> None:
+    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), via a private index."""
+    env = {"GIT_INDEX_FILE": str(index_file)}
+    _git(repo, "read-tree", sha, env=env)
+    dest.mkdir(parents=True, exist_ok=True)
+    # --work-tree (not --prefix) so that bare repositories work too.
+    _git(repo, f"--work-tree={dest}", "checkout-index", "--all", "--force", env=env)
+    index_file.unlink(missing_ok=True)
+
+
+def apply_patch(tree: Path, patch: Path) -> None:
+    """Apply a unified diff (a mutant) to an exported tree; one that does not apply is bad input."""
+    if not patch.is_file():
+        raise InputError(f"{patch}: no such patch file")
+    completed = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", str(patch.resolve())],
+        cwd=tree,
+        # The tree has no .git: stop git from discovering a repository above it.
+        env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        detail = completed.stderr.strip().splitlines()
+        raise InputError(f"{patch}: does not apply ({detail[0] if detail else 'git apply failed'})")
+
+
+@contextmanager
+def checkout(repo: Path, sha: str, *, mutant: Path | None = None) -> Iterator[Path]:
+    """An exported tree of ``sha`` (``mutant`` applied) in a unique temp folder, always removed."""
+    scratch = make_scratch("src")
+    try:
+        tree = scratch / "src"
+        export_tree(repo, sha, tree, scratch / "index")
+        if mutant is not None:
+            apply_patch(tree, mutant)
+        yield tree
+    finally:
+        remove_scratch(scratch)

@@ -1,0 +1,474 @@
+"""Run a test command on several sides (revisions) in hermetic containers, concurrently.
+
+Used by ``replay``, ``thaw``, ``budget`` and ``accept``. Each side's revision is
+exported into its own temporary folder, mounted read-only into a container made
+from the pinned image ID; the container runs the probe's driver
+(``python3 -m orchestrator.probe.replay``), N fresh replays per container start
+(``isolation="side"``) or one container per replay (``isolation="container"``).
+Labels come from the result files and the engine's facts
+(:mod:`orchestrator.adapters.results`). Containers and folders are always
+removed, also on a second Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import orchestrator
+from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.results import (
+    ContainerFacts,
+    ReplayFile,
+    label_replays,
+    mark_image_mismatch,
+    nodeids_seen,
+    read_replay_files,
+    replay_file_name,
+)
+from orchestrator.errors import InputError, Interrupted
+from orchestrator.log import get_logger
+from orchestrator.model import Replay
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+log = get_logger(__name__)
+
+ISOLATIONS = ("side", "container")
+NO_TEST_REPORTED = "<no test reported>"
+# Time for a container to start and the driver to import, on top of N x --timeout.
+STARTUP_SLACK_S = 15.0
+PER_REPLAY_SLACK_S = 2.0
+
+SRC = "/src"
+OUT = "/replay/out"
+FIXTURE = "/replay/fixture.json"
+PROBE_ROOT = "/opt/orchestrator"
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideSpec:
+    """One side of a replay: a revision of a repository, optionally with a mutant applied."""
+
+    name: str
+    repo: Path
+    rev: str  # full SHA
+    mutant: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayPlan:
+    """How every side is replayed: same image ID, same command, same fixture, same seed."""
+
+    image_id: str
+    pytest_args: tuple[str, ...]
+    property_ids: tuple[str, ...]
+    fixture: Path | None
+    replays: int
+    timeout_s: float
+    seed: int
+    runner_id: str
+    isolation: str = "side"
+    memory: str = "512m"
+    pids: int = 256
+    cpus: float = 1.0
+
+
+def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) -> tuple[str, ...]:
+    """What follows ``--`` on the driver's command line. Pure.
+
+    The cache provider is off (the sources are read-only); the property node ids
+    are appended.
+    """
+    return ("-p", "no:cacheprovider", *pytest_args, *property_ids)
+
+
+def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
+    """The container's command: the probe driver, N replays of the pytest arguments. Pure."""
+    return [
+        "python3",
+        "-m",
+        "orchestrator.probe.replay",
+        "--replays",
+        str(replays),
+        "--timeout",
+        f"{plan.timeout_s:g}",
+        "--out",
+        OUT,
+        "--seed",
+        str(plan.seed),
+        "--",
+        *pytest_arguments(plan.pytest_args, plan.property_ids),
+    ]
+
+
+def replay_environment(plan: ReplayPlan) -> dict[str, str]:
+    """The container's whole environment: only the replay's own variables. Pure."""
+    env = {
+        "REPLAY_SEED": str(plan.seed),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": PROBE_ROOT,
+        "HOME": "/tmp",
+    }
+    if plan.fixture is not None:
+        env["REPLAY_FIXTURE"] = FIXTURE
+    return env
+
+
+def side_deadline_s(plan: ReplayPlan, replays: int) -> float:
+    """Our own bound on one container: its replays x --timeout plus start-up slack. Pure."""
+    return replays * (plan.timeout_s + PER_REPLAY_SLACK_S) + STARTUP_SLACK_S
+
+
+def container_units(plan: ReplayPlan) -> tuple[tuple[int, ...], ...]:
+    """Which replay numbers each container runs, in order. Pure."""
+    numbers = tuple(range(1, plan.replays + 1))
+    if plan.isolation == "container":
+        return tuple((k,) for k in numbers)
+    return (numbers,)
+
+
+def container_name(run_id: str, side: str, unit: int) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{run_id}-{side}-{unit}")
+    return f"orchestrator-{safe}"
+
+
+def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
+    if plan.isolation not in ISOLATIONS:
+        raise InputError(f"--isolation must be one of {', '.join(ISOLATIONS)}")
+    if plan.replays < 1:
+        raise InputError("--replays must be at least 1")
+    if plan.timeout_s <= 0:
+        raise InputError("--timeout must be positive")
+    names = [side.name for side in sides]
+    if not names or len(set(names)) != len(names):
+        raise InputError("sides must have distinct names")
+    if plan.fixture is not None and not plan.fixture.is_file():
+        raise InputError(f"{plan.fixture}: no such fixture file")
+
+
+class _DeferredSigint:
+    """While cleaning up, a Ctrl-C is noted instead of interrupting the cleanup."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self._previous: Any = None
+        self._installed = False
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        self.hits += 1
+        log.warning("interrupt.deferred", detail="cleaning up containers and sources first")
+
+    def __enter__(self) -> _DeferredSigint:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._note)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+@dataclass
+class _Run:
+    """Shared state of one replay_sides call."""
+
+    plan: ReplayPlan
+    client: DockerClient
+    owner: Any
+    progress: Progress | None
+    keep_raw: Path | None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    live: Any = None
+    scratch: list[Path] = field(default_factory=list)
+    scratch_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def make_scratch(self, purpose: str) -> Path:
+        folder = git_adapter.make_scratch(purpose)
+        with self.scratch_lock:
+            self.scratch.append(folder)
+        return folder
+
+    def drop_scratch(self, folder: Path) -> None:
+        git_adapter.remove_scratch(folder)
+        with self.scratch_lock:
+            if folder in self.scratch:
+                self.scratch.remove(folder)
+
+
+def _run_container(
+    run: _Run, side: SideSpec, tree: Path, unit_index: int, numbers: tuple[int, ...]
+) -> list[tuple[ReplayFile, ContainerFacts]]:
+    """One container's life: create, start, follow, wait to our deadline, read results, remove."""
+    import docker.errors
+    import requests
+
+    from orchestrator.adapters import docker as docker_adapter
+
+    plan = run.plan
+    out_dir = run.make_scratch("out")
+    out_dir.chmod(0o777)  # written by the container's uid 1000
+    mounts = [
+        docker_adapter.Mount(source=tree, target=SRC),
+        docker_adapter.Mount(
+            source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
+        ),
+        docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
+    ]
+    if plan.fixture is not None:
+        mounts.append(docker_adapter.Mount(source=plan.fixture.resolve(), target=FIXTURE))
+    config = docker_adapter.container_config(
+        image_id=plan.image_id,
+        name=container_name(run.owner.run_id, side.name, unit_index),
+        command=driver_command(plan, len(numbers)),
+        mounts=mounts,
+        environment=replay_environment(plan),
+        labels=run.owner.labels(side.name),
+        limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+    )
+    tail = docker_adapter.LineTail()
+    container = None
+    try:
+        try:
+            container = docker_adapter.create(run.client, config)
+            run.live.add(container)
+            if run.cancelled.is_set():
+                raise _Cancelled
+            container.start()
+            started = time.monotonic()
+            docker_adapter.follow_logs(container, _line_handler(run, side.name, numbers, tail))
+            exit_ = docker_adapter.wait_until(
+                run.client,
+                container,
+                deadline=started + side_deadline_s(plan, len(numbers)),
+                cancelled=run.cancelled,
+            )
+            facts = docker_adapter.facts_after_exit(run.client, container, exit_)
+        except _Cancelled:
+            facts = ContainerFacts(cancelled=True, message="interrupted before start")
+        except docker_adapter.EngineGone as error:
+            facts = ContainerFacts(engine_error="engine_gone", message=str(error))
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+            reason = docker_adapter.failure_reason(run.client, error)
+            facts = ContainerFacts(engine_error=reason, message=_one_line(error))
+        if facts.engine_error or facts.oom_killed or (facts.exit_code or 0) != 0:
+            log.info(
+                "container.facts",
+                side=side.name,
+                exit_code=facts.exit_code,
+                oom_killed=facts.oom_killed,
+                engine_error=facts.engine_error,
+                killed_at_deadline=facts.killed_at_deadline,
+                output_tail=list(tail.lines)[-10:],
+            )
+        files = read_replay_files(out_dir, len(numbers))
+        if run.keep_raw is not None:
+            _keep_raw(out_dir, run.keep_raw / side.name, numbers)
+        # Renumber: with one container per replay, each writes its own replay-001.json.
+        return [
+            (replace(replay_file, replay=number), facts)
+            for replay_file, number in zip(files, numbers, strict=True)
+        ]
+    finally:
+        if container is not None:
+            try:
+                docker_adapter.remove(container)
+                run.live.discard(container)
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+                log.warning("container.remove_failed", container=container.name, error=str(error))
+        run.drop_scratch(out_dir)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _line_handler(
+    run: _Run, side: str, numbers: tuple[int, ...], tail: Callable[[str], None]
+) -> Callable[[str], None]:
+    from orchestrator.adapters.docker import PROGRESS_LINE
+
+    def handle(line: str) -> None:
+        tail(line)
+        match = PROGRESS_LINE.match(line.strip())
+        if match and run.progress is not None:
+            done_in_unit = int(match.group(1))
+            if 1 <= done_in_unit <= len(numbers):
+                run.progress(side, numbers[done_in_unit - 1], run.plan.replays)
+
+    return handle
+
+
+def _keep_raw(out_dir: Path, dest: Path, numbers: tuple[int, ...]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for index, number in enumerate(numbers, start=1):
+        source = out_dir / replay_file_name(index)
+        if source.is_file():
+            shutil.copyfile(source, dest / replay_file_name(number))
+
+
+def _run_side(
+    run: _Run,
+    side: SideSpec,
+    tree: Path,
+    results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
+) -> None:
+    observed: list[tuple[ReplayFile, ContainerFacts]] = []
+    try:
+        for unit_index, numbers in enumerate(container_units(run.plan), start=1):
+            if run.cancelled.is_set():
+                facts = ContainerFacts(cancelled=True, message="interrupted before start")
+                observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
+                continue
+            observed.extend(_run_container(run, side, tree, unit_index, numbers))
+    except Exception as error:  # a side never dies silently: its replays say why
+        log.error("side.failed", side=side.name, error=_one_line(error))
+        facts = ContainerFacts(engine_error="docker_api", message=_one_line(error))
+        done = {replay_file.replay for replay_file, _ in observed}
+        observed.extend(
+            (ReplayFile(replay=n, state="missing"), facts)
+            for n in range(1, run.plan.replays + 1)
+            if n not in done
+        )
+    results[side.name] = observed
+
+
+@contextlib.contextmanager
+def _sources(sides: Sequence[SideSpec]) -> Iterator[dict[str, Path]]:
+    with contextlib.ExitStack() as stack:
+        yield {
+            side.name: stack.enter_context(
+                git_adapter.checkout(side.repo, side.rev, mutant=side.mutant)
+            )
+            for side in sides
+        }
+
+
+def replay_sides(
+    plan: ReplayPlan,
+    sides: Sequence[SideSpec],
+    *,
+    client: DockerClient | None = None,
+    progress: Progress | None = None,
+    run_id: str | None = None,
+    keep_raw: Path | None = None,
+) -> dict[str, dict[str, tuple[Replay, ...]]]:
+    """Side name -> property id -> one :class:`Replay` per replay.
+
+    All sides run at the same time, each in hermetic containers from
+    ``plan.image_id`` (never pulled). With no ``property_ids`` every test node id
+    any replay reported is a property. ``keep_raw`` keeps a copy of each side's
+    raw ``replay-<k>.json`` files under ``keep_raw/<side>/``. Containers and
+    exported sources are always removed; a Ctrl-C raises :class:`Interrupted`
+    after cleanup (a second Ctrl-C during cleanup is deferred).
+    """
+    from orchestrator.adapters import docker as docker_adapter
+
+    validate_plan(plan, sides)
+    if client is None:
+        from orchestrator.adapters.engine import connect
+
+        client = connect(os.environ)
+    run_id = run_id or new_run_id()
+    owner = docker_adapter.Owner.current(run_id)
+    docker_adapter.sweep_leftovers(client, host=owner.host)
+    git_adapter.sweep_scratch(docker_adapter.pid_alive)
+
+    run = _Run(
+        plan=plan,
+        client=client,
+        owner=owner,
+        progress=progress,
+        keep_raw=keep_raw,
+        live=docker_adapter.LiveContainers(),
+    )
+    results: dict[str, list[tuple[ReplayFile, ContainerFacts]]] = {}
+    interrupted = False
+    sources = _sources(sides)
+    threads: list[threading.Thread] = []
+    try:
+        trees = sources.__enter__()
+        threads = [
+            threading.Thread(
+                target=_run_side,
+                args=(run, side, trees[side.name], results),
+                name=f"side-{side.name}",
+            )
+            for side in sides
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.5)  # short joins keep Ctrl-C deliverable
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        with _DeferredSigint() as deferred:
+            if interrupted or any(thread.is_alive() for thread in threads):
+                run.cancelled.set()
+                run.live.kill_all()
+                for thread in threads:
+                    thread.join(timeout=30)
+            run.live.remove_all()
+            for folder in list(run.scratch):
+                run.drop_scratch(folder)
+            sources.__exit__(None, None, None)
+        interrupted = interrupted or deferred.hits > 0
+    if interrupted:
+        raise Interrupted("interrupted; containers and sources removed")
+    return _label_sides(plan, sides, results)
+
+
+def _label_sides(
+    plan: ReplayPlan,
+    sides: Sequence[SideSpec],
+    results: Mapping[str, Sequence[tuple[ReplayFile, ContainerFacts]]],
+) -> dict[str, dict[str, tuple[Replay, ...]]]:
+    """Labels per side and property, with the image check across sides. Pure."""
+    property_ids = plan.property_ids
+    if not property_ids:
+        seen: dict[str, None] = {}
+        for side in sides:
+            for nodeid in nodeids_seen(replay_file for replay_file, _ in results[side.name]):
+                seen.setdefault(nodeid, None)
+        property_ids = tuple(seen) or (NO_TEST_REPORTED,)
+    observed_images = {
+        facts.image_id
+        for side in sides
+        for _, facts in results[side.name]
+        if facts.image_id is not None
+    }
+    mismatch = bool(observed_images) and observed_images != {plan.image_id}
+    labelled: dict[str, dict[str, tuple[Replay, ...]]] = {}
+    for side in sides:
+        per_property = label_replays(results[side.name], property_ids, runner_id=plan.runner_id)
+        if mismatch:
+            per_property = mark_image_mismatch(per_property, plan.image_id, observed_images)
+        labelled[side.name] = per_property
+    return labelled
+
+
+def new_run_id(now: float | None = None) -> str:
+    """``YYYYmmddTHHMMSSZ-<6 hex>``: sortable, unique, safe in container names and paths."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    return f"{stamp}-{os.urandom(3).hex()}"
