@@ -1,0 +1,197 @@
+"""Counting dependency calls made by a test body.
+
+One process-wide meter, switched on only while a test's call phase runs. The audit
+hook and the `time.sleep` wrapper are installed once, before any test module is
+imported, and do nothing while the meter is off: the hook's first statement is the
+cheap `active` check, then one dict lookup on the event name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Final, SupportsIndex
+
+# Dependencies every result lists, with 0 when untouched, so downstream set
+# comparisons never see a missing key.
+STABLE_DEPENDENCIES: Final = ("open", "sleep", "socket", "subprocess", "sqlite", "http")
+CLOCK: Final = "clock"
+RESERVED_NAMES: Final = frozenset((*STABLE_DEPENDENCIES, CLOCK))
+
+# Audit event -> stable dependency name (https://docs.python.org/3/library/audit_events.html).
+EVENT_DEPENDENCY: Final[dict[str, str]] = {
+    "open": "open",
+    "socket.connect": "socket",
+    "socket.sendto": "socket",
+    "socket.sendmsg": "socket",
+    "socket.getaddrinfo": "socket",
+    "socket.gethostbyname": "socket",
+    "socket.gethostbyaddr": "socket",
+    "socket.getnameinfo": "socket",
+    "subprocess.Popen": "subprocess",
+    "os.system": "subprocess",
+    "os.exec": "subprocess",
+    "os.posix_spawn": "subprocess",
+    "os.spawn": "subprocess",
+    "os.fork": "subprocess",
+    "os.forkpty": "subprocess",
+    "sqlite3.connect": "sqlite",
+    "http.client.connect": "http",
+    "urllib.Request": "http",
+}
+
+_ADDRESS_EVENTS: Final = frozenset(("socket.connect", "socket.sendto", "socket.sendmsg"))
+# How far up the stack an `open` is attributed to the import machinery. The source
+# and bytecode reads of an import come from a frozen importlib frame directly, or a
+# few frames below pytest's assertion-rewriting loader.
+_IMPORT_SCAN_DEPTH: Final = 8
+_REWRITE_LOADER_SUFFIX: Final = "assertion/rewrite.py"
+_SUBPROCESS_SUFFIX: Final = "subprocess.py"
+
+
+class NetworkDenied(OSError):
+    """Raised into a test body that tries to reach a non-local host.
+
+    A property must be pure; the replay sandbox denies the network, and the probe
+    denies it too so that a run outside the sandbox behaves the same.
+    """
+
+
+class Meter:
+    """Per-process call counts for the test body currently running."""
+
+    __slots__ = ("active", "counts", "network")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.counts: dict[str, int] = {}
+        self.network: list[str] = []
+
+    def start(self, extra_names: Iterable[str]) -> None:
+        counts = dict.fromkeys(STABLE_DEPENDENCIES, 0)
+        for name in extra_names:
+            counts[name] = 0
+        self.counts = counts
+        self.network = []
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    def add(self, name: str) -> None:
+        if self.active:
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+
+METER: Final = Meter()
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    meter = METER
+    if not meter.active:
+        return
+    dependency = EVENT_DEPENDENCY.get(event)
+    if dependency is None:
+        return
+    if dependency == "open":
+        # An integer is an existing descriptor being wrapped (pipes, fdopen), not a file opened.
+        if isinstance(args[0], int) or _opened_by_import():
+            return
+    elif dependency == "socket":
+        target = _remote_target(event, args)
+        if target is not None:
+            meter.counts["socket"] += 1
+            meter.network.append(target)
+            raise NetworkDenied(f"replay probe: network access denied ({target})")
+    elif event == "os.posix_spawn" and _caller_file(2).endswith(_SUBPROCESS_SUFFIX):
+        return  # subprocess.Popen already counted this spawn
+    meter.counts[dependency] += 1
+
+
+def _opened_by_import() -> bool:
+    frame = sys._getframe(2)  # 0: here, 1: _audit, 2: the code that called open
+    for _ in range(_IMPORT_SCAN_DEPTH):
+        filename = frame.f_code.co_filename
+        if filename.startswith("<frozen ") or filename.endswith(_REWRITE_LOADER_SUFFIX):
+            return True
+        back = frame.f_back
+        if back is None:
+            return False
+        frame = back
+    return False
+
+
+def _caller_file(depth: int) -> str:
+    return sys._getframe(depth + 1).f_code.co_filename
+
+
+def _remote_target(event: str, args: tuple[Any, ...]) -> str | None:
+    """A description of the non-local host this event reaches, or None if local."""
+    if event in _ADDRESS_EVENTS:
+        address = args[1] if len(args) > 1 else None
+        # AF_UNIX paths, netlink pairs and missing addresses never leave the machine.
+        if not isinstance(address, tuple) or not address:
+            return None
+        host = address[0]
+        if not isinstance(host, str | bytes) or is_local_host(host):
+            return None
+        port = address[1] if len(address) > 1 else None
+        return f"{event} {_text(host)}:{port}"
+    subject = args[0] if args else None
+    if isinstance(subject, tuple):  # getnameinfo takes a socket address
+        subject = subject[0] if subject else None
+    if subject is None or (isinstance(subject, str | bytes) and is_local_host(subject)):
+        return None
+    return f"{event} {_text(subject)}"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("ascii", "replace")
+    return str(value)
+
+
+def is_local_host(host: str | bytes) -> bool:
+    """True for loopback names and addresses (and the empty/unspecified host)."""
+    name = _text(host).strip().strip("[]").lower()
+    if name in ("", "localhost") or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name.split("%", 1)[0])
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+_Sleep = Callable[[float | SupportsIndex], None]
+
+
+class CountedSleep:
+    """`time.sleep` that counts calls made while the meter is on."""
+
+    __slots__ = ("probe_real_sleep",)
+
+    def __init__(self, real: _Sleep) -> None:
+        self.probe_real_sleep = real
+
+    def __call__(self, seconds: float | SupportsIndex, /) -> None:
+        METER.add("sleep")
+        self.probe_real_sleep(seconds)
+
+
+_installed = False
+
+
+def install() -> None:
+    """Install the audit hook and the sleep wrapper (idempotent per module instance)."""
+    global _installed
+    if not _installed:
+        sys.addaudithook(_audit)
+        _installed = True
+    current = time.sleep
+    if not isinstance(current, CountedSleep):
+        # A wrapper from an earlier import of this module is unwrapped, never stacked.
+        real: _Sleep = getattr(current, "probe_real_sleep", current)
+        time.sleep = CountedSleep(real)

@@ -1,0 +1,392 @@
+"""The replay probe: a pytest plugin that labels each test and counts its dependency calls.
+
+Load it explicitly: `pytest -p orchestrator.probe.plugin`. It writes one replay-probe/1
+document (shared/spec/records.md, "Probe result") atomically to $REPLAY_RESULT at the
+end of the session. Labels follow shared/spec/lanes.md section 1; the probe never
+writes `timeout` (the driver that kills a replay does).
+
+Importing this module installs the audit hook and the `time.sleep` wrapper, so both
+are in place before conftest files and test modules are imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import random
+import re
+import sys
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter
+from types import TracebackType
+from typing import Any, Final
+
+import pytest
+
+from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
+from orchestrator.probe.atomic import write_json_atomic
+from orchestrator.probe.deps import Deps
+from orchestrator.probe.meter import METER, STABLE_DEPENDENCIES, install
+
+install()
+
+RESULT_ENV: Final = "REPLAY_RESULT"
+SEED_ENV: Final = "REPLAY_SEED"
+FIXTURE_ENV: Final = "REPLAY_FIXTURE"
+DEFAULT_SEED: Final = 0
+MESSAGE_LIMIT: Final = 4000
+
+ASSERT_PASS: Final = "assert_pass"
+ASSERT_FAIL: Final = "assert_fail"
+HARNESS_ERROR: Final = "harness_error"
+
+_NOT_FOUND_LINE = re.compile(r"(?:not found|found no collectors for):?\s+(?P<arg>\S.*)$")
+
+
+@dataclass(kw_only=True)
+class _TestRecord:
+    """What one test did, filled in phase by phase."""
+
+    nodeid: str
+    declared: list[str] = field(default_factory=list)
+    calls: dict[str, int] | None = None
+    network: list[str] = field(default_factory=list)
+    duration_ms: float = 0.0
+    # Failure details per phase ("setup", "call", "teardown"): (assertion_id, message).
+    failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    skip_reason: str | None = None
+
+    def declare(self, name: str) -> None:
+        if name not in self.declared:
+            self.declared.append(name)
+        if METER.active and name not in METER.counts:
+            METER.counts[name] = 0
+
+    def final_calls(self) -> dict[str, int]:
+        calls = dict(self.calls) if self.calls is not None else {}
+        for name in (*STABLE_DEPENDENCIES, *self.declared):
+            calls.setdefault(name, 0)
+        return calls
+
+    def entry(self) -> dict[str, Any] | None:
+        """The result entry, or None when the test was skipped or xfailed."""
+        label: str
+        reason: str | None = None
+        assertion_id: str | None = None
+        message: str | None = None
+        setup, call, teardown = (self.outcomes.get(w) for w in ("setup", "call", "teardown"))
+        if setup == "failed":
+            label, reason = HARNESS_ERROR, "setup_error"
+            message = self.failures.get("setup", ("", ""))[1]
+        elif self.skip_reason is not None:
+            return None
+        elif self.network:
+            label, reason = HARNESS_ERROR, "impure_network"
+            message = "network attempted in the test body: " + "; ".join(self.network)
+        elif teardown == "failed":
+            label, reason = HARNESS_ERROR, "teardown_error"
+            message = self.failures.get("teardown", ("", ""))[1]
+        elif call == "passed":
+            label = ASSERT_PASS
+        elif call == "failed":
+            label = ASSERT_FAIL
+            assertion_id, message = self.failures.get("call", (None, None))
+        else:
+            label, reason = HARNESS_ERROR, "interrupted"
+            message = "the session ended before this test finished"
+        return {
+            "nodeid": self.nodeid,
+            "label": label,
+            "reason": reason,
+            "assertion_id": assertion_id,
+            "message": message,
+            "calls": self.final_calls(),
+            "duration_ms": round(self.duration_ms, 3),
+        }
+
+
+def _harness_entry(nodeid: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "nodeid": nodeid,
+        "label": HARNESS_ERROR,
+        "reason": reason,
+        "assertion_id": None,
+        "message": message[:MESSAGE_LIMIT],
+        "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
+        "duration_ms": 0.0,
+    }
+
+
+def _message(value: BaseException) -> str:
+    text = str(value) or type(value).__name__
+    return text[:MESSAGE_LIMIT]
+
+
+def read_seed(environ: dict[str, str] | os._Environ[str]) -> int:
+    raw = environ.get(SEED_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SEED
+    try:
+        return int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"{SEED_ENV} must be an integer, got {raw!r}") from None
+
+
+def seed_generators(seed: int) -> None:
+    """Seed `random`, and numpy's global generator when numpy is already imported."""
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        # A numpy stub or a partial import must not break the run.
+        with contextlib.suppress(Exception):
+            numpy.random.seed(seed % 2**32)
+
+
+class _SameFile:
+    """Compares a traceback frame's file with a test file, resolving symlinks once."""
+
+    def __init__(self) -> None:
+        self._real: dict[str, str] = {}
+
+    def real(self, filename: str) -> str:
+        resolved = self._real.get(filename)
+        if resolved is None:
+            resolved = os.path.realpath(filename)
+            self._real[filename] = resolved
+        return resolved
+
+    def __call__(self, filename: str, target: str) -> bool:
+        return filename == target or self.real(filename) == self.real(target)
+
+
+class ProbeSession:
+    """Per-session recorder, registered by `pytest_configure`."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.result_path = os.environ.get(RESULT_ENV) or None
+        self.fixture_path = os.environ.get(FIXTURE_ENV) or None
+        self.seed = read_seed(os.environ)
+        self.records: dict[str, _TestRecord] = {}
+        self.current: _TestRecord | None = None
+        self.tests: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []
+        self.written = False
+        self._same_file = _SameFile()
+        self._fixture_bytes: bytes | None = None
+        seed_generators(self.seed)
+
+    # -- collection ---------------------------------------------------------------
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            nodeid = report.nodeid or "<session>"
+            self.tests.append(_harness_entry(nodeid, "collection_error", report.longreprtext))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_collection(self, session: pytest.Session) -> Generator[None, Any, None]:
+        outcome = yield
+        excinfo = outcome.excinfo
+        if excinfo is not None and isinstance(excinfo[1], pytest.UsageError):
+            self._record_usage_error(excinfo[1])
+
+    def _record_usage_error(self, error: pytest.UsageError) -> None:
+        found_any = False
+        for argument in error.args:
+            for line in str(argument).splitlines():
+                match = _NOT_FOUND_LINE.search(line)
+                if match is None or line.startswith("("):
+                    continue
+                arg = match.group("arg").strip()
+                self.tests.append(
+                    _harness_entry(self._relative_arg(arg), "not_found", str(argument))
+                )
+                found_any = True
+        if not found_any:
+            message = "; ".join(str(a) for a in error.args)
+            self.tests.append(_harness_entry("<session>", "usage_error", message))
+
+    def _relative_arg(self, arg: str) -> str:
+        """A command-line argument as a node id (paths relative to the rootdir)."""
+        path, sep, rest = arg.partition("::")
+        if os.path.isabs(path):
+            with contextlib.suppress(ValueError):
+                path = Path(path).relative_to(self.config.rootpath).as_posix()
+        return path + sep + rest
+
+    # -- running --------------------------------------------------------------------
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        record = _TestRecord(nodeid=nodeid)
+        self.records[nodeid] = record
+        self.current = record
+        # Every test starts from the same random state, whatever ran before it.
+        seed_generators(self.seed)
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
+        record = self.records.get(item.nodeid)
+        METER.start(record.declared if record is not None else ())
+        started = perf_counter()
+        yield
+        elapsed = perf_counter() - started
+        METER.stop()
+        if record is not None:
+            record.duration_ms = elapsed * 1000.0
+            record.calls = METER.counts
+            record.network = METER.network
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        excinfo = call.excinfo
+        record = self.records.get(item.nodeid)
+        if excinfo is None or record is None:
+            return
+        value = excinfo.value
+        assertion_id = self._assertion_id(item, value, excinfo.tb)
+        record.failures[call.when] = (assertion_id, _message(value))
+
+    def _assertion_id(self, item: pytest.Item, value: BaseException, tb: TracebackType) -> str:
+        """`<nodeid>@<path>:<line>:<ExceptionType>` at the deepest frame in the test's file.
+
+        The location stays put when the code under test changes, because frames in
+        other files are passed over.
+        """
+        own_file = str(item.path)
+        own_line: int | None = None
+        deepest: TracebackType = tb
+        cursor: TracebackType | None = tb
+        while cursor is not None:
+            if self._same_file(cursor.tb_frame.f_code.co_filename, own_file):
+                own_line = cursor.tb_lineno
+            deepest = cursor
+            cursor = cursor.tb_next
+        if own_line is not None:
+            location = f"{item.nodeid.split('::', 1)[0]}:{own_line}"
+        else:
+            filename = deepest.tb_frame.f_code.co_filename
+            location = f"{self._relative_arg(filename)}:{deepest.tb_lineno}"
+        return f"{item.nodeid}@{location}:{type(value).__name__}"
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = self.records.get(report.nodeid)
+        if record is None:
+            return
+        record.outcomes[report.when] = report.outcome
+        xfail_reason = getattr(report, "wasxfail", None)
+        if report.when != "teardown" and report.skipped:
+            record.skip_reason = _skip_reason(report)
+        elif report.when == "call" and xfail_reason is not None:
+            record.skip_reason = f"xpassed: {xfail_reason}".rstrip(": ")
+        if report.when == "call" and report.failed and "call" not in record.failures:
+            # A failure without an exception (strict xpass, a plugin's verdict).
+            location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
+            text = report.longreprtext[:MESSAGE_LIMIT]
+            record.failures["call"] = (f"{report.nodeid}@{location}:Failed", text)
+        if report.when == "teardown":
+            self._finish(record)
+
+    def _finish(self, record: _TestRecord) -> None:
+        entry = record.entry()
+        if entry is None:
+            self.skipped.append({"nodeid": record.nodeid, "reason": record.skip_reason})
+        else:
+            self.tests.append(entry)
+        self.records.pop(record.nodeid, None)
+        if self.current is record:
+            self.current = None
+
+    # -- writing --------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.write(int(exitstatus))
+
+    def write(self, exit_status: int | None) -> None:
+        if self.written:
+            return
+        self.written = True
+        for record in list(self.records.values()):
+            self._finish(record)  # tests the session abandoned mid-way
+        if self.result_path is None:
+            return
+        document = {
+            "schema": RESULT_SCHEMA,
+            "probe_version": PROBE_VERSION,
+            "python": platform.python_version(),
+            "pytest": pytest.__version__,
+            "seed": self.seed,
+            "fixture": self.fixture_path,
+            "exit_status": exit_status,
+            "tests": self.tests,
+            "skipped": self.skipped,
+        }
+        write_json_atomic(self.result_path, document)
+
+    # -- fixture support ---------------------------------------------------------------
+
+    def declare(self, name: str) -> None:
+        if self.current is not None:
+            self.current.declare(name)
+
+    def fixture_document(self) -> Any:
+        if self.fixture_path is None:
+            raise RuntimeError(f"{FIXTURE_ENV} is not set: this replay has no pinned fixture")
+        if self._fixture_bytes is None:
+            self._fixture_bytes = Path(self.fixture_path).read_bytes()
+        # Parsed afresh per test so no test sees another's mutations.
+        return json.loads(self._fixture_bytes)
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    xfail_reason = getattr(report, "wasxfail", None)
+    if xfail_reason is not None:
+        return f"xfailed: {xfail_reason}".rstrip(": ")
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+_SESSION_KEY = pytest.StashKey[ProbeSession]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    install()  # idempotent; covers a module imported before a previous session ended
+    probe = ProbeSession(config)
+    config.stash[_SESSION_KEY] = probe
+    config.pluginmanager.register(probe, "replay-probe-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    probe = config.stash.get(_SESSION_KEY, None)
+    if probe is not None:
+        probe.write(None)  # no-op when the session already wrote its result
+        config.pluginmanager.unregister(probe)
+
+
+def _probe(request: pytest.FixtureRequest) -> ProbeSession:
+    return request.config.stash[_SESSION_KEY]
+
+
+@pytest.fixture
+def deps(request: pytest.FixtureRequest) -> Deps:
+    """Fake clocks (`deps.clock(start=...)`) and spies (`deps.spy(name, fn)`) the probe counts."""
+    return Deps(_probe(request).declare)
+
+
+@pytest.fixture
+def replay_seed(request: pytest.FixtureRequest) -> int:
+    """The replay's seed ($REPLAY_SEED, default 0); `random` is already seeded with it."""
+    return _probe(request).seed
+
+
+@pytest.fixture
+def replay_fixture(request: pytest.FixtureRequest) -> Any:
+    """The pinned JSON fixture named by $REPLAY_FIXTURE, parsed afresh for each test."""
+    return _probe(request).fixture_document()
