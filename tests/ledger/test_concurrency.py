@@ -1,0 +1,156 @@
+"""Real processes against one ledger: no lost or duplicated writes, kills, concurrent claims."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from ledger_factories import FIXTURE_BYTES, NOW, ORIGIN_BYTES, eligible, flake_record
+from sqlalchemy import text
+
+from orchestrator import model
+from orchestrator.adapters.ledger import Ledger
+
+WORKER = Path(__file__).with_name("ledger_worker.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def release_together(workers: list[subprocess.Popen[str]]) -> None:
+    """Wait until every worker has opened the ledger, then let them all start at once."""
+    for worker in workers:
+        line = worker.stdout.readline()
+        assert line.strip() == "ready", worker.stderr.read()
+    for worker in workers:
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+
+
+def finish(worker: subprocess.Popen[str]) -> str:
+    out, err = worker.communicate(timeout=300)
+    assert worker.returncode == 0, err
+    return out.strip().splitlines()[-1]
+
+
+def assert_consistent(ledger: Ledger) -> None:
+    """Every live freeze has exactly one FREEZE_WRITTEN event and vice versa."""
+    live = {row.id for row in ledger.live_freezes()}
+    written = [e.detail["freeze_id"] for e in ledger.events(kinds={model.EventKind.FREEZE_WRITTEN})]
+    assert len(written) == len(set(written))
+    assert set(written) == live
+    if ledger.engine.dialect.name == "sqlite":
+        with ledger.engine.connect() as conn:
+            assert conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok"
+
+
+@pytest.mark.slow
+def test_eight_processes_writing_200_freezes_each_lose_and_duplicate_nothing(
+    ledger_url: str,
+) -> None:
+    Ledger.open(ledger_url).close()
+    workers = [spawn("write", ledger_url, str(w * 1000 + 1), "200") for w in range(8)]
+    release_together(workers)
+    reported = [json.loads(finish(worker)) for worker in workers]
+    all_ids = [i for ids in reported for i in ids]
+    assert len(all_ids) == 1600
+    assert len(set(all_ids)) == 1600
+    with Ledger.open(ledger_url) as ledger:
+        rows = ledger.live_freezes()
+        assert {row.id for row in rows} == set(all_ids)
+        expected = {
+            flake_record(w * 1000 + 1 + i).property_id for w in range(8) for i in range(200)
+        }
+        assert sorted(row.subject for row in rows) == sorted(expected)
+        assert_consistent(ledger)
+
+
+def test_a_writer_killed_inside_its_transaction_leaves_the_ledger_consistent(
+    ledger_url: str,
+) -> None:
+    with Ledger.open(ledger_url) as ledger:
+        _, decision = eligible()
+        kept = ledger.write_flake_freeze(
+            flake_record(1),
+            decision=decision,
+            now=NOW,
+            fixture_bytes=FIXTURE_BYTES,
+            origin_bytes=ORIGIN_BYTES,
+        )
+    worker = spawn("hold", ledger_url, "2")
+    release_together([worker])
+    assert worker.stdout.readline().strip() == "inside"
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(timeout=30)
+    assert worker.returncode == -signal.SIGKILL
+    with Ledger.open(ledger_url) as ledger:
+        assert [row.id for row in ledger.live_freezes()] == [kept.freeze_id]
+        assert_consistent(ledger)
+        # The killed writer held the write lock; the ledger is writable again at once.
+        _, decision = eligible()
+        again = ledger.write_flake_freeze(
+            flake_record(2),
+            decision=decision,
+            now=NOW,
+            fixture_bytes=FIXTURE_BYTES,
+            origin_bytes=ORIGIN_BYTES,
+        )
+        assert again.written
+        assert_consistent(ledger)
+
+
+def test_a_writer_killed_while_churning_leaves_whole_rows_only(ledger_url: str) -> None:
+    Ledger.open(ledger_url).close()
+    worker = spawn("churn", ledger_url, "1")
+    release_together([worker])
+    for _ in range(25):  # let it commit a few rows, then kill it wherever it is
+        assert worker.stdout.readline().strip()
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(timeout=30)
+    with Ledger.open(ledger_url) as ledger:
+        assert ledger.count_freezes() >= 25
+        assert_consistent(ledger)
+
+
+@pytest.mark.slow
+def test_two_concurrent_thaw_jobs_never_process_the_same_row(ledger_url: str) -> None:
+    with Ledger.open(ledger_url) as ledger:
+        _, decision = eligible()
+        due = [
+            ledger.write_flake_freeze(
+                flake_record(n, expires_at=NOW + timedelta(hours=1 + n % 5)),
+                decision=decision,
+                now=NOW,
+                fixture_bytes=FIXTURE_BYTES,
+                origin_bytes=ORIGIN_BYTES,
+            ).freeze_id
+            for n in range(1, 61)
+        ]
+    job_time = (NOW + timedelta(days=1)).isoformat()
+    workers = [spawn("claim", ledger_url, job_time) for _ in range(2)]
+    release_together(workers)
+    first, second = (json.loads(finish(worker)) for worker in workers)
+    assert not set(first) & set(second)
+    assert sorted(first + second) == sorted(due)
+    with Ledger.open(ledger_url) as ledger:
+        outcomes = ledger.events(kinds={model.EventKind.THAWED, model.EventKind.OVERDUE})
+        touched = [e.detail["freeze_id"] for e in outcomes]
+        assert sorted(touched) == sorted(due)  # each row exactly one outcome event
+        assert {row.id for row in ledger.live_freezes()} == {i for i in due if i % 2 == 0}
