@@ -7,7 +7,10 @@ that must not start or stop anything.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,40 @@ def test_build_images_reuses_an_unchanged_context(runner_image_id):
     assert result.stdout.strip() == runner_image_id
     assert "not rebuilding" in result.stderr
     assert "building" not in result.stderr.replace("not rebuilding", "")
+
+
+@pytest.fixture
+def private_root() -> Iterator[Path]:
+    # Short path: the daemon's sockets live below it (unix socket paths max 108 bytes).
+    root = Path(tempfile.mkdtemp(prefix="odk-", dir="/tmp"))
+    yield root
+    script("stop-docker", {"ORCHESTRATOR_DOCKERD_ROOT": str(root)})
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting dockerd needs root")
+def test_ensure_docker_starts_a_detached_engine_that_only_stop_docker_stops(
+    docker_client, private_root
+):
+    env = {
+        "ORCHESTRATOR_DOCKERD_ROOT": str(private_root),
+        "DOCKER_HOST": f"unix://{private_root}/docker.sock",
+    }
+    started = script("ensure-docker", env)
+    assert started.returncode == 0, started.stderr
+    assert "started by this project" in started.stderr
+    pid = int((private_root / "dockerd.pid").read_text())
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "dockerd"
+    # Its own session: it outlives the script (and make) that started it.
+    assert os.getsid(pid) == pid
+
+    again = script("ensure-docker", env)
+    assert again.returncode == 0, again.stderr
+    assert "started by this project" not in again.stderr  # reused, not restarted
+    assert int((private_root / "dockerd.pid").read_text()) == pid
+
+    stopped = script("stop-docker", env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not Path(f"/proc/{pid}").exists()
+    assert not (private_root / "dockerd.pid").exists()
+    assert docker_client.ping()  # the shared engine was left alone
