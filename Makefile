@@ -11,6 +11,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNNER_IMAGE := orchestrator-runner:latest
 
+# ORCHESTRATOR_DOCKERD_ROOT=DIR: use a private engine under DIR (scripts/ensure-docker).
+ifneq ($(strip $(ORCHESTRATOR_DOCKERD_ROOT)),)
+export DOCKER_HOST ?= unix://$(abspath $(ORCHESTRATOR_DOCKERD_ROOT))/docker.sock
+endif
+
 # make replay REPO=path/to/repo [BASE=main] [PATCH=HEAD]
 REPO ?=
 BASE ?= main
