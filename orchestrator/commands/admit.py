@@ -1,0 +1,64 @@
+"""``orchestrator admit``: seed 004's admission of a timing freeze request."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from orchestrator.core.admission import AdmissionOutcome
+
+
+def admission_for(document: Any, *, now: datetime | None = None) -> AdmissionOutcome:
+    """Parse a timing-admission-request/1 document and run the admission.
+
+    ``now`` wins over the document's ``now``; with neither, the real clock is read
+    (here in the shell, never in the core). The outcome carries the ``TimingFreeze``
+    row that a ``--record`` option would hand to the ledger.
+    """
+    from orchestrator.core.admission import evaluate, parse_admission_request
+
+    request = parse_admission_request(document)
+    moment = now or request.now or datetime.now(UTC)
+    return evaluate(request, moment)
+
+
+def admit(
+    request: Annotated[
+        str,
+        typer.Argument(
+            metavar="REQUEST",
+            help="A timing-admission-request/1 JSON file, or - for standard input.",
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the timing-admission/1 document.")
+    ] = False,
+) -> None:
+    """Admit (or refuse) a timing freeze: seed 004's gates, first failing code wins.
+
+    Codes in order: sample_too_small, age_out_of_band, missing_owner,
+    fixture_oracle_drift, property_red, fixture_red, spread_too_tight, not_timing,
+    already_expired; otherwise timing_debt_opened with expires_at = opened_at +
+    max_age_hours. The request's "now" is used when present, else the current time.
+    Exit 0 only for timing_debt_opened, 1 for a refusal, 2 for unreadable input.
+    """
+    from orchestrator.files import dumps, read_json
+
+    outcome = admission_for(read_json(request))
+    admission = outcome.admission
+    if as_json:
+        typer.echo(dumps(outcome.to_json()))
+    elif admission.allowed:
+        typer.echo(
+            f"{admission.code}: {outcome.request.freeze.test_name} frozen until {admission.detail}"
+        )
+    else:
+        typer.echo(f"refused: {admission.code} ({admission.detail})")
+    raise typer.Exit(0 if admission.allowed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("admit")(admit)

@@ -1,0 +1,49 @@
+"""``orchestrator classify``: one evidence document in, one lane decision out."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def classify(
+    evidence: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVIDENCE",
+            help="A replay-evidence/1 JSON file (records.md), or - for standard input.",
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the replay-decision/1 document.")
+    ] = False,
+) -> None:
+    """Decide the lane for one property's bilateral evidence (lanes.md section 3).
+
+    Exit status: 0 a non-blocking lane (no_freeze, fix_candidate, flake_queue_eligible),
+    1 a blocking lane (reject_run, property_regression, different_bug, block_patch),
+    3 undecided (reject_malformed, infra_queue, rerun_shrink), 2 unreadable input.
+    """
+    from orchestrator.core.evidence import parse_evidence
+    from orchestrator.core.lanes import decide
+    from orchestrator.files import dumps, read_json
+
+    decision = decide(parse_evidence(read_json(evidence)))
+    if as_json:
+        typer.echo(dumps(decision.to_json()))
+    else:
+        verdict = (
+            "blocking"
+            if decision.blocking
+            else ("undecided" if decision.lane.undecided else "non-blocking")
+        )
+        freeze = "freeze allowed" if decision.freeze_allowed else "no freeze"
+        typer.echo(f"{decision.lane.value} ({decision.code}): {verdict}, {freeze}")
+        for reason in decision.reasons:
+            typer.echo(f"  - {reason}")
+    raise typer.Exit(decision.lane.exit_status)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("classify")(classify)

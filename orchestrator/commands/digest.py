@@ -1,0 +1,47 @@
+"""``orchestrator digest``: the canonical digest of a JSON document (records.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def digest(
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="A JSON file, or - for standard input.")
+    ],
+    oracle_keys: Annotated[
+        str | None,
+        typer.Option(
+            "--oracle-keys",
+            metavar="a,b,c",
+            help="Hash only these top-level keys (the oracle); default: the whole document.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON document instead of the bare digest.")
+    ] = False,
+) -> None:
+    """Print sha256:<hex> of the canonical JSON (sorted keys, compact, UTF-8).
+
+    With --oracle-keys only the named keys are hashed (a key the document lacks is
+    left out), as the timing admission's locked oracle digest is.
+    """
+    from orchestrator.core.digest import CANONICALIZATION, oracle_digest
+    from orchestrator.errors import InputError
+    from orchestrator.files import dumps, read_json
+
+    keys = tuple(k.strip() for k in (oracle_keys or "").split(",") if k.strip())
+    if oracle_keys is not None and not keys:
+        raise InputError("--oracle-keys: give at least one key name")
+    value = oracle_digest(read_json(file), keys)
+    if as_json:
+        doc = {"digest": value, "canonicalization": CANONICALIZATION, "oracle_keys": list(keys)}
+        typer.echo(dumps(doc))
+    else:
+        typer.echo(value)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("digest")(digest)
