@@ -1,0 +1,363 @@
+"""The decision table of lanes.md section 3, row by row, plus seed 001's examples."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from unit_factories import ASSERTION, OTHER_ASSERTION, evidence, replay, side
+
+from orchestrator.core.lanes import decide
+from orchestrator.model import Evidence, Lane, Replay, ShrinkSummary
+
+P, F, T, H = "assert_pass", "assert_fail", "timeout", "harness_error"
+
+
+def lane_code(ev: Evidence) -> tuple[str, str]:
+    decision = decide(ev)
+    return decision.lane.value, decision.code
+
+
+# --- row 1: malformed evidence ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "base_rev",
+        "patch_rev",
+        "image_digest",
+        "runner_id",
+        "property_id",
+        "fixture_digest",
+        "seed",
+        "command",
+    ],
+)
+@pytest.mark.parametrize("missing", [None, ""])
+def test_row_1_each_missing_required_field_has_its_own_code(name: str, missing: Any) -> None:
+    if name == "seed" and missing == "":
+        missing = None
+    decision = decide(evidence(**{name: missing}))
+    assert (decision.lane, decision.code) == (Lane.REJECT_MALFORMED, f"missing_field:{name}")
+    assert not decision.freeze_allowed
+    assert not decision.blocking
+
+
+def test_row_1_reports_every_missing_field_in_reasons() -> None:
+    decision = decide(evidence(base_rev=None, command=None))
+    assert decision.code == "missing_field:base_rev"
+    assert len(decision.reasons) == 2
+    assert "command" in decision.reasons[1]
+
+
+def test_row_1_seed_zero_is_not_missing() -> None:
+    assert decide(evidence(seed=0)).lane is Lane.NO_FREEZE
+
+
+def test_row_1_replay_count_differs_from_declared() -> None:
+    assert lane_code(evidence(replays=5)) == ("reject_malformed", "replay_count")
+    short_patch = evidence(patch=side(P, P))
+    assert lane_code(short_patch) == ("reject_malformed", "replay_count")
+    assert lane_code(evidence(replays=None)) == ("reject_malformed", "missing_field:replays")
+
+
+def test_row_1_unknown_label() -> None:
+    assert lane_code(evidence(patch=side(P, "assert_maybe", P))) == (
+        "reject_malformed",
+        "unknown_label",
+    )
+
+
+def test_row_1_image_and_runner_mismatch_between_sides() -> None:
+    other_image = "sha256:" + "2" * 64
+    on_other_image = side(P, P, P, image_digest=other_image)
+    assert lane_code(evidence(patch=on_other_image)) == ("reject_malformed", "image_mismatch")
+    on_other_runner = side(P, P, P, runner_id="ci-7")
+    assert lane_code(evidence(base=on_other_runner)) == ("reject_malformed", "runner_mismatch")
+    same = side(P, P, P, image_digest="sha256:" + "1" * 64, runner_id="local")
+    assert lane_code(evidence(base=same, patch=same)) == ("no_freeze", "not_reproduced")
+
+
+def test_row_1_wins_over_every_later_row() -> None:
+    ev = evidence(base=side(T, T, T), oracle_changed=True, command=None)
+    assert lane_code(ev) == ("reject_malformed", "missing_field:command")
+
+
+# --- rows 2-4 ---------------------------------------------------------------------------
+
+
+def test_row_2_oracle_changed_rejects_the_run_before_infra() -> None:
+    ev = evidence(patch=side(T, P, P), oracle_changed=True)
+    decision = decide(ev)
+    assert (decision.lane, decision.code, decision.blocking) == (
+        Lane.REJECT_RUN,
+        "oracle_changed",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("base", "patch", "code"),
+    [
+        ((P, P, P), (P, T, P), "timeout"),
+        ((H, P, P), (F, F, F), "harness_error"),
+        ((H, P, P), (T, F, F), "timeout"),
+        ((F, P, F), (F, H, P), "harness_error"),
+    ],
+)
+def test_row_3_any_timeout_or_harness_error_goes_to_infra(
+    base: tuple[str, ...], patch: tuple[str, ...], code: str
+) -> None:
+    decision = decide(evidence(base=side(*base), patch=side(*patch)))
+    assert (decision.lane, decision.code) == (Lane.INFRA_QUEUE, code)
+    assert not decision.freeze_allowed
+    assert decision.lane.exit_status == 3
+
+
+def test_row_3_comes_before_an_unstable_shrink() -> None:
+    unstable = ShrinkSummary(attempts=2, identical_minima=1, stable=False)
+    assert decide(evidence(patch=side(P, H, P), shrink=unstable)).lane is Lane.INFRA_QUEUE
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        ShrinkSummary(attempts=1, identical_minima=1, stable=True),
+        ShrinkSummary(attempts=2, identical_minima=1, stable=False),
+        ShrinkSummary(attempts=3, identical_minima=2, stable=True),
+        ShrinkSummary(attempts=2, identical_minima=2, stable=False),
+    ],
+)
+def test_row_4_unstable_shrink_reruns(summary: ShrinkSummary) -> None:
+    assert lane_code(evidence(shrink=summary)) == ("rerun_shrink", "shrink_unstable")
+
+
+def test_row_4_does_not_apply_without_a_shrink_report() -> None:
+    assert decide(evidence(shrink=None)).lane is Lane.NO_FREEZE
+
+
+# --- row 5: call budget -----------------------------------------------------------------
+
+
+def test_row_5_matching_output_with_moved_budget_is_a_regression() -> None:
+    decision = decide(evidence(patch=side(P, P, P, calls={"clock": 2})))
+    assert (decision.lane, decision.code) == (Lane.PROPERTY_REGRESSION, "call_budget")
+    assert decision.reasons == ("clock: base {1} vs patch {2}",)
+
+
+def test_row_5_names_each_moved_dependency_and_absent_counts_as_zero() -> None:
+    base = side(P, P, P, calls={"clock": 1, "open": 2})
+    patch = side(P, P, P, calls={"clock": 1, "sleep": 1})
+    decision = decide(evidence(base=base, patch=patch))
+    assert decision.reasons == ("open: base {2} vs patch {0}", "sleep: base {0} vs patch {1}")
+
+
+def test_row_5_compares_sets_so_equal_variation_is_not_a_change() -> None:
+    varying = (
+        replay(P, calls={"clock": 1}),
+        replay(P, calls={"clock": 2}),
+        replay(P, calls={"clock": 1}),
+    )
+    reordered = (varying[1], varying[0], varying[0])
+    assert decide(evidence(base=varying, patch=reordered)).lane is Lane.NO_FREEZE
+    narrower = side(P, P, P, calls={"clock": 1})
+    decision = decide(evidence(base=varying, patch=narrower))
+    assert decision.reasons == ("clock: base {1, 2} vs patch {1}",)
+
+
+def test_row_5_comes_before_the_outcome_rows() -> None:
+    ev = evidence(base=side(F, P, F), patch=side(F, P, F, calls={"clock": 3}))
+    assert lane_code(ev) == ("property_regression", "call_budget")
+
+
+# --- rows 6-12: outcomes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base", "patch", "lane", "code"),
+    [
+        ((P, P, P), (F, F, F), "property_regression", "assertion_regression"),  # row 6
+        ((P, P, P), (F, P, P), "property_regression", "new_instability"),  # row 7
+        ((P, P, P), (P, P, P), "no_freeze", "not_reproduced"),  # row 8
+        ((F, P, F), (P, P, P), "fix_candidate", "fix_candidate"),  # row 9, base M
+        ((F, F, F), (P, P, P), "fix_candidate", "fix_candidate"),  # row 9, base F
+        ((F, F, F), (F, F, F), "block_patch", "uniform_failure"),  # row 11, base F
+        ((P, F, F), (F, F, F), "block_patch", "uniform_failure"),  # row 11, base M
+        ((F, F, F), (F, P, F), "flake_queue_eligible", "flake_queue_eligible"),  # row 12
+        ((P, F, P), (F, P, P), "flake_queue_eligible", "flake_queue_eligible"),  # row 12
+    ],
+)
+def test_outcome_rows(base: tuple[str, ...], patch: tuple[str, ...], lane: str, code: str) -> None:
+    decision = decide(evidence(base=side(*base), patch=side(*patch)))
+    assert (decision.lane.value, decision.code) == (lane, code)
+    assert decision.blocking is decision.lane.blocking
+    assert decision.freeze_allowed is (lane == "flake_queue_eligible")
+
+
+def test_row_10_different_failing_assertions_are_a_different_bug() -> None:
+    base = side(F, F, F)
+    patch = side(F, P, F, assertion_id=OTHER_ASSERTION)
+    decision = decide(evidence(base=base, patch=patch))
+    assert (decision.lane, decision.code) == (Lane.DIFFERENT_BUG, "different_assertion")
+    assert decision.blocking
+    assert OTHER_ASSERTION in decision.reasons[0]
+
+
+def test_row_11_says_the_base_fails_too() -> None:
+    decision = decide(evidence(base=side(F, F, F), patch=side(F, F, F)))
+    assert decision.reasons[0] == "fails_on_base_too"
+
+
+# --- seed 001's test_classifier_examples, through the reconciled table --------------------
+
+
+def seed_001_evidence(
+    base_passed: bool,
+    patch_passed: bool,
+    same_assertion: bool,
+    shrink_stable: bool,
+    base_calls: int,
+    patch_calls: int,
+    oracle_changed: bool,
+    *,
+    patch_mixed: bool = False,
+) -> Evidence:
+    base = (
+        side(P, P, P, calls={"clock": base_calls})
+        if base_passed
+        else side(F, F, F, calls={"clock": base_calls})
+    )
+    patch_id = ASSERTION if same_assertion else OTHER_ASSERTION
+    labels = (F, P, F) if patch_mixed else ((P, P, P) if patch_passed else (F, F, F))
+    patch = tuple(
+        replay(
+            label,
+            calls={"clock": patch_calls},
+            **({"assertion_id": patch_id} if label == F else {}),
+        )
+        for label in labels
+    )
+    stable = ShrinkSummary(
+        attempts=2, identical_minima=2 if shrink_stable else 1, stable=shrink_stable
+    )
+    return evidence(base=base, patch=patch, shrink=stable, oracle_changed=oracle_changed)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((True, True, True, True, 1, 2, False), "property_regression"),
+        ((False, False, True, False, 1, 1, False), "rerun_shrink"),
+        ((True, False, True, True, 1, 1, False), "property_regression"),
+        ((False, True, True, True, 1, 1, False), "fix_candidate"),
+        ((True, True, True, True, 1, 1, True), "reject_run"),
+        ((True, True, True, True, 1, 1, False), "no_freeze"),
+    ],
+)
+def test_seed_001_classifier_examples(args: tuple[Any, ...], expected: str) -> None:
+    assert decide(seed_001_evidence(*args)).lane.value == expected
+
+
+def test_seed_001_fail_fail_same_assertion_is_eligible_only_when_the_patch_is_mixed() -> None:
+    # Seed 001 calls fail/fail/same "flake_queue_eligible"; lanes.md splits it: a uniform
+    # failure on the patch blocks it (row 11), a mixed patch is eligible (row 12).
+    uniform = decide(seed_001_evidence(False, False, True, True, 1, 1, False))
+    assert (uniform.lane, uniform.reasons[0]) == (Lane.BLOCK_PATCH, "fails_on_base_too")
+    mixed = decide(seed_001_evidence(False, False, True, True, 1, 1, False, patch_mixed=True))
+    assert mixed.lane is Lane.FLAKE_QUEUE_ELIGIBLE
+    assert mixed.freeze_allowed
+
+
+def test_seed_001_retry_disguise_never_reaches_the_flake_queue() -> None:
+    ev = seed_001_evidence(False, False, True, True, 1, 2, False, patch_mixed=True)
+    assert lane_code(ev) == ("property_regression", "call_budget")
+
+
+def test_decision_json_has_no_merge_bit() -> None:
+    doc = decide(evidence()).to_json()
+    assert set(doc) == {"schema", "lane", "code", "blocking", "freeze_allowed", "reasons"}
+
+
+# --- properties -------------------------------------------------------------------------
+
+labels = st.sampled_from([P, P, F, F, T, H, "assert_maybe"])
+replays = st.builds(
+    Replay,
+    label=labels,
+    assertion_id=st.sampled_from([None, ASSERTION, OTHER_ASSERTION]),
+    calls=st.dictionaries(
+        st.sampled_from(["clock", "open", "sleep"]), st.integers(0, 3), max_size=2
+    ),
+    duration_ms=st.none() | st.floats(0, 100),
+    image_digest=st.sampled_from([None, None, None, "sha256:" + "1" * 64, "sha256:other"]),
+    runner_id=st.sampled_from([None, None, None, "local", "ci-7"]),
+)
+shrinks = st.none() | st.builds(
+    ShrinkSummary,
+    attempts=st.integers(0, 3),
+    identical_minima=st.integers(0, 3),
+    stable=st.booleans(),
+)
+
+
+@st.composite
+def any_evidence(draw: st.DrawFn) -> Evidence:
+    n = draw(st.integers(1, 4))
+    base = tuple(draw(st.lists(replays, min_size=n, max_size=n + draw(st.integers(0, 1)))))
+    patch = tuple(draw(st.lists(replays, min_size=n, max_size=n)))
+    ev = evidence(
+        base=base,
+        patch=patch,
+        replays=n,
+        shrink=draw(shrinks),
+        oracle_changed=draw(st.booleans()),
+    )
+    if draw(st.booleans()):
+        name = draw(st.sampled_from(["base_rev", "seed", "command", "runner_id"]))
+        ev = dataclasses.replace(ev, **{name: None})
+    return ev
+
+
+@settings(max_examples=150, deadline=None)
+@given(any_evidence())
+def test_decide_is_total_and_deterministic(ev: Evidence) -> None:
+    first, second = decide(ev), decide(ev)
+    assert first == second
+    assert isinstance(first.lane, Lane)
+    assert first.blocking is first.lane.blocking
+    assert first.freeze_allowed is (first.lane is Lane.FLAKE_QUEUE_ELIGIBLE)
+
+
+@settings(max_examples=150, deadline=None)
+@given(any_evidence(), st.randoms(use_true_random=False))
+def test_permuting_replays_within_a_side_never_changes_the_decision(ev: Evidence, rng: Any) -> None:
+    base, patch = list(ev.base), list(ev.patch)
+    rng.shuffle(base)
+    rng.shuffle(patch)
+    assert decide(dataclasses.replace(ev, base=tuple(base), patch=tuple(patch))) == decide(ev)
+
+
+@settings(max_examples=150, deadline=None)
+@given(any_evidence())
+def test_no_timeout_or_harness_error_ever_allows_a_freeze(ev: Evidence) -> None:
+    if any(r.label in (T, H) for r in (*ev.base, *ev.patch)):
+        assert not decide(ev).freeze_allowed
+
+
+@settings(max_examples=100, deadline=None)
+@given(any_evidence())
+def test_a_freeze_needs_a_mixed_patch_of_completed_replays(ev: Evidence) -> None:
+    if decide(ev).freeze_allowed:
+        patch_labels = {r.label for r in ev.patch}
+        assert patch_labels == {P, F}
+        assert {r.label for r in ev.base} <= {P, F}
+
+
+def test_decide_survives_values_of_the_wrong_type() -> None:
+    bad = evidence(patch=(replay(P, calls={"clock": "many"}),) * 3)  # type: ignore[dict-item]
+    decision = decide(bad)
+    assert decision.lane is Lane.REJECT_MALFORMED
