@@ -49,16 +49,17 @@ def _open_repo(repo: Path) -> git.Repo:
 def resolve_rev(repo: Path, rev: str) -> str:
     """The full 40-hex SHA of the commit ``rev`` names in ``repo``."""
     import git
-    from gitdb.exc import BadName, BadObject
 
-    if not rev.strip():
-        raise UnknownRevisionError(f"{repo}: empty revision")
+    if not rev.strip() or rev.startswith("-"):
+        raise UnknownRevisionError(f"{repo}: not a revision: {rev!r}")
     handle = _open_repo(repo)
     try:
         with handle:
-            return str(handle.commit(rev).hexsha)
-    except (BadName, BadObject, ValueError, git.GitCommandError):
+            # rev-parse --verify checks that the object exists (GitPython's commit() is lazy).
+            sha = handle.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+    except git.GitCommandError:
         raise UnknownRevisionError(f"{repo}: unknown revision {rev!r}") from None
+    return str(sha).strip()
 
 
 def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | None]:

@@ -1,0 +1,156 @@
+"""Sources: resolving revisions and exporting trees, on real repositories in tmp_path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator.adapters import git as git_adapter
+from orchestrator.errors import InputError, UnknownRevisionError
+
+from replay_gitrepo import commit, git, init
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, str, str]:
+    path = init(tmp_path / "repo")
+    first = commit(path, {"lib.py": "VALUE = 1\n", "tests/test_lib.py": "import lib\n"}, "one")
+    second = commit(path, {"lib.py": "VALUE = 2\n"}, "two")
+    return path, first, second
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    return scratch
+
+
+def test_revisions_resolve_to_full_shas(repo):
+    path, first, second = repo
+    assert git_adapter.resolve_rev(path, "main") == second
+    assert git_adapter.resolve_rev(path, "HEAD~1") == first
+    assert git_adapter.resolve_rev(path, first[:8]) == first
+
+
+@pytest.mark.parametrize("rev", ["no-such-branch", "HEAD~5", "", "0" * 40])
+def test_an_unknown_revision_is_bad_input(repo, rev):
+    with pytest.raises(UnknownRevisionError):
+        git_adapter.resolve_rev(repo[0], rev)
+
+
+def test_a_folder_that_is_not_a_repository_is_bad_input(tmp_path):
+    with pytest.raises(InputError, match="not a git repository"):
+        git_adapter.resolve_rev(tmp_path, "HEAD")
+
+
+def test_checkout_exports_the_revision_without_git_and_removes_it(repo, private_tmp):
+    path, first, second = repo
+    with git_adapter.checkout(path, first) as tree:
+        assert (tree / "lib.py").read_text() == "VALUE = 1\n"
+        assert not (tree / ".git").exists()
+        assert tree.is_relative_to(private_tmp)
+        assert git_adapter.SCRATCH_PREFIX in tree.parent.name
+    assert not tree.exists()
+    assert list(private_tmp.iterdir()) == []
+    # The repository itself is untouched: same HEAD, no worktree entries, clean status.
+    assert git(path, "rev-parse", "HEAD") == second
+    assert git(path, "worktree", "list").count("\n") == 0
+    assert git(path, "status", "--porcelain") == ""
+
+
+def test_checkout_is_removed_when_the_body_raises(repo, private_tmp):
+    path, first, _ = repo
+    with pytest.raises(RuntimeError), git_adapter.checkout(path, first):
+        raise RuntimeError("boom")
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_a_bare_repository_exports_too(repo, tmp_path):
+    path, first, _ = repo
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(path), str(bare)], check=True)
+    with git_adapter.checkout(bare, first) as tree:
+        assert (tree / "lib.py").read_text() == "VALUE = 1\n"
+
+
+def test_export_ignore_does_not_hide_tests(tmp_path):
+    path = init(tmp_path / "ignored")
+    sha = commit(
+        path, {".gitattributes": "tests export-ignore\n", "tests/test_a.py": "x = 1\n"}, "c"
+    )
+    with git_adapter.checkout(path, sha) as tree:
+        assert (tree / "tests" / "test_a.py").exists()
+
+
+def test_concurrent_checkouts_of_one_repository_do_not_collide(repo):
+    path, first, second = repo
+    seen: list[tuple[str, Path]] = []
+    errors: list[BaseException] = []
+
+    def export(sha: str) -> None:
+        try:
+            with git_adapter.checkout(path, sha) as tree:
+                seen.append(((tree / "lib.py").read_text(), tree))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=export, args=(sha,)) for sha in (first, second) * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(text for text, _ in seen) == ["VALUE = 1\n"] * 4 + ["VALUE = 2\n"] * 4
+    assert len({tree for _, tree in seen}) == 8
+
+
+def test_a_mutant_patch_is_applied_to_the_exported_tree_only(repo, tmp_path):
+    path, first, _ = repo
+    mutant = tmp_path / "mutant.diff"
+    mutant.write_text("--- a/lib.py\n+++ b/lib.py\n@@ -1 +1 @@\n-VALUE = 1\n+VALUE = 99\n")
+    with git_adapter.checkout(path, first, mutant=mutant) as tree:
+        assert (tree / "lib.py").read_text() == "VALUE = 99\n"
+    assert git(path, "show", f"{first}:lib.py") == "VALUE = 1"
+
+
+def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(repo, tmp_path, private_tmp):
+    path, _, second = repo
+    mutant = tmp_path / "mutant.diff"
+    mutant.write_text("--- a/lib.py\n+++ b/lib.py\n@@ -1 +1 @@\n-VALUE = 7\n+VALUE = 8\n")
+    with (
+        pytest.raises(InputError, match="does not apply"),
+        git_adapter.checkout(path, second, mutant=mutant),
+    ):
+        pass
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_read_blobs_reads_files_at_a_revision(repo):
+    path, first, second = repo
+    assert git_adapter.read_blobs(path, first, ["lib.py", "nope.py"]) == {
+        "lib.py": b"VALUE = 1\n",
+        "nope.py": None,
+    }
+    assert git_adapter.read_blobs(path, second, ["lib.py"]) == {"lib.py": b"VALUE = 2\n"}
+
+
+def test_sweep_removes_only_folders_of_dead_processes(private_tmp):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = private_tmp / f"{git_adapter.SCRATCH_PREFIX}{dead.pid}-src-x"
+    mine = private_tmp / f"{git_adapter.SCRATCH_PREFIX}{os.getpid()}-src-y"
+    left.mkdir()
+    mine.mkdir()
+    from orchestrator.adapters.docker import pid_alive
+
+    removed = git_adapter.sweep_scratch(pid_alive)
+    assert removed == [left]
+    assert mine.exists()

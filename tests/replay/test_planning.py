@@ -1,0 +1,307 @@
+"""Pure planning pieces of the replay: no engine, no git."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters.git import property_files
+from orchestrator.errors import InputError
+from orchestrator.model import Decision, Lane, Replay
+from orchestrator.services import engine
+from orchestrator.services import replay as service
+
+PLAN = engine.ReplayPlan(
+    image_id="sha256:" + "a" * 64,
+    pytest_args=("-q",),
+    property_ids=("tests/test_x.py::test_y",),
+    fixture=Path("/tmp/fixture.json"),
+    replays=3,
+    timeout_s=7.5,
+    seed=11,
+    runner_id="ci-7",
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "properties", "expected"),
+    [
+        ("pytest -q tests/", (), ("-q", "tests/")),
+        ("python -m pytest -x tests/a.py", (), ("-x", "tests/a.py")),
+        ("python3 -m pytest", (), ()),
+        ("pytest -q tests/", ("tests/t.py::test_a",), ("-q",)),
+        ("pytest -k 'slow or fast' -q tests/", ("t.py::a",), ("-k", "slow or fast", "-q")),
+        ("pytest --tb=short tests/ -m unit", ("t.py::a",), ("--tb=short", "-m", "unit")),
+    ],
+)
+def test_pytest_args_keep_options_and_give_paths_way_to_properties(command, properties, expected):
+    assert service.pytest_args_from_command(command, properties) == expected
+
+
+@pytest.mark.parametrize("command", ["make test", "", "pytest 'unclosed", "tox -e py"])
+def test_a_command_that_is_not_pytest_is_bad_input(command):
+    with pytest.raises(InputError):
+        service.pytest_args_from_command(command, ())
+
+
+def test_driver_command_runs_the_probe_driver_with_the_plan():
+    command = engine.driver_command(PLAN, 3)
+    assert command[:3] == ["python3", "-m", "orchestrator.probe.replay"]
+    separator = command.index("--")
+    options = command[:separator]
+    assert options[options.index("--replays") + 1] == "3"
+    assert options[options.index("--timeout") + 1] == "7.5"
+    assert options[options.index("--seed") + 1] == "11"
+    assert options[options.index("--out") + 1] == engine.OUT
+    assert command[separator + 1 :] == ["-p", "no:cacheprovider", "-q", "tests/test_x.py::test_y"]
+
+
+def test_environment_holds_only_the_replays_own_variables():
+    env = engine.replay_environment(PLAN)
+    assert env == {
+        "REPLAY_SEED": "11",
+        "REPLAY_FIXTURE": engine.FIXTURE,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": engine.PROBE_ROOT,
+        "HOME": "/tmp",
+    }
+    without_fixture = engine.replay_environment(
+        engine.ReplayPlan(**{**PLAN.__dict__, "fixture": None})
+    )
+    assert "REPLAY_FIXTURE" not in without_fixture
+
+
+def test_container_config_is_hermetic():
+    config = docker_adapter.container_config(
+        image_id=PLAN.image_id,
+        name="orchestrator-x",
+        command=["true"],
+        mounts=[
+            docker_adapter.Mount(source=Path("/a"), target="/src"),
+            docker_adapter.Mount(source=Path("/b"), target="/replay/out", read_only=False),
+        ],
+        environment={"REPLAY_SEED": "0"},
+        labels={"orchestrator.replay": "1"},
+        limits=docker_adapter.Limits(memory="256m", pids=64, cpus=0.5),
+    )
+    assert config["image"] == PLAN.image_id
+    assert config["network_mode"] == "none"
+    assert config["read_only"] is True
+    assert set(config["tmpfs"]) == {"/tmp"}
+    assert config["user"] == "1000:1000"
+    assert config["cap_drop"] == ["ALL"]
+    assert config["security_opt"] == ["no-new-privileges"]
+    assert config["mem_limit"] == config["memswap_limit"] == "256m"
+    assert config["pids_limit"] == 64
+    assert config["nano_cpus"] == 500_000_000
+    assert config["init"] is True
+    assert "auto_remove" not in config
+    assert config["environment"] == {"REPLAY_SEED": "0"}
+    assert config["volumes"] == {
+        "/a": {"bind": "/src", "mode": "ro"},
+        "/b": {"bind": "/replay/out", "mode": "rw"},
+    }
+
+
+def test_isolation_side_is_one_container_container_is_one_per_replay():
+    assert engine.container_units(PLAN) == ((1, 2, 3),)
+    per_replay = engine.ReplayPlan(**{**PLAN.__dict__, "isolation": "container"})
+    assert engine.container_units(per_replay) == ((1,), (2,), (3,))
+
+
+def test_side_deadline_grows_with_replays_and_timeout():
+    assert engine.side_deadline_s(PLAN, 3) > 3 * PLAN.timeout_s
+    assert engine.side_deadline_s(PLAN, 3) > engine.side_deadline_s(PLAN, 1)
+
+
+def test_container_names_are_docker_safe():
+    name = engine.container_name("20260101T000000Z-abc", "base side/1", 2)
+    assert name == "orchestrator-20260101T000000Z-abc-base-side-1-2"
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "files"),
+    [
+        ("test_a.py::test_b", ("conftest.py", "test_a.py")),
+        (
+            "tests/unit/test_x.py::TestK::test_y[a-b]",
+            ("conftest.py", "tests/conftest.py", "tests/unit/conftest.py", "tests/unit/test_x.py"),
+        ),
+        ("", ()),
+    ],
+)
+def test_property_files_are_the_test_file_and_the_conftests_above(nodeid, files):
+    assert property_files(nodeid) == files
+
+
+def _labels(host: str, pid: str, start: str = "") -> dict[str, str]:
+    return {
+        docker_adapter.LABEL_HOST: host,
+        docker_adapter.LABEL_PID: pid,
+        docker_adapter.LABEL_PID_START: start,
+    }
+
+
+def test_sweep_takes_only_dead_owners_on_this_host():
+    def dead(pid, start=None):
+        return False
+
+    def alive(pid, start=None):
+        return True
+
+    assert docker_adapter.owner_gone(_labels("h", "12"), host="h", is_alive=dead)
+    assert not docker_adapter.owner_gone(_labels("h", "12"), host="h", is_alive=alive)
+    assert not docker_adapter.owner_gone(_labels("other", "12"), host="h", is_alive=dead)
+    assert not docker_adapter.owner_gone(_labels("h", "x"), host="h", is_alive=dead)
+
+
+def test_a_reused_pid_is_not_the_owner():
+    import os
+
+    me = os.getpid()
+    assert docker_adapter.pid_alive(me, docker_adapter.process_start(me))
+    assert not docker_adapter.pid_alive(me, "not-my-start-time")
+
+
+def _plan(**changes) -> service.RunPlan:
+    options = service.ReplayOptions(
+        repo=Path("/repo"),
+        base="main",
+        patch="HEAD",
+        image="orchestrator-runner:latest",
+        command="pytest -q tests/",
+        property_ids=("tests/t.py::test_a",),
+        replays=2,
+        **changes,
+    )
+    return service.RunPlan(
+        run_id="r1",
+        run_dir=Path("/runs/r1"),
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        options=options,
+        pins=service.Pins(
+            base_rev="1" * 40,
+            patch_rev="2" * 40,
+            image_ref=options.image,
+            image_id=PLAN.image_id,
+            repo_digests=("orchestrator-runner@sha256:" + "b" * 64,),
+            fixture_digest="sha256:f",
+            origin_digest="sha256:o",
+            shrink=None,
+            probe_version="1.0.0",
+        ),
+        replay_plan=PLAN,
+    )
+
+
+def test_run_log_carries_every_records_field():
+    log = _plan().run_log()
+    for name in (
+        "base_rev",
+        "patch_rev",
+        "command",
+        "image_digest",
+        "runner_id",
+        "fixture_digest",
+        "seed",
+        "replays",
+        "probe_version",
+        "started_at",
+    ):
+        assert log[name] is not None, name
+    assert log["schema"] == "replay-run-log/1"
+    assert log["image_digest"] == PLAN.image_id
+    assert log["started_at"] == "2026-01-02T03:04:05Z"
+    assert log["repo_digests"] == ["orchestrator-runner@sha256:" + "b" * 64]
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"replays": 0}, "--replays"),
+        ({"timeout_s": 0}, "--timeout"),
+        ({"isolation": "vm"}, "--isolation"),
+        ({"shrink_report": Path("r.json")}, "--shrink-report"),
+        ({"runner_id": " "}, "--runner-id"),
+        ({"property_ids": ("not-a-node-id",)}, "--property"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option(changes, problem):
+    options = service.ReplayOptions(repo=Path("/r"), base="a", patch="b", image="i", **changes)
+    with pytest.raises(InputError, match=problem):
+        service.validate_options(options)
+
+
+def test_shrink_report_must_describe_the_fixture():
+    report = {
+        "schema": "shrink-report/1",
+        "minimal": {},
+        "minimal_digest": "sha256:min",
+        "origin_digest": "sha256:orig",
+        "shrink_path": [{"op": "drop_key", "key": "x"}],
+        "attempts": 2,
+        "identical_minima": 2,
+        "stable": True,
+    }
+    summary = service.shrink_from_report(report, "sha256:min")
+    assert summary.origin_digest == "sha256:orig"
+    assert summary.stable
+    with pytest.raises(InputError, match="minimal digest"):
+        service.shrink_from_report(report, "sha256:other")
+    with pytest.raises(InputError, match="--shrink-report"):
+        service.shrink_from_report({"schema": "nope"}, "sha256:min")
+
+
+def test_evidence_carries_the_pins_and_both_sides():
+    plan = _plan()
+    base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
+    patch = (Replay(label="assert_pass", calls={"clock": 2}),) * 2
+    evidence = service.build_evidence(plan, "tests/t.py::test_a", base, patch, oracle_moved=False)
+    doc = evidence.to_json()
+    assert doc["schema"] == "replay-evidence/1"
+    assert doc["base_rev"] == "1" * 40
+    assert doc["patch_rev"] == "2" * 40
+    assert doc["image_digest"] == PLAN.image_id
+    assert doc["origin_digest"] == "sha256:o"
+    assert doc["shrink"] is None
+    assert len(doc["base"]) == len(doc["patch"]) == 2
+    assert service.call_deltas(base, patch) == ["clock {1}->{2}"]
+
+
+def test_call_deltas_compare_sets_not_sequences():
+    base = (
+        Replay(label="assert_pass", calls={"clock": 1}),
+        Replay(label="assert_pass", calls={"clock": 2}),
+    )
+    patch = tuple(reversed(base))
+    assert service.call_deltas(base, patch) == []
+
+
+@given(st.lists(st.sampled_from(list(Lane)), min_size=1, max_size=6))
+def test_exit_status_is_the_worst_lanes(lanes):
+    decisions = [
+        Decision(lane=lane, code="x", blocking=lane.blocking, freeze_allowed=False)
+        for lane in lanes
+    ]
+    status = service.worst_exit(decisions)
+    assert status in {lane.exit_status for lane in lanes}
+    if any(lane.blocking for lane in lanes):
+        assert status == 1
+    elif any(lane.undecided for lane in lanes):
+        assert status == 3
+    else:
+        assert status == 0
+
+
+def test_label_summary_groups_labels_and_names_infra_reasons():
+    replays = (
+        Replay(label="assert_pass"),
+        Replay(label="assert_pass"),
+        Replay(label="harness_error", reason="oom"),
+    )
+    assert service.label_summary(replays) == "assert_pass x2, harness_error(oom) x1"

@@ -1,0 +1,207 @@
+"""Result files -> labels: good, half-written, missing and wrong files, and the engine's facts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.adapters import results
+from orchestrator.adapters.results import ContainerFacts, ReplayFile
+
+PROP = "tests/test_x.py::test_y"
+OTHER = "tests/test_x.py::test_z"
+IMAGE = "sha256:" + "c" * 64
+
+
+def probe_doc(*entries: dict) -> dict:
+    return {"schema": "replay-probe/1", "probe_version": "1", "seed": 0, "tests": list(entries)}
+
+
+def entry(nodeid: str = PROP, label: str = "assert_pass", **extra) -> dict:
+    return {
+        "nodeid": nodeid,
+        "label": label,
+        "assertion_id": None,
+        "message": None,
+        "calls": {"clock": 1, "open": 0},
+        "duration_ms": 3.5,
+        "reason": None,
+        **extra,
+    }
+
+
+def run_doc(k: int = 1, status: str = "completed", result: dict | None = None, **extra) -> dict:
+    return {
+        "schema": "replay-run/1",
+        "probe_version": "1",
+        "replay": k,
+        "status": status,
+        "exit_code": 0,
+        "wall_ms": 100.0,
+        "seed": 0,
+        "result": result,
+        **extra,
+    }
+
+
+def write(tmp_path: Path, k: int, doc: object) -> Path:
+    path = tmp_path / results.replay_file_name(k)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_good_file_gives_the_probes_label_and_calls(tmp_path):
+    write(
+        tmp_path,
+        1,
+        run_doc(
+            result=probe_doc(
+                entry(), entry(OTHER, "assert_fail", assertion_id="a@x:1:AssertionError")
+            )
+        ),
+    )
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert replay_file.state == "ok"
+    labelled = results.label_replays(
+        [(replay_file, ContainerFacts(image_id=IMAGE))], [PROP, OTHER], runner_id="ci"
+    )
+    (passed,) = labelled[PROP]
+    assert passed.label == "assert_pass"
+    assert dict(passed.calls) == {"clock": 1, "open": 0}
+    assert passed.duration_ms == 3.5
+    assert passed.image_digest == IMAGE
+    assert passed.runner_id == "ci"
+    (failed,) = labelled[OTHER]
+    assert failed.label == "assert_fail"
+    assert failed.assertion_id == "a@x:1:AssertionError"
+    assert results.nodeids_seen([replay_file]) == (PROP, OTHER)
+
+
+def test_a_missing_file_is_no_result(tmp_path):
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert replay_file.state == "missing"
+    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
+    assert (replay.label, replay.reason) == ("harness_error", "no_result")
+
+
+def test_a_half_written_file_is_corrupt_result(tmp_path):
+    text = json.dumps(run_doc(result=probe_doc(entry())))
+    (tmp_path / results.replay_file_name(1)).write_text(text[: len(text) // 2])
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert replay_file.state == "corrupt"
+    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
+    assert (replay.label, replay.reason) == ("harness_error", "corrupt_result")
+
+
+@given(cut=st.integers(min_value=0))
+def test_no_prefix_of_a_result_file_is_ever_trusted(tmp_path_factory, cut):
+    data = json.dumps(run_doc(result=probe_doc(entry()))).encode()
+    cut = cut % len(data)  # every proper prefix, including the empty file
+    folder = tmp_path_factory.mktemp("cut")
+    (folder / results.replay_file_name(1)).write_bytes(data[:cut])
+    (replay_file,) = results.read_replay_files(folder, 1)
+    assert replay_file.state == "corrupt"
+    assert results.label_replay(replay_file, ContainerFacts(), PROP).label == "harness_error"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [],
+        {"schema": "replay-run/2", "status": "completed"},
+        run_doc(status="finished"),
+        run_doc(result=None),
+        run_doc(result={"schema": "replay-probe/1"}),
+        run_doc(result=probe_doc({"nodeid": PROP})),
+        run_doc(result=probe_doc(entry(calls={"clock": "two"}))),
+        run_doc(result=probe_doc(entry(calls={"clock": True}))),
+        run_doc(result=probe_doc(entry(duration_ms="slow"))),
+    ],
+)
+def test_a_wrong_document_is_corrupt_not_a_verdict(tmp_path, doc):
+    write(tmp_path, 1, doc)
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert replay_file.state == "corrupt"
+    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "corrupt_result"
+
+
+def test_driver_timeout_status_is_timeout(tmp_path):
+    write(tmp_path, 1, run_doc(status="timeout", exit_code=None))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert results.label_replay(replay_file, ContainerFacts(), PROP).label == "timeout"
+
+
+def test_driver_no_result_after_a_signal_is_signal(tmp_path):
+    write(tmp_path, 1, run_doc(status="no_result", exit_code=-9))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
+    assert (replay.label, replay.reason) == ("harness_error", "signal")
+
+
+def test_driver_no_result_in_an_oom_killed_container_is_oom(tmp_path):
+    write(tmp_path, 1, run_doc(status="no_result", exit_code=-9))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0, oom_killed=True), PROP)
+    assert (replay.label, replay.reason) == ("harness_error", "oom")
+
+
+MISSING = ReplayFile(replay=1, state="missing")
+
+
+@pytest.mark.parametrize(
+    ("facts", "label", "reason"),
+    [
+        (ContainerFacts(engine_error="engine_gone"), "harness_error", "engine_gone"),
+        (ContainerFacts(engine_error="docker_api"), "harness_error", "docker_api"),
+        (ContainerFacts(engine_error="image_not_found"), "harness_error", "image_not_found"),
+        (ContainerFacts(exit_code=137, oom_killed=True), "harness_error", "oom"),
+        (ContainerFacts(exit_code=137, killed_at_deadline=True), "timeout", "deadline"),
+        (ContainerFacts(exit_code=137), "harness_error", "signal"),
+        (ContainerFacts(exit_code=1), "harness_error", "no_result"),
+        (ContainerFacts(exit_code=137, cancelled=True), "harness_error", "interrupted"),
+    ],
+)
+def test_an_unfinished_replay_is_labelled_from_the_containers_facts(facts, label, reason):
+    replay = results.label_replay(MISSING, facts, PROP)
+    assert (replay.label, replay.reason) == (label, reason)
+
+
+def test_a_finished_replay_keeps_its_result_even_if_the_deadline_hit_later(tmp_path):
+    write(tmp_path, 1, run_doc(result=probe_doc(entry())))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    facts = ContainerFacts(exit_code=137, killed_at_deadline=True)
+    assert results.label_replay(replay_file, facts, PROP).label == "assert_pass"
+
+
+def test_a_property_not_collected_is_not_found(tmp_path):
+    write(tmp_path, 1, run_doc(result=probe_doc(entry(OTHER))))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    replay = results.label_replay(replay_file, ContainerFacts(), PROP)
+    assert (replay.label, replay.reason) == ("harness_error", "not_found")
+
+
+def test_a_collection_error_on_the_module_labels_its_tests(tmp_path):
+    module_error = entry(
+        "tests/test_x.py", "harness_error", reason="collection_error", message="boom"
+    )
+    write(tmp_path, 1, run_doc(result=probe_doc(module_error)))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    replay = results.label_replay(replay_file, ContainerFacts(), PROP)
+    assert (replay.label, replay.reason, replay.message) == (
+        "harness_error",
+        "collection_error",
+        "boom",
+    )
+
+
+def test_image_mismatch_turns_every_replay_into_harness_error():
+    from orchestrator.model import Replay
+
+    labelled = {PROP: (Replay(label="assert_pass", assertion_id=None),) * 2}
+    marked = results.mark_image_mismatch(labelled, IMAGE, ["sha256:other", IMAGE])
+    assert [(r.label, r.reason) for r in marked[PROP]] == [("harness_error", "image_mismatch")] * 2
+    assert "sha256:other" in (marked[PROP][0].message or "")
