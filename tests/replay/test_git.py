@@ -9,11 +9,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from replay_gitrepo import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
 from orchestrator.errors import InputError, UnknownRevisionError
-
-from replay_gitrepo import commit, git, init
 
 
 @pytest.fixture
