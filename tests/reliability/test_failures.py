@@ -1,0 +1,329 @@
+"""What goes wrong during a replay gets the right label, and nothing is left behind.
+
+Real engine, real git, the real `orchestrator replay` command in a subprocess. Each
+test checks the labels in the evidence the run wrote, the lane, the exit status, and
+that no container (by the run's owner label), volume, worktree or exported tree is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from replay_helpers import (
+    Runner,
+    assert_nothing_left,
+    labels_of,
+    reasons_of,
+    replay_args,
+    run_containers,
+    wait_for,
+)
+
+from fixtures.build_example import BUDGET_PROPERTY, ExampleRepo, build_example
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+MEMORY_TEST = """\
+def test_allocates_past_the_limit(deps):
+    chunks = []
+    for _ in range(24):  # 24 x 64 MiB = 1.5 GiB, well past the container's memory limit
+        chunks.append(b"\\x01" * (64 << 20))  # filled, so the pages are really used
+    assert len(chunks) == 24
+"""
+
+BROKEN_TEST = """\
+import eventlib.no_such_module  # a collection error: this import fails
+
+
+def test_never_collected():
+    assert True
+"""
+
+NETWORK_TEST = """\
+import socket
+
+
+def test_reaches_out(deps):
+    # TEST-NET-1: unroutable; the sandbox has no network at all.
+    with socket.create_connection(("192.0.2.1", 80), timeout=2):
+        pass
+"""
+
+
+def one_run(
+    runner: Runner, repo: ExampleRepo, tmp_path: Path, image: str, prop: str, **kwargs: Any
+):
+    out = tmp_path / "run"
+    args = replay_args(
+        repo, patch="refactor-type", properties=[prop], image=image, out=out, **kwargs
+    )
+    return runner.run(args, out)
+
+
+def test_hang_is_a_timeout_and_the_container_is_killed(
+    docker_client: Any,
+    image: str,
+    runner: Runner,
+    example: ExampleRepo,
+    tmp_path: Path,
+    volumes_before: set[str],
+) -> None:
+    out = tmp_path / "run"
+    args = replay_args(
+        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=2
+    )
+    run = runner.run(args, out)
+    assert run.exit_code == 3, run.stderr[-2000:]
+    (evidence,) = run.evidence()
+    assert labels_of(evidence, "base") == ["assert_pass"] * 2
+    assert labels_of(evidence, "patch") == ["timeout"] * 2
+    (decision,) = run.decisions()
+    assert (decision["lane"], decision["code"]) == ("infra_queue", "timeout")
+    assert_nothing_left(docker_client, run, runner, example, volumes_before)
+
+
+def test_memory_past_the_limit_is_an_oom_harness_error(
+    docker_client: Any, image: str, runner: Runner, tmp_path: Path, volumes_before: set[str]
+) -> None:
+    repo = build_example(tmp_path / "repo", extra_files={"tests/test_memory.py": MEMORY_TEST})
+    run = one_run(
+        runner,
+        repo,
+        tmp_path,
+        image,
+        "tests/test_memory.py::test_allocates_past_the_limit",
+        replays=1,
+    )
+    assert run.exit_code == 3, run.stderr[-2000:]
+    (evidence,) = run.evidence()
+    for side in ("base", "patch"):
+        assert labels_of(evidence, side) == ["harness_error"], evidence[side]
+        assert reasons_of(evidence, side) == ["oom"], evidence[side]
+    assert run.decisions()[0]["lane"] == "infra_queue"
+    assert_nothing_left(docker_client, run, runner, repo, volumes_before)
+
+
+@pytest.mark.parametrize(
+    ("files", "prop", "reason"),
+    [
+        pytest.param(
+            {"tests/test_broken.py": BROKEN_TEST},
+            "tests/test_broken.py::test_never_collected",
+            "collection_error",
+            id="collection-error",
+        ),
+        pytest.param({}, "tests/test_budget.py::test_no_such_property", "not_found", id="wrong-id"),
+        pytest.param(
+            {"tests/test_network.py": NETWORK_TEST},
+            "tests/test_network.py::test_reaches_out",
+            "impure_network",
+            id="network",
+        ),
+    ],
+)
+def test_no_verdict_is_a_harness_error(
+    files: dict[str, str],
+    prop: str,
+    reason: str,
+    docker_client: Any,
+    image: str,
+    runner: Runner,
+    tmp_path: Path,
+    volumes_before: set[str],
+) -> None:
+    repo = build_example(tmp_path / "repo", extra_files=files)
+    run = one_run(runner, repo, tmp_path, image, prop, replays=1)
+    assert run.exit_code == 3, run.stderr[-2000:]
+    (evidence,) = run.evidence()
+    for side in ("base", "patch"):
+        assert labels_of(evidence, side) == ["harness_error"], evidence[side]
+        assert reasons_of(evidence, side) == [reason], evidence[side]
+    (decision,) = run.decisions()
+    assert (decision["lane"], decision["code"]) == ("infra_queue", "harness_error")
+    assert_nothing_left(docker_client, run, runner, repo, volumes_before)
+
+
+def test_sigint_exits_130_and_leaves_nothing(
+    docker_client: Any,
+    image: str,
+    runner: Runner,
+    example: ExampleRepo,
+    tmp_path: Path,
+    volumes_before: set[str],
+) -> None:
+    out = tmp_path / "run"
+    args = replay_args(
+        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=120
+    )
+    process = runner.start(args)
+    # The patch side hangs: once its container runs, the replay is surely mid-run.
+    wait_for(
+        lambda: [c for c in run_containers(docker_client, process.pid) if c.status == "running"],
+        timeout=60,
+        what="the replay's containers to run",
+    )
+    process.send_signal(signal.SIGINT)
+    run = runner.finish(process, out, timeout=60)
+    assert run.exit_code == 130, run.stderr[-2000:]
+    assert run.decisions() == []  # interrupted: no verdict
+    assert_nothing_left(docker_client, run, runner, example, volumes_before)
+
+
+def test_two_replays_of_one_repository_at_once(
+    docker_client: Any,
+    image: str,
+    runner: Runner,
+    example: ExampleRepo,
+    tmp_path: Path,
+    volumes_before: set[str],
+) -> None:
+    outs = [tmp_path / "run-1", tmp_path / "run-2"]
+    processes = [
+        runner.start(
+            replay_args(
+                example,
+                patch="extra-clock-read",
+                properties=[BUDGET_PROPERTY],
+                image=image,
+                out=out,
+                replays=2,
+            )
+        )
+        for out in outs
+    ]
+    runs = [runner.finish(p, out) for p, out in zip(processes, outs, strict=True)]
+    for run in runs:
+        assert run.exit_code == 1, run.stderr[-2000:]
+        (decision,) = run.decisions()
+        assert (decision["lane"], decision["code"]) == ("property_regression", "call_budget")
+        (evidence,) = run.evidence()
+        assert labels_of(evidence, "base") == ["assert_pass"] * 2
+        assert labels_of(evidence, "patch") == ["assert_fail"] * 2
+        assert_nothing_left(docker_client, run, runner, example, volumes_before)
+
+
+class DockerSocketRelay:
+    """A byte relay in front of the real engine's socket, with one hook.
+
+    Not a mock: every request reaches the real daemon unchanged. It only lets the test
+    act at a precise moment: `before_create` runs (once) just before the first
+    container-create request is forwarded, i.e. after the replay pinned the image and
+    before any side has a container.
+    """
+
+    CREATE = re.compile(rb"POST /v[0-9.]+/containers/create")
+
+    def __init__(self, upstream: str, listen: Path, before_create: Callable[[], None]) -> None:
+        self.upstream = upstream
+        self.listen = listen
+        self.before_create = before_create
+        self.fired = threading.Event()
+        self._lock = threading.Lock()
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(listen))
+        self._server.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self.upstream)
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
+        try:
+            while chunk := source.recv(65536):
+                if from_client and self.CREATE.search(chunk):
+                    with self._lock:
+                        if not self.fired.is_set():
+                            self.before_create()
+                            self.fired.set()
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def doomed_image(docker_client: Any, runner_image_id: str) -> Iterator[tuple[str, str]]:
+    """A private copy of the runner image (its own ID, its own tag) the test may remove."""
+    import io
+
+    tag = f"orchestrator-reliability:{uuid.uuid4().hex[:12]}"
+    dockerfile = f"FROM {runner_image_id}\nLABEL orchestrator.test.doomed={tag}\n"
+    built, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False
+    )
+    assert built.id != runner_image_id
+    yield tag, built.id
+    with contextlib.suppress(Exception):  # usually already removed by the test
+        docker_client.images.remove(built.id, force=True)
+
+
+def test_image_removed_after_pinning_is_a_harness_error_never_a_pull(
+    docker_client: Any,
+    doomed_image: tuple[str, str],
+    runner: Runner,
+    example: ExampleRepo,
+    tmp_path: Path,
+    volumes_before: set[str],
+) -> None:
+    tag, image_id = doomed_image
+
+    def remove_image() -> None:
+        docker_client.images.remove(image_id, force=True)
+
+    relay = DockerSocketRelay("/var/run/docker.sock", tmp_path / "docker.sock", remove_image)
+    since = int(time.time()) - 1
+    out = tmp_path / "run"
+    args = replay_args(
+        example,
+        patch="extra-clock-read",
+        properties=[BUDGET_PROPERTY],
+        image=tag,
+        out=out,
+        replays=1,
+    )
+    try:
+        run = runner.run(args, out, env={"DOCKER_HOST": f"unix://{tmp_path / 'docker.sock'}"})
+    finally:
+        relay.close()
+    assert relay.fired.is_set(), "the replay never asked for a container"
+    assert run.exit_code == 3, run.stderr[-2000:]
+    (evidence,) = run.evidence()
+    assert evidence["image_digest"] == image_id  # pinned before the image went away
+    labels = labels_of(evidence, "base") + labels_of(evidence, "patch")
+    assert "harness_error" in labels
+    assert not {"assert_pass", "assert_fail"} & set(labels)
+    assert run.decisions()[0]["lane"] == "infra_queue"
+    # Never a pull: the image is still gone and the engine saw no pull.
+    assert not [i for i in docker_client.images.list() if i.id == image_id]
+    pulls = docker_client.events(
+        since=since,
+        until=int(time.time()) + 1,
+        filters={"type": "image", "event": "pull"},
+        decode=True,
+    )
+    assert list(pulls) == []
+    assert_nothing_left(docker_client, run, runner, example, volumes_before)
