@@ -45,9 +45,8 @@ EVENT_DEPENDENCY: Final[dict[str, str]] = {
 _ADDRESS_EVENTS: Final = frozenset(("socket.connect", "socket.sendto", "socket.sendmsg"))
 # How far up the stack an `open` is attributed to the import machinery. The source
 # and bytecode reads of an import come from a frozen importlib frame directly, or a
-# few frames below pytest's assertion-rewriting loader.
+# few frames below it when a loader such as pytest's assertion rewriter reads them.
 _IMPORT_SCAN_DEPTH: Final = 8
-_REWRITE_LOADER_SUFFIX: Final = "assertion/rewrite.py"
 _SUBPROCESS_SUFFIX: Final = "subprocess.py"
 
 
@@ -114,7 +113,7 @@ def _opened_by_import() -> bool:
     frame = sys._getframe(2)  # 0: here, 1: _audit, 2: the code that called open
     for _ in range(_IMPORT_SCAN_DEPTH):
         filename = frame.f_code.co_filename
-        if filename.startswith("<frozen ") or filename.endswith(_REWRITE_LOADER_SUFFIX):
+        if filename.startswith("<frozen "):
             return True
         back = frame.f_back
         if back is None:
