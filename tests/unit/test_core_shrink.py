@@ -1,0 +1,276 @@
+"""The shrinker: same-way failures, memo, determinism, 1-minimality, the seed's walkthrough."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.core.digest import canonical_json, digest
+from orchestrator.core.shrink import (
+    RETURNED_FALSE,
+    leaves,
+    outcome,
+    replace_at,
+    replay_shrink_path,
+    shrink,
+    shrink_report,
+)
+from orchestrator.errors import PropertyDoesNotFailError
+
+ALLOWED_ROLES = {"admin", "viewer"}
+
+
+def role_property(payload: dict[str, Any]) -> None:
+    """Seed 000's walkthrough: a non-negative user_id must carry an allowed role."""
+    if payload["user_id"] >= 0:
+        assert payload["role"] in ALLOWED_ROLES
+
+
+def wide_payload(rng: random.Random, width: int = 300) -> dict[str, Any]:
+    def noise(depth: int) -> Any:
+        kind = rng.randrange(5 if depth < 2 else 3)
+        if kind == 0:
+            return rng.randint(-(10**6), 10**6)
+        if kind == 1:
+            return "".join(rng.choice("abcxyz ") for _ in range(rng.randrange(30)))
+        if kind == 2:
+            return rng.choice([None, True, False, 2.5])
+        if kind == 3:
+            return [noise(depth + 1) for _ in range(rng.randrange(6))]
+        return {f"n{i}": noise(depth + 1) for i in range(rng.randrange(6))}
+
+    items = [(f"field_{i}", noise(0)) for i in range(width)]
+    items.insert(rng.randrange(width), ("user_id", 48213))
+    items.insert(rng.randrange(width), ("role", "superuser-from-generator"))
+    return dict(items)
+
+
+def single_steps(payload: Any) -> list[Any]:
+    """Every candidate one operation away: drop one child, shorten one string by one
+    character or to empty, move one integer one step toward zero or to zero."""
+    candidates = []
+
+    def walk(node: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(node, dict):
+            for key in node:
+                smaller = {k: v for k, v in node.items() if k != key}
+                candidates.append(replace_at(payload, path, smaller))
+                walk(node[key], (*path, key))
+        elif isinstance(node, list):
+            for i in range(len(node)):
+                candidates.append(replace_at(payload, path, node[:i] + node[i + 1 :]))
+                walk(node[i], (*path, i))
+        elif isinstance(node, str) and node:
+            candidates.append(replace_at(payload, path, node[:-1]))
+            candidates.append(replace_at(payload, path, ""))
+        elif isinstance(node, int) and not isinstance(node, bool) and node:
+            candidates.append(replace_at(payload, path, node - (1 if node > 0 else -1)))
+            candidates.append(replace_at(payload, path, 0))
+
+    walk(payload, ())
+    return candidates
+
+
+def assert_one_minimal(payload: Any, prop: Any) -> None:
+    target = outcome(prop, payload)
+    for candidate in single_steps(payload):
+        assert outcome(prop, candidate) != target, f"not 1-minimal: {candidate!r} still fails"
+
+
+def test_seed_walkthrough_fixture_from_a_wide_generated_payload() -> None:
+    origin = wide_payload(random.Random(0))
+    result = shrink(origin, role_property)
+    assert result.minimal == {"user_id": 0, "role": ""}
+    assert result.minimal_digest == digest({"user_id": 0, "role": ""})
+    assert result.origin_digest == digest(origin)
+    assert result.failure.kind == "builtins.AssertionError"
+    assert replay_shrink_path(origin, result.shrink_path) == result.minimal
+    ops = {step["op"] for step in result.shrink_path}
+    assert ops == {"drop_key", "shorten_string", "move_integer"}
+    assert {"op": "shorten_string", "path": ["role"], "length": 0} in result.shrink_path
+    assert_one_minimal(result.minimal, role_property)
+
+
+def test_deleting_the_role_fails_differently_and_is_refused() -> None:
+    # Without "role" the property raises KeyError at another line: a different failure.
+    assert outcome(role_property, {"user_id": 0}) != outcome(
+        role_property, {"user_id": 0, "role": ""}
+    )
+    result = shrink({"role": "x", "user_id": 5, "extra": [1, 2]}, role_property)
+    assert "role" in result.minimal
+
+
+def test_a_false_return_is_a_failure_with_its_own_identity() -> None:
+    def short_names(payload: dict[str, Any]) -> bool:
+        return all(len(name) < 3 for name in payload.get("names", []))
+
+    result = shrink({"names": ["al", "bob", "christina"], "n": 7}, short_names)
+    assert result.failure == RETURNED_FALSE
+    assert result.minimal == {"names": ["bob"]}
+    assert_one_minimal(result.minimal, short_names)
+
+
+def test_the_property_is_never_called_twice_on_one_candidate() -> None:
+    seen: list[bytes] = []
+
+    def recording(payload: Any) -> None:
+        seen.append(canonical_json(payload))
+        role_property(payload)
+
+    result = shrink(wide_payload(random.Random(3), width=80), recording)
+    assert len(seen) == len(set(seen))
+    assert result.property_calls == len(seen)
+
+
+def test_the_same_input_gives_the_same_minimum_byte_for_byte() -> None:
+    origin = wide_payload(random.Random(5), width=120)
+    first, second = shrink(origin, role_property), shrink(origin, role_property)
+    assert canonical_json(first.minimal) == canonical_json(second.minimal)
+    assert first.shrink_path == second.shrink_path
+    assert first.property_calls == second.property_calls
+
+
+def test_the_callers_payload_is_left_alone_even_by_a_mutating_property() -> None:
+    origin = {"user_id": 3, "role": "ghost", "tags": ["a", "b"]}
+    snapshot = canonical_json(origin)
+
+    def mutating(payload: dict[str, Any]) -> None:
+        payload.pop("tags", None)
+        role_property(payload)
+
+    shrink(origin, mutating)
+    assert canonical_json(origin) == snapshot
+
+
+def test_zig_zag_pair_reaches_one_and_zero_quickly() -> None:
+    rng = random.Random(7)
+    items = [(f"noise_{i}", rng.randint(0, 10**6)) for i in range(60)]
+    items.insert(17, ("a", 48213))
+    items.insert(44, ("b", 48212))
+
+    def adjacent(payload: dict[str, Any]) -> None:
+        assert abs(payload["a"] - payload["b"]) != 1
+
+    result = shrink(dict(items), adjacent)
+    assert result.minimal == {"a": 1, "b": 0}
+    assert result.property_calls <= 100
+
+
+def test_nested_lists_and_objects_shrink_inside() -> None:
+    payload = {
+        "items": [{"sku": "a1", "qty": 3}, {"sku": "b2", "qty": -250}, {"sku": "c", "qty": 1}]
+    }
+
+    def no_negative(p: dict[str, Any]) -> None:
+        for item in p.get("items", []):
+            assert item.get("qty", 0) >= 0
+
+    result = shrink(payload, no_negative)
+    assert result.minimal == {"items": [{"qty": -1}]}
+    assert replay_shrink_path(payload, result.shrink_path) == result.minimal
+
+
+def test_a_holding_property_is_refused() -> None:
+    with pytest.raises(PropertyDoesNotFailError):
+        shrink({"user_id": 1, "role": "admin"}, role_property)
+
+
+def test_shrink_report_keys_and_stability() -> None:
+    report = shrink_report(wide_payload(random.Random(1), width=40), role_property, attempts=3)
+    doc = report.to_json()
+    assert list(doc) == [
+        "schema",
+        "minimal",
+        "minimal_digest",
+        "origin_digest",
+        "shrink_path",
+        "property_calls",
+        "attempts",
+        "identical_minima",
+        "stable",
+    ]
+    assert (doc["attempts"], doc["identical_minima"], doc["stable"]) == (3, 3, True)
+    assert report.summary().minimal_digest == doc["minimal_digest"]
+
+
+def test_a_non_deterministic_property_gives_an_unstable_report() -> None:
+    attempt = {"number": 0}
+
+    def drifting(payload: dict[str, Any]) -> None:
+        # Its threshold moves between shrinks (each attempt starts from the origin).
+        if payload.get("n") == 1000 and "pad" in payload:
+            attempt["number"] += 1
+        assert payload.get("n", 0) < 10 + 5 * attempt["number"]
+
+    report = shrink_report({"n": 1000, "pad": list(range(30))}, drifting, attempts=2)
+    assert report.minimal == {"n": 15}
+    assert not report.stable
+    assert report.identical_minima == 1
+
+
+def test_one_attempt_is_never_stable() -> None:
+    report = shrink_report({"user_id": 2, "role": "x"}, role_property, attempts=1)
+    assert not report.stable
+
+
+# --- properties -------------------------------------------------------------------------
+
+json_payloads = st.dictionaries(
+    st.sampled_from(list("abcdefgh")),
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-500, 500) | st.text("abxy", max_size=8),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.sampled_from(list("pqrs")), children, max_size=3)
+        ),
+        max_leaves=10,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _ints(payload: Any) -> list[int]:
+    return [v for _, v in leaves(payload) if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def sum_at_least_100(payload: Any) -> None:
+    assert sum(abs(v) for v in _ints(payload)) < 100
+
+
+def has_x(payload: Any) -> bool:
+    return not any(isinstance(v, str) and "x" in v for _, v in leaves(payload))
+
+
+def many_leaves(payload: Any) -> None:
+    if len(leaves(payload)) >= 3:
+        raise ValueError("three or more leaves")
+
+
+def key_a_big(payload: Any) -> None:
+    value = payload["a"]  # KeyError when "a" is gone: a different failure
+    if isinstance(value, int) and value > 7:
+        raise AssertionError("a too big")
+
+
+PROPERTIES = [sum_at_least_100, has_x, many_leaves, key_a_big]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(json_payloads, st.sampled_from(PROPERTIES))
+def test_shrink_results_fail_the_same_way_are_smaller_minimal_and_repeatable(
+    payload: dict[str, Any], prop: Any
+) -> None:
+    original = outcome(prop, payload)
+    assume(original is not None)
+    result = shrink(payload, prop)
+    assert outcome(prop, result.minimal) == original
+    assert len(canonical_json(result.minimal)) <= len(canonical_json(payload))
+    assert_one_minimal(result.minimal, prop)
+    again = shrink(payload, prop)
+    assert canonical_json(again.minimal) == canonical_json(result.minimal)
+    assert replay_shrink_path(payload, result.shrink_path) == result.minimal
