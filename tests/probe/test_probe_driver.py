@@ -1,0 +1,320 @@
+"""The replay driver end to end: real child processes, real deadlines, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.probe import PROBE_VERSION
+from orchestrator.probe.replay import child_environment, parse_args, read_result
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def driver_command(out: Path, *pytest_args: str, replays: int = 1, timeout: float = 60) -> list:
+    return [
+        sys.executable,
+        "-m",
+        "orchestrator.probe.replay",
+        "--replays",
+        str(replays),
+        "--timeout",
+        str(timeout),
+        "--out",
+        str(out),
+        "--seed",
+        "5",
+        "--",
+        "-p",
+        "no:hypothesispytest",  # keeps each replay's start-up small
+        *pytest_args,
+    ]
+
+
+def driver_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REPLAY_")}
+    env["PYTHONPATH"] = PACKAGE_ROOT
+    return env
+
+
+def run_driver(project: Path, out: Path, *pytest_args: str, **options: Any):
+    return subprocess.run(
+        driver_command(out, *pytest_args, **options),
+        cwd=project,
+        env=driver_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def load(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
+
+
+def write(project: Path, name: str, source: str) -> None:
+    (project / name).write_text(textwrap.dedent(source), encoding="utf-8")
+
+
+def test_replays_write_one_result_each_then_driver_json(tmp_path):
+    write(
+        tmp_path,
+        "test_mixed.py",
+        """
+        def test_pass():
+            assert True
+
+        def test_fail():
+            assert 1 == 2
+        """,
+    )
+    out = tmp_path / "out"
+    completed = run_driver(tmp_path, out, "test_mixed.py", replays=3)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "replay 1/3 completed",
+        "replay 2/3 completed",
+        "replay 3/3 completed",
+    ]
+    assertion_ids = set()
+    for k in (1, 2, 3):
+        run = load(out / f"replay-{k:03d}.json")
+        assert run["schema"] == "replay-run/1"
+        assert (run["replay"], run["status"], run["seed"]) == (k, "completed", 5)
+        assert run["probe_version"] == PROBE_VERSION
+        assert run["exit_code"] == 1  # pytest's "tests failed"
+        assert run["wall_ms"] > 0
+        result = run["result"]
+        assert result["schema"] == "replay-probe/1"
+        assert result["seed"] == 5
+        labels = {entry["nodeid"]: entry["label"] for entry in result["tests"]}
+        assert labels == {
+            "test_mixed.py::test_pass": "assert_pass",
+            "test_mixed.py::test_fail": "assert_fail",
+        }
+        assertion_ids |= {entry["assertion_id"] for entry in result["tests"]}
+    assert assertion_ids == {None, "test_mixed.py::test_fail@test_mixed.py:6:AssertionError"}
+    assert load(out / "driver.json") == {
+        "schema": "replay-driver/1",
+        "probe_version": PROBE_VERSION,
+        "replays": 3,
+        "finished": True,
+    }
+    # Only whole files: no temporary or intermediate result files are left behind.
+    names = sorted(path.name for path in out.iterdir())
+    assert names == [
+        "driver.json",
+        "replay-001.json",
+        "replay-001.log",
+        "replay-002.json",
+        "replay-002.log",
+        "replay-003.json",
+        "replay-003.log",
+    ]
+
+
+def test_each_replay_is_a_fresh_interpreter(tmp_path):
+    # Module state that survived from one replay to the next would flip this test.
+    write(
+        tmp_path,
+        "test_state.py",
+        """
+        import os, sys
+
+        def test_first_in_this_process():
+            assert not hasattr(sys, "_replay_marker")
+            sys._replay_marker = os.getpid()
+        """,
+    )
+    out = tmp_path / "out"
+    run_driver(tmp_path, out, "test_state.py", replays=2)
+    for k in (1, 2):
+        (entry,) = load(out / f"replay-{k:03d}.json")["result"]["tests"]
+        assert entry["label"] == "assert_pass"
+
+
+def test_hanging_replay_is_killed_with_its_process_group_and_recorded_as_timeout(tmp_path):
+    pid_file = tmp_path / "background.pid"
+    write(
+        tmp_path,
+        "test_hang.py",
+        f"""
+        import subprocess, sys, time
+
+        def test_hangs():
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+            with open({str(pid_file)!r}, "w") as handle:
+                handle.write(str(child.pid))
+            time.sleep(300)
+        """,
+    )
+    out = tmp_path / "out"
+    started = time.monotonic()
+    completed = run_driver(tmp_path, out, "test_hang.py", replays=2, timeout=2)
+    elapsed = time.monotonic() - started
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["replay 1/2 timeout", "replay 2/2 timeout"]
+    assert elapsed < 60  # both replays were cut at their deadline, not at 300 s
+    for k in (1, 2):
+        run = load(out / f"replay-{k:03d}.json")
+        assert (run["status"], run["exit_code"], run["result"]) == ("timeout", None, None)
+        assert run["wall_ms"] >= 2000
+    background = int(pid_file.read_text())
+    assert not _alive(background), "the test's background process outlived the replay"
+    assert load(out / "driver.json")["finished"] is True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead but not yet reaped by its (re-)parent.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def test_pytest_exiting_before_the_session_is_no_result(tmp_path):
+    write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
+    out = tmp_path / "out"
+    completed = run_driver(tmp_path, out, "--no-such-option", "test_ok.py")
+    assert completed.stdout.splitlines() == ["replay 1/1 no_result"]
+    run = load(out / "replay-001.json")
+    assert (run["status"], run["result"]) == ("no_result", None)
+    assert run["exit_code"] == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_garbled_result_is_corrupt_result(tmp_path):
+    # A conftest that clobbers the result after the probe wrote it.
+    write(
+        tmp_path,
+        "conftest.py",
+        """
+        import os
+
+        def pytest_unconfigure(config):
+            with open(os.environ["REPLAY_RESULT"], "w") as handle:
+                handle.write('{"schema": "replay-probe/1", "tests": [')
+        """,
+    )
+    write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
+    out = tmp_path / "out"
+    completed = run_driver(tmp_path, out, "test_ok.py")
+    assert completed.stdout.splitlines() == ["replay 1/1 corrupt_result"]
+    run = load(out / "replay-001.json")
+    assert (run["status"], run["result"], run["exit_code"]) == ("corrupt_result", None, 0)
+
+
+def test_unknown_node_id_is_completed_with_a_not_found_entry(tmp_path):
+    write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
+    out = tmp_path / "out"
+    run_driver(tmp_path, out, "test_ok.py::test_absent")
+    run = load(out / "replay-001.json")
+    assert run["status"] == "completed"
+    (entry,) = run["result"]["tests"]
+    assert (entry["nodeid"], entry["reason"]) == ("test_ok.py::test_absent", "not_found")
+
+
+def test_sigterm_kills_the_running_replay_and_exits(tmp_path):
+    marker = tmp_path / "running"
+    write(
+        tmp_path,
+        "test_wait.py",
+        f"""
+        import os, time
+
+        def test_waits():
+            with open({str(marker)!r}, "w") as handle:
+                handle.write(str(os.getpid()))
+            time.sleep(300)
+        """,
+    )
+    out = tmp_path / "out"
+    driver = subprocess.Popen(
+        driver_command(out, "test_wait.py", replays=3, timeout=300),
+        cwd=tmp_path,
+        env=driver_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()):
+            assert time.monotonic() < deadline, "the replay never started"
+            assert driver.poll() is None, driver.communicate()
+            time.sleep(0.05)  # polling for the child's marker, not hiding a race
+        pytest_pid = int(marker.read_text())
+        driver.send_signal(signal.SIGTERM)
+        stdout, stderr = driver.communicate(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 128 + signal.SIGTERM, stderr
+    assert stdout == ""  # no replay finished
+    assert not _alive(pytest_pid)
+    assert load(out / "driver.json")["finished"] is False
+    assert not (out / "replay-001.json").exists()
+
+
+# -- pieces ------------------------------------------------------------------------------
+
+
+def test_arguments_after_the_separator_go_to_pytest(monkeypatch):
+    monkeypatch.delenv("REPLAY_SEED", raising=False)
+    options = parse_args(["--replays", "2", "--timeout", "1.5", "--out", "o", "--", "-q", "--x"])
+    assert (options.replays, options.timeout_s, options.seed) == (2, 1.5, 0)
+    assert options.pytest_args == ("-q", "--x")
+    monkeypatch.setenv("REPLAY_SEED", "17")
+    assert parse_args(["--replays", "1", "--timeout", "1", "--out", "o"]).seed == 17
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--replays", "0", "--timeout", "1", "--out", "o"],
+        ["--replays", "1", "--timeout", "0", "--out", "o"],
+        ["--replays", "1", "--timeout", "1"],
+    ],
+)
+def test_bad_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(argv)
+    assert stopped.value.code == 2
+
+
+def test_child_environment_pins_result_seed_and_package(tmp_path):
+    env = child_environment({"PYTHONPATH": "/elsewhere"}, result_path=tmp_path / "r", seed=-3)
+    assert env["REPLAY_RESULT"] == str(tmp_path / "r")
+    assert env["REPLAY_SEED"] == "-3"
+    assert env["PYTHONHASHSEED"] == str(-3 % 2**32)
+    assert env["PYTHONPATH"].split(os.pathsep) == [PACKAGE_ROOT, "/elsewhere"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [
+        (None, "no_result"),
+        (b"", "corrupt_result"),
+        (b'{"schema": "replay-probe/1", "tests": [', "corrupt_result"),
+        (b'{"schema": "other/1", "tests": []}', "corrupt_result"),
+        (b'{"schema": "replay-probe/1", "tests": {}}', "corrupt_result"),
+        (b'{"schema": "replay-probe/1", "tests": []}', "completed"),
+    ],
+)
+def test_read_result_never_trusts_a_half_or_foreign_file(tmp_path, content, status):
+    path = tmp_path / "result.json"
+    if content is not None:
+        path.write_bytes(content)
+    assert read_result(path)[0] == status
