@@ -1,0 +1,133 @@
+"""``orchestrator accept``: trust a drafted property only after a mutant dies (seed 001)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from orchestrator.services.accept import AcceptResult
+
+_LEDGER_HELP = (
+    "Ledger database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB). "
+    "Default: $ORCHESTRATOR_LEDGER, else sqlite:///.replay/ledger.db in the current folder."
+)
+
+
+def accept(
+    *,
+    repo: Annotated[Path, typer.Option("--repo", help="The git repository of the property.")],
+    property_id: Annotated[
+        str,
+        typer.Option(
+            "--property", help="The property's pytest node id (path::test or path::Class::test)."
+        ),
+    ],
+    mutant: Annotated[
+        str,
+        typer.Option(
+            "--mutant",
+            help="The hand-written mutant: a patch file applied to --rev, or a revision.",
+        ),
+    ],
+    rev: Annotated[
+        str, typer.Option("--rev", help="The revision the property must pass on.")
+    ] = "HEAD",
+    image: Annotated[
+        str, typer.Option("--image", help="Runner image (pinned to its ID, never pulled).")
+    ] = "orchestrator-runner:latest",
+    fixture: Annotated[
+        Path | None,
+        typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
+    ] = None,
+    replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 3,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds one replay may take.")
+    ] = 60.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the acceptance/1 JSON document.")
+    ] = False,
+    ledger: Annotated[str | None, typer.Option("--ledger", help=_LEDGER_HELP)] = None,
+) -> None:
+    """Accept a drafted property only if it is a real check and a mutant kills it.
+
+    Static checks first (no container starts when one refuses): a constant assertion,
+    an expression compared with itself, no assertion (nor pytest.raises), or no
+    assertion fed by a call of the code under test. Then the property is replayed on
+    --rev (it must pass every replay) and on the mutant (it must fail every replay),
+    in hermetic containers from one pinned image. Every outcome is appended to the
+    ledger as an ACCEPT event (`orchestrator tally` counts them).
+
+    Exit status: 0 accepted, 1 refused (constant_assertion, self_comparison,
+    no_assertion, no_call_under_test, fails_unmutated, mutant_survived), 3 infra
+    (a timeout or harness error: never an acceptance), 2 bad input.
+    """
+    from orchestrator.adapters.ledger import ledger_url
+    from orchestrator.files import dumps
+    from orchestrator.services.accept import AcceptOptions
+    from orchestrator.services.accept import accept as run_accept
+
+    options = AcceptOptions(
+        repo=repo,
+        property_id=property_id,
+        mutant=mutant,
+        rev=rev,
+        image=image,
+        fixture=fixture,
+        replays=replays,
+        timeout_s=timeout,
+    )
+    result = run_accept(
+        options,
+        ledger_url=ledger_url(ledger, os.environ, Path.cwd()),
+        now=datetime.now(UTC),
+        progress=_progress_logger(),
+    )
+    if as_json:
+        typer.echo(dumps(result.to_json()))
+    else:
+        _print(result)
+    if result.outcome.exit_status:
+        raise typer.Exit(result.outcome.exit_status)
+
+
+def _progress_logger() -> Any:
+    from orchestrator import log
+
+    logger = log.get_logger("orchestrator.accept")
+
+    def report(side: str, done: int, of: int) -> None:
+        logger.info("accept.progress", side=side, done=done, total=of)
+
+    return report
+
+
+def _print(result: AcceptResult) -> None:
+    from orchestrator.core.acceptance import Outcome
+
+    rev = result.rev[:12]
+    if result.outcome is Outcome.ACCEPTED:
+        n = len(result.replays.get("mutant", ()))
+        typer.echo(
+            f"accepted: {result.property_id} passes on {rev} and the mutant "
+            f"({result.mutant.ref}) makes it fail in {n}/{n} replays"
+        )
+    elif result.outcome is Outcome.INFRA:
+        typer.echo(f"infra: {result.property_id}: {result.infra_reason} (never an acceptance)")
+    else:
+        typer.echo(f"refused ({result.outcome.value}): {result.property_id}")
+        for finding in result.findings:
+            typer.echo(f"  line {finding.line}: {finding.code.value}: {finding.detail}")
+        for side, replays in result.replays.items():
+            labels = ", ".join(replay.label for replay in replays)
+            typer.echo(f"  {side}: {labels}")
+    if result.event_id is not None:
+        typer.echo(f"ledger event {result.event_id}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("accept")(accept)

@@ -1,0 +1,335 @@
+"""Accept a drafted property only after a hand-written mutant dies (seed 001, step 2).
+
+Plan first (pure checks on pinned inputs), then execute:
+
+1. pin ``--rev`` to a full SHA and the mutant to a patch file or a second SHA; refuse
+   a mutant that edits the property's own files (that changes the oracle, not the code);
+2. read the property's test file at the pinned revision and run the static checks
+   (``orchestrator.core.acceptance``); a finding ends it there, no container starts;
+3. replay the property on the revision and on the mutant, concurrently, in hermetic
+   containers from one pinned image ID (``orchestrator.services.engine``);
+4. judge (pure) and append one ACCEPT event to the ledger, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.adapters import git as git_adapter
+from orchestrator.core.acceptance import (
+    ACCEPTANCE_SCHEMA,
+    Finding,
+    Outcome,
+    find_function,
+    judge_replays,
+    parse_property_id,
+    patch_paths,
+    static_findings,
+)
+from orchestrator.errors import InfrastructureError, InputError
+from orchestrator.log import get_logger
+from orchestrator.model import Event, EventKind, Replay
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+log = get_logger(__name__)
+
+UNMUTATED = "unmutated"
+MUTANT = "mutant"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptOptions:
+    """The command line, as values."""
+
+    repo: Path
+    property_id: str
+    mutant: str  # a patch file, or a revision
+    rev: str = "HEAD"
+    image: str = "orchestrator-runner:latest"
+    fixture: Path | None = None
+    replays: int = 3
+    timeout_s: float = 60.0
+    seed: int = 0
+    runner_id: str = "local"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MutantPin:
+    """The mutant, pinned: a patch file (with its digest) or a revision's full SHA."""
+
+    kind: str  # "patch" | "rev"
+    ref: str  # what the user gave
+    rev: str | None = None
+    patch: Path | None = None
+    patch_digest: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"kind": self.kind, "ref": self.ref}
+        if self.rev is not None:
+            doc["rev"] = self.rev
+        if self.patch is not None:
+            doc["path"] = str(self.patch)
+            doc["digest"] = self.patch_digest
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptPlan:
+    options: AcceptOptions
+    repo: Path
+    rev: str
+    mutant: MutantPin
+    source: str  # the property's test file at ``rev``
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptResult:
+    """What happened to one drafted property; ``to_json`` is the acceptance/1 document."""
+
+    property_id: str
+    outcome: Outcome
+    rev: str
+    mutant: MutantPin
+    findings: tuple[Finding, ...] = ()
+    image_id: str | None = None
+    replays: Mapping[str, tuple[Replay, ...]] = field(default_factory=dict)
+    infra_reason: str | None = None
+    event_id: int | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome is Outcome.ACCEPTED
+
+    def event_detail(self) -> dict[str, Any]:
+        """What the ACCEPT event keeps (the tally reads its code and subject)."""
+        detail: dict[str, Any] = {
+            "rev": self.rev,
+            "mutant": self.mutant.to_json(),
+            "findings": [finding.to_json() for finding in self.findings],
+            "image_id": self.image_id,
+        }
+        for side, replays in self.replays.items():
+            detail[f"{side}_labels"] = [replay.label for replay in replays]
+        if self.infra_reason is not None:
+            detail["infra_reason"] = self.infra_reason
+        return detail
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": ACCEPTANCE_SCHEMA,
+            "property_id": self.property_id,
+            "outcome": self.outcome.value,
+            "accepted": self.accepted,
+            "exit_status": self.outcome.exit_status,
+            "rev": self.rev,
+            "mutant": self.mutant.to_json(),
+            "findings": [finding.to_json() for finding in self.findings],
+            "image_id": self.image_id,
+            "replays": {
+                side: [replay.to_json() for replay in replays]
+                for side, replays in self.replays.items()
+            },
+            "infra_reason": self.infra_reason,
+            "event_id": self.event_id,
+        }
+
+
+# ---------------------------------------------------------------------------- plan
+
+
+def pin_mutant(repo: Path, mutant: str, property_files: Sequence[str]) -> MutantPin:
+    """A patch file when ``mutant`` names one, else a revision; neither is bad input."""
+    candidate = Path(mutant)
+    if candidate.is_file():
+        try:
+            data = candidate.read_bytes()
+        except OSError as error:
+            raise InputError(f"--mutant {mutant}: {error.strerror}") from None
+        text = data.decode("utf-8", errors="replace")
+        touched = patch_paths(text)
+        if not touched:
+            raise InputError(f"--mutant {mutant}: not a unified diff (no ---/+++ headers)")
+        edited = sorted(set(touched) & set(property_files))
+        if edited:
+            raise InputError(
+                f"--mutant {mutant} edits the property's own file {edited[0]}; "
+                "a mutant changes the code under test, never the property"
+            )
+        return MutantPin(
+            kind="patch",
+            ref=mutant,
+            patch=candidate.resolve(),
+            patch_digest="sha256:" + hashlib.sha256(data).hexdigest(),
+        )
+    try:
+        sha = git_adapter.resolve_rev(repo, mutant)
+    except InputError:
+        raise InputError(
+            f"--mutant {mutant!r} is neither a patch file nor a revision of {repo}"
+        ) from None
+    return MutantPin(kind="rev", ref=mutant, rev=sha)
+
+
+def plan_accept(options: AcceptOptions) -> AcceptPlan:
+    """Pin the revision and the mutant and read the property. Nothing runs yet."""
+    ref = parse_property_id(options.property_id)
+    if options.replays < 1:
+        raise InputError("--replays must be at least 1")
+    if options.timeout_s <= 0:
+        raise InputError("--timeout must be positive")
+    if options.fixture is not None and not options.fixture.is_file():
+        raise InputError(f"--fixture {options.fixture}: no such file")
+    repo = options.repo.resolve()
+    rev = git_adapter.resolve_rev(repo, options.rev)
+    own_files = git_adapter.property_files(options.property_id)
+    mutant = pin_mutant(repo, options.mutant, own_files)
+    at_rev = git_adapter.read_blobs(repo, rev, own_files)
+    if mutant.rev is not None:
+        at_mutant = git_adapter.read_blobs(repo, mutant.rev, own_files)
+        changed = [path for path in own_files if at_rev[path] != at_mutant[path]]
+        if changed:
+            raise InputError(
+                f"--mutant {mutant.ref} changes the property's own file {changed[0]}; "
+                "a mutant changes the code under test, never the property"
+            )
+    data = at_rev[ref.path]
+    if data is None:
+        raise InputError(f"{ref.path}: no such file at {options.rev} ({rev[:12]})")
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{ref.path}: not UTF-8 text") from None
+    find_function(source, ref)  # a missing function is bad input, found before any record
+    return AcceptPlan(options=options, repo=repo, rev=rev, mutant=mutant, source=source)
+
+
+# ------------------------------------------------------------------------- execute
+
+
+def _replay(
+    plan: AcceptPlan,
+    *,
+    client: DockerClient | None,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[str, dict[str, tuple[Replay, ...]]]:
+    """Both sides at once, same image ID; returns the image ID and the labels per side."""
+    from orchestrator.adapters.engine import connect, resolve_image
+    from orchestrator.services.engine import ReplayPlan, SideSpec, replay_sides
+
+    options = plan.options
+    if client is None:
+        import os
+
+        client = connect(os.environ)
+    image = resolve_image(client, options.image)
+    replay_plan = ReplayPlan(
+        image_id=image.id,
+        pytest_args=("-q",),
+        property_ids=(options.property_id,),
+        fixture=options.fixture.resolve() if options.fixture is not None else None,
+        replays=options.replays,
+        timeout_s=options.timeout_s,
+        seed=options.seed,
+        runner_id=options.runner_id,
+    )
+    sides = [
+        SideSpec(name=UNMUTATED, repo=plan.repo, rev=plan.rev),
+        SideSpec(
+            name=MUTANT,
+            repo=plan.repo,
+            rev=plan.mutant.rev or plan.rev,
+            mutant=plan.mutant.patch,
+        ),
+    ]
+    labelled = replay_sides(replay_plan, sides, client=client, progress=progress)
+    return image.id, {
+        side: labelled.get(side, {}).get(options.property_id, ()) for side in (UNMUTATED, MUTANT)
+    }
+
+
+def _infra_reason(replays: Mapping[str, Sequence[Replay]]) -> str | None:
+    for side, side_replays in replays.items():
+        for replay in side_replays:
+            if replay.label not in ("assert_pass", "assert_fail"):
+                return f"{side}: {replay.label}" + (f" ({replay.reason})" if replay.reason else "")
+    if any(not side_replays for side_replays in replays.values()):
+        return "no replay reported the property"
+    return None
+
+
+def accept(
+    options: AcceptOptions,
+    *,
+    ledger_url: str,
+    now: datetime,
+    client: DockerClient | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> AcceptResult:
+    """Plan, check, replay, judge; append one ACCEPT event. Bad input raises before any event."""
+    from orchestrator.adapters.ledger import Ledger
+
+    plan = plan_accept(options)
+    # Opened before any container starts: a ledger that cannot record the outcome fails fast.
+    with Ledger.open(ledger_url) as ledger:
+        result = check_property(plan, client=client, progress=progress)
+        event_id = ledger.append_event(
+            Event(
+                id=None,
+                at=now,
+                kind=EventKind.ACCEPT,
+                code=result.outcome.value,
+                subject=options.property_id,
+                detail=result.event_detail(),
+            )
+        )
+    return replace(result, event_id=event_id)
+
+
+def check_property(
+    plan: AcceptPlan,
+    *,
+    client: DockerClient | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> AcceptResult:
+    """The static checks, then (only when they pass) both replays and the verdict."""
+    options = plan.options
+    findings = static_findings(plan.source, parse_property_id(options.property_id))
+    if findings:
+        log.info("accept.refused", property=options.property_id, code=findings[0].code.value)
+        return AcceptResult(
+            property_id=options.property_id,
+            outcome=findings[0].code,
+            rev=plan.rev,
+            mutant=plan.mutant,
+            findings=findings,
+        )
+    image_id: str | None = None
+    replays: dict[str, tuple[Replay, ...]] = {}
+    infra_reason: str | None = None
+    try:
+        image_id, replays = _replay(plan, client=client, progress=progress)
+    except InfrastructureError as error:
+        # The machinery failed: an outcome too (never an acceptance), so it is recorded.
+        infra_reason = str(error)
+    outcome = Outcome.INFRA
+    if infra_reason is None:
+        outcome = judge_replays(replays[UNMUTATED], replays[MUTANT])
+        if outcome is Outcome.INFRA:
+            infra_reason = _infra_reason(replays)
+    log.info("accept.judged", property=options.property_id, outcome=outcome.value)
+    return AcceptResult(
+        property_id=options.property_id,
+        outcome=outcome,
+        rev=plan.rev,
+        mutant=plan.mutant,
+        image_id=image_id,
+        replays=replays,
+        infra_reason=infra_reason,
+    )
