@@ -1,0 +1,193 @@
+"""The container adapter against the real engine: deadline, signals, OOM, sweep, image loss."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from replay_gitrepo import commit, init
+
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters.results import ReplayFile, label_replay
+from orchestrator.services import engine
+
+pytestmark = pytest.mark.docker
+
+
+def _config(image_id: str, name: str, command: list[str], labels: dict[str, str], **limits):
+    return docker_adapter.container_config(
+        image_id=image_id,
+        name=name,
+        command=command,
+        mounts=[],
+        environment={},
+        labels=labels,
+        limits=docker_adapter.Limits(**limits),
+        working_dir="/tmp",
+    )
+
+
+@pytest.fixture
+def owner() -> docker_adapter.Owner:
+    return docker_adapter.Owner.current(engine.new_run_id())
+
+
+@pytest.fixture
+def made(docker_client, owner):
+    """Create containers through the adapter; remove whatever a test left."""
+    containers = []
+
+    def make(image_id: str, command: list[str], suffix: str, **limits):
+        config = _config(
+            image_id,
+            f"orchestrator-test-{owner.run_id}-{suffix}",
+            command,
+            owner.labels("t"),
+            **limits,
+        )
+        container = docker_adapter.create(docker_client, config)
+        containers.append(container)
+        return container
+
+    yield make
+    for container in containers:
+        docker_adapter.remove(container)
+    assert _ours(docker_client, owner.run_id) == []
+
+
+def _ours(client, run_id: str) -> list[str]:
+    return [
+        c.name
+        for c in client.containers.list(
+            all=True, filters={"label": f"{docker_adapter.LABEL_RUN}={run_id}"}
+        )
+    ]
+
+
+def test_past_our_deadline_the_container_is_killed_and_labelled_timeout(
+    docker_client, runner_image_id, made
+):
+    container = made(runner_image_id, ["sleep", "60"], "deadline")
+    container.start()
+    started = time.monotonic()
+    exit_ = docker_adapter.wait_until(
+        docker_client, container, deadline=started + 1.0, cancelled=threading.Event(), poll_s=0.3
+    )
+    assert time.monotonic() - started < 15
+    assert exit_.killed_at_deadline
+    facts = docker_adapter.facts_after_exit(docker_client, container, exit_)
+    assert facts.image_id == runner_image_id
+    replay = label_replay(ReplayFile(replay=1, state="missing"), facts, "t.py::t")
+    assert (replay.label, replay.reason) == ("timeout", "deadline")
+
+
+def test_a_signal_we_did_not_send_is_harness_error_signal(docker_client, runner_image_id, made):
+    command = ["python3", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    container = made(runner_image_id, command, "signal")
+    container.start()
+    exit_ = docker_adapter.wait_until(
+        docker_client, container, deadline=time.monotonic() + 30, cancelled=threading.Event()
+    )
+    facts = docker_adapter.facts_after_exit(docker_client, container, exit_)
+    assert not facts.killed_at_deadline
+    assert facts.exit_code == 137
+    replay = label_replay(ReplayFile(replay=1, state="missing"), facts, "t.py::t")
+    assert (replay.label, replay.reason) == ("harness_error", "signal")
+
+
+def test_past_the_memory_limit_is_harness_error_oom(docker_client, runner_image_id, made):
+    command = [
+        "python3",
+        "-c",
+        "x = bytearray(400 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096])",
+    ]
+    container = made(runner_image_id, command, "oom", memory="64m")
+    container.start()
+    exit_ = docker_adapter.wait_until(
+        docker_client, container, deadline=time.monotonic() + 60, cancelled=threading.Event()
+    )
+    facts = docker_adapter.facts_after_exit(docker_client, container, exit_)
+    assert facts.oom_killed
+    replay = label_replay(ReplayFile(replay=1, state="missing"), facts, "t.py::t")
+    assert (replay.label, replay.reason) == ("harness_error", "oom")
+
+
+def test_the_container_runs_hermetic(docker_client, runner_image_id, made):
+    probe = (
+        "import os, socket, pathlib\n"
+        "print('uid', os.getuid())\n"
+        "print('env', sorted(os.environ))\n"
+        "try:\n"
+        "    pathlib.Path('/etc/x').write_text('x'); print('root writable')\n"
+        "except OSError: print('root read-only')\n"
+        "pathlib.Path('/tmp/x').write_text('x'); print('tmp writable')\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=2); print('network')\n"
+        "except OSError: print('no network')\n"
+    )
+    container = made(runner_image_id, ["python3", "-c", probe], "hermetic")
+    container.start()
+    docker_adapter.wait_until(
+        docker_client, container, deadline=time.monotonic() + 30, cancelled=threading.Event()
+    )
+    output = container.logs().decode()
+    assert "uid 1000" in output
+    assert "root read-only" in output
+    assert "tmp writable" in output
+    assert "no network" in output
+    env_line = next(line for line in output.splitlines() if line.startswith("env"))
+    names = set(ast.literal_eval(env_line[len("env ") :]))
+    image_env = docker_client.images.get(runner_image_id).attrs["Config"].get("Env") or []
+    allowed = {item.split("=", 1)[0] for item in image_env} | {"HOSTNAME", "HOME"}
+    assert names <= allowed, names - allowed  # nothing from the host's environment
+
+
+def test_sweep_removes_a_dead_owners_container_and_keeps_a_live_ones(
+    docker_client, runner_image_id, made, owner
+):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ghost_labels = {**owner.labels("t"), docker_adapter.LABEL_PID: str(dead.pid)}
+    ghost = docker_adapter.create(
+        docker_client,
+        _config(runner_image_id, f"orchestrator-test-{owner.run_id}-ghost", ["true"], ghost_labels),
+    )
+    live = made(runner_image_id, ["true"], "live")
+    removed = docker_adapter.sweep_leftovers(docker_client, host=owner.host)
+    assert ghost.name in removed
+    assert live.name not in removed
+    assert _ours(docker_client, owner.run_id) == [live.name]
+
+
+def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
+    docker_client, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    repo = init(tmp_path / "repo")
+    sha = commit(repo, {"tests/test_a.py": "def test_a():\n    assert True\n"}, "c")
+    missing = "sha256:" + "0" * 64
+    plan = engine.ReplayPlan(
+        image_id=missing,
+        pytest_args=(),
+        property_ids=("tests/test_a.py::test_a",),
+        fixture=None,
+        replays=2,
+        timeout_s=10,
+        seed=0,
+        runner_id="local",
+    )
+    sides = [engine.SideSpec(name=n, repo=repo, rev=sha) for n in ("base", "patch")]
+    run_id = engine.new_run_id()
+    labelled = engine.replay_sides(plan, sides, client=docker_client, run_id=run_id)
+    for side in ("base", "patch"):
+        replays = labelled[side]["tests/test_a.py::test_a"]
+        assert [(r.label, r.reason) for r in replays] == [("harness_error", "image_not_found")] * 2
+    assert _ours(docker_client, run_id) == []
+    assert [p for p in Path(tmp_path).iterdir() if p.name.startswith("orchestrator-replay-")] == []
+    assert not any(missing in (image.id or "") for image in docker_client.images.list())

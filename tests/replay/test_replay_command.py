@@ -1,0 +1,270 @@
+"""`orchestrator replay` end to end: a small real repository, the real engine, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from replay_gitrepo import commit, init
+
+from orchestrator.adapters.docker import LABEL_RUN
+
+pytestmark = pytest.mark.docker
+
+CLI = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "orchestrator"
+ADD = "tests/test_lib.py::test_add"
+STAMP = "tests/test_lib.py::test_stamp_keeps_payload"
+FIXTURE = "tests/test_lib.py::test_fixture_is_mounted"
+
+LIB_BASE = """\
+def add(a, b):
+    return a + b
+
+
+def stamp(payload, clock):
+    return {**payload, "at": clock()}
+"""
+# Breaks add, and reads the clock twice while returning the same dict (a retry disguise).
+LIB_PATCH = """\
+def add(a, b):
+    return a - b
+
+
+def stamp(payload, clock):
+    clock()
+    return {**payload, "at": clock()}
+"""
+TESTS = """\
+import lib
+
+
+def test_add():
+    assert lib.add(2, 2) == 4
+
+
+def test_stamp_keeps_payload(deps):
+    clock = deps.clock(start=5.0)
+    assert lib.stamp({"a": 1}, clock) == {"a": 1, "at": 5.0}
+
+
+def test_fixture_is_mounted(replay_fixture, replay_seed):
+    assert replay_fixture == {"n": 1}
+    assert replay_seed == 7
+"""
+
+
+@dataclass(frozen=True)
+class Repo:
+    path: Path
+    base: str
+    patch: str
+    same: str
+    fixture: Path
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Repo:
+    root = tmp_path_factory.mktemp("replay-e2e")
+    path = init(root / "repo")
+    files = {"conftest.py": "", "lib.py": LIB_BASE, "tests/test_lib.py": TESTS}
+    base = commit(path, files, "base")
+    patch = commit(path, {"lib.py": LIB_PATCH}, "patch")
+    subprocess.run(["git", "-C", str(path), "checkout", "-q", base], check=True)
+    same = commit(path, {"lib.py": LIB_BASE + "\n# a comment\n"}, "same behaviour")
+    fixture = root / "fixture.json"
+    fixture.write_text('{"n": 1}')
+    return Repo(path=path, base=base, patch=patch, same=same, fixture=fixture)
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+    scratch: Path
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return json.loads(self.stdout)
+
+
+def run_cli(tmp_path: Path, *args: str) -> Result:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(scratch), "CI": "1"}
+    done = subprocess.run(
+        [str(CLI), "replay", *args],
+        env=env,
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return Result(code=done.returncode, stdout=done.stdout, stderr=done.stderr, scratch=scratch)
+
+
+def assert_nothing_left(docker_client, result: Result, run_id: str) -> None:
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    assert left == []
+    assert list(result.scratch.iterdir()) == []
+
+
+def by_property(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["property_id"]: entry for entry in report["decisions"]}
+
+
+def test_bilateral_replay_decides_each_property(tmp_path, repo, runner_image_id, docker_client):
+    out = tmp_path / "run"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--command", "pytest -q tests/",
+        "--property", ADD, "--property", STAMP, "--property", FIXTURE,
+        "--fixture", str(repo.fixture), "--replays", "3", "--timeout", "30", "--seed", "7",
+        "--runner-id", "test-runner", "--out", str(out), "--json",
+    )  # fmt: skip
+    assert result.code == 1, result.stderr  # blocking lanes
+    report = result.report
+    assert report["schema"] == "replay-report/1"
+    decided = by_property(report)
+    assert list(decided) == [ADD, STAMP, FIXTURE]
+
+    assert decided[ADD]["base_labels"] == ["assert_pass"] * 3
+    assert decided[ADD]["patch_labels"] == ["assert_fail"] * 3
+    assert (decided[ADD]["lane"], decided[ADD]["code"]) == (
+        "property_regression",
+        "assertion_regression",
+    )
+
+    # Same output, one more clock read: the call budget moved (seed 001's retry disguise).
+    assert decided[STAMP]["base_labels"] == decided[STAMP]["patch_labels"] == ["assert_pass"] * 3
+    assert decided[STAMP]["calls_base"]["clock"] == [1]
+    assert decided[STAMP]["calls_patch"]["clock"] == [2]
+    assert (decided[STAMP]["lane"], decided[STAMP]["code"]) == (
+        "property_regression",
+        "call_budget",
+    )
+
+    assert (decided[FIXTURE]["lane"], decided[FIXTURE]["code"]) == ("no_freeze", "not_reproduced")
+
+    # The run folder: run log first, then evidence and decision per property, and the summary.
+    log = json.loads((out / "run-log.json").read_text())
+    assert log["base_rev"] == repo.base
+    assert log["patch_rev"] == repo.patch
+    assert log["image_digest"] == runner_image_id
+    assert log["runner_id"] == "test-runner"
+    assert log["seed"] == 7
+    assert log["replays"] == 3
+    assert log["probe_version"]
+    assert log["started_at"]
+    assert json.loads((out / "summary.json").read_text()) == report
+    for index, property_id in enumerate([ADD, STAMP, FIXTURE], start=1):
+        evidence = json.loads((out / f"evidence-{index}.json").read_text())
+        decision = json.loads((out / f"decision-{index}.json").read_text())
+        assert evidence["property_id"] == property_id
+        assert evidence["image_digest"] == runner_image_id
+        assert evidence["oracle_changed"] is False
+        assert evidence["shrink"] is None
+        assert evidence["origin_digest"] == evidence["fixture_digest"]
+        assert {r["image_digest"] for r in evidence["base"] + evidence["patch"]} == {
+            runner_image_id
+        }
+        assert decision == decided[property_id]["decision"]
+    assert sorted(p.name for p in (out / "raw" / "base").iterdir()) == [
+        "replay-001.json", "replay-002.json", "replay-003.json"
+    ]  # fmt: skip
+    assert_nothing_left(docker_client, result, report["run_id"])
+
+
+def test_whole_command_without_properties_one_container_per_replay(tmp_path, repo, docker_client):
+    out = tmp_path / "run"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.same,
+        "--image", "orchestrator-runner:latest", "--command", "python -m pytest -q tests/",
+        "--fixture", str(repo.fixture), "--seed", "7", "--replays", "2",
+        "--isolation", "container", "--out", str(out), "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    decided = by_property(result.report)
+    assert set(decided) == {ADD, STAMP, FIXTURE}
+    for entry in decided.values():
+        assert entry["base_labels"] == entry["patch_labels"] == ["assert_pass"] * 2
+        assert entry["lane"] == "no_freeze"
+    assert_nothing_left(docker_client, result, result.report["run_id"])
+
+
+def test_a_changed_test_file_is_an_oracle_change(tmp_path, repo):
+    changed = commit(repo.path, {"tests/test_lib.py": TESTS + "\n# edited\n"}, "edit the tests")
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", changed,
+        "--image", "orchestrator-runner:latest", "--property", ADD, "--replays", "1", "--json",
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    (entry,) = result.report["decisions"]
+    assert (entry["lane"], entry["code"], entry["oracle_changed"]) == (
+        "reject_run",
+        "oracle_changed",
+        True,
+    )
+    # Default run folder: .replay/runs/<run-id>/ under the working directory.
+    assert (tmp_path / ".replay" / "runs" / result.report["run_id"] / "summary.json").is_file()
+
+
+def test_an_unknown_revision_is_exit_2_and_writes_nothing(tmp_path, repo):
+    out = tmp_path / "run"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", "no-such-rev", "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--out", str(out),
+    )  # fmt: skip
+    assert result.code == 2
+    assert "no-such-rev" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_a_missing_image_is_exit_3_and_never_pulled(tmp_path, repo, docker_client):
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-no-such-image:never", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.code == 3
+    assert "never pulls" in result.stderr
+    assert docker_client.images.list(name="orchestrator-no-such-image") == []
+
+
+def test_a_shrink_report_for_another_fixture_is_exit_2(tmp_path, repo):
+    report = tmp_path / "shrink.json"
+    report.write_text(
+        json.dumps(
+            {
+                "schema": "shrink-report/1",
+                "minimal": {"n": 2},
+                "minimal_digest": "sha256:" + "e" * 64,
+                "origin_digest": "sha256:" + "f" * 64,
+                "shrink_path": [],
+                "attempts": 2,
+                "identical_minima": 2,
+                "stable": True,
+            }
+        )
+    )
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--fixture", str(repo.fixture),
+        "--shrink-report", str(report), "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.code == 2
+    assert "minimal digest" in result.stderr
+    assert not (tmp_path / "run").exists()
