@@ -1,0 +1,371 @@
+"""The scheduled thaw (lanes.md section 6) and the budget probe (section 4), over the engine.
+
+``thaw``: claim every due freeze atomically (two jobs never take the same row), re-probe
+it in the replay engine at the revision under test, and either thaw it (the live row is
+deleted, the THAWED event kept) or leave it ``overdue`` (an OVERDUE event; the job exits
+1). A freeze is never renewed.
+
+``budget``: sample one check at least 5 times on one revision, same input, same image;
+report median, spread and ``classify_latency``; with an admission request, run seed 004's
+``admit`` and record the code (and the timing freeze it opens) in the ledger.
+
+The verdicts (:func:`flake_thaw_verdict`, :func:`timing_thaw_verdict`) are pure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import model
+from orchestrator.adapters.ledger import FreezeRow, Ledger
+from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary, thaw_allowed
+from orchestrator.errors import ImageNotFoundError, InputError
+from orchestrator.log import get_logger
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+log = get_logger(__name__)
+
+THAW_SCHEMA = "thaw-report/1"
+BUDGET_SCHEMA = "budget-report/1"
+DEFAULT_THAW_REPLAYS = 5
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str, *, option: str) -> timedelta:
+    """``90s``, ``30m``, ``72h``, ``7d``, ``1w`` -> a timedelta; anything else is an InputError."""
+    match = _DURATION.match(text)
+    if not match:
+        raise InputError(f"{option}: not a duration like 30m, 72h or 7d: {text!r}")
+    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+
+
+# --- pure verdicts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    thawed: bool
+    code: str
+    reasons: tuple[str, ...] = ()
+
+
+def flake_thaw_verdict(replays: Sequence[model.Replay], expected: int) -> Verdict:
+    """All ``assert_pass`` with one call budget thaws; anything else stays overdue. Pure."""
+    labels = [replay.label for replay in replays]
+    if len(labels) != expected:
+        return Verdict(thawed=False, code="replay_count", reasons=(f"{len(labels)}/{expected}",))
+    infra = sorted(
+        {f"{r.label}:{r.reason or 'unspecified'}" for r in replays if not _completed(r.label)}
+    )
+    if infra:
+        return Verdict(thawed=False, code="probe_infra_error", reasons=tuple(infra))
+    failing = sorted({r.assertion_id or "?" for r in replays if r.label != model.Label.ASSERT_PASS})
+    if failing:
+        count = labels.count(model.Label.ASSERT_FAIL)
+        return Verdict(
+            thawed=False,
+            code="still_failing",
+            reasons=(f"{count}/{len(labels)} replays failed", *failing),
+        )
+    budgets = {}
+    for dependency in sorted({name for r in replays for name in r.calls}):
+        seen = sorted({r.calls.get(dependency, 0) for r in replays})
+        if len(seen) > 1:
+            budgets[dependency] = seen
+    if budgets:
+        reasons = tuple(f"{dep}: counts {values}" for dep, values in budgets.items())
+        return Verdict(thawed=False, code="call_budget_unstable", reasons=reasons)
+    return Verdict(thawed=True, code="all_pass")
+
+
+def timing_thaw_verdict(
+    labels: Sequence[str], samples_ms: Sequence[float], budget_ms: float
+) -> Verdict:
+    """The property must pass in every sample, then seed 004's ``thaw_allowed``. Pure."""
+    red = [label for label in labels if label != model.Label.ASSERT_PASS]
+    if red:
+        return Verdict(thawed=False, code="property_red", reasons=tuple(sorted(set(red))))
+    if len(samples_ms) < MIN_SAMPLES:
+        return Verdict(thawed=False, code="sample_too_small", reasons=(str(len(samples_ms)),))
+    if thaw_allowed(samples_ms, budget_ms):
+        return Verdict(thawed=True, code="within_budget")
+    spread = latency_summary(samples_ms)[1]
+    reason = f"max {max(samples_ms):g} ms, spread {spread:g} ms, budget {budget_ms:g} ms"
+    if max(samples_ms) > budget_ms:
+        return Verdict(thawed=False, code="over_budget", reasons=(reason,))
+    return Verdict(thawed=False, code="spread_too_wide", reasons=(reason,))
+
+
+# --- sampling in the replay engine --------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """How to re-run one check: where, which image, how many times, how long."""
+
+    repo: Path
+    rev: str  # full SHA
+    image_id: str
+    replays: int
+    timeout_s: float
+    runner_id: str = "local"
+
+
+def _completed(label: str) -> bool:
+    return label in (model.Label.ASSERT_PASS, model.Label.ASSERT_FAIL)
+
+
+def run_check(
+    probe: Probe,
+    *,
+    property_id: str,
+    command: str,
+    fixture_bytes: bytes | None,
+    seed: int,
+    client: DockerClient,
+) -> tuple[model.Replay, ...]:
+    """Replay one property ``probe.replays`` times on one revision; returns its replays."""
+    from orchestrator.services.engine import ReplayPlan, SideSpec, replay_sides
+    from orchestrator.services.replay import pytest_args_from_command
+
+    with tempfile.TemporaryDirectory(prefix="orchestrator-thaw-") as scratch:
+        fixture: Path | None = None
+        if fixture_bytes is not None:
+            os.chmod(scratch, 0o755)  # the runner user (uid 1000) reads the mounted fixture
+            fixture = Path(scratch) / "fixture.json"
+            fixture.write_bytes(fixture_bytes)
+            fixture.chmod(0o644)
+        plan = ReplayPlan(
+            image_id=probe.image_id,
+            pytest_args=pytest_args_from_command(command, [property_id]),
+            property_ids=(property_id,),
+            fixture=fixture,
+            replays=probe.replays,
+            timeout_s=probe.timeout_s,
+            seed=seed,
+            runner_id=probe.runner_id,
+        )
+        side = SideSpec(name="probe", repo=probe.repo, rev=probe.rev)
+        result = replay_sides(plan, [side], client=client)
+    return result["probe"].get(property_id, ())
+
+
+# --- the thaw job -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThawResult:
+    freeze: FreezeRow
+    verdict: Verdict
+    labels: tuple[str, ...] = ()
+    samples_ms: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "freeze_id": self.freeze.id,
+            "kind": self.freeze.kind.value,
+            "subject": self.freeze.subject,
+            "owner": self.freeze.owner,
+            "expires_at": self.freeze.expires_at.isoformat(),
+            "outcome": "thawed" if self.verdict.thawed else "overdue",
+            "code": self.verdict.code,
+            "reasons": list(self.verdict.reasons),
+            "labels": list(self.labels),
+            "samples_ms": list(self.samples_ms),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThawReport:
+    rev: str
+    now: datetime
+    due_within: timedelta
+    results: tuple[ThawResult, ...] = field(default_factory=tuple)
+
+    @property
+    def overdue(self) -> int:
+        return sum(not r.verdict.thawed for r in self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": THAW_SCHEMA,
+            "rev": self.rev,
+            "now": self.now.isoformat(),
+            "due_within_s": self.due_within.total_seconds(),
+            "thawed": len(self.results) - self.overdue,
+            "overdue": self.overdue,
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThawOptions:
+    repo: Path
+    rev: str  # full SHA
+    replays: int = DEFAULT_THAW_REPLAYS
+    timeout_s: float = 60.0
+    image: str | None = None  # overrides a flake freeze's pinned image; timing freezes need it
+    runner_id: str = "local"
+    timing_command: str = "pytest -q"
+
+
+def _probe_one(
+    row: FreezeRow, options: ThawOptions, client: DockerClient
+) -> tuple[Verdict, tuple[str, ...], tuple[float, ...]]:
+    from orchestrator.adapters.engine import RUNNER_IMAGE, resolve_image
+
+    record = row.record
+    if row.kind is model.FreezeKind.FLAKE:
+        image_ref = options.image or str(record["image_digest"])
+    else:
+        image_ref = options.image or RUNNER_IMAGE
+    try:
+        image_id = resolve_image(client, image_ref).id
+    except ImageNotFoundError as error:
+        return Verdict(thawed=False, code="image_not_found", reasons=(str(error),)), (), ()
+    probe = Probe(
+        repo=options.repo,
+        rev=options.rev,
+        image_id=image_id,
+        replays=options.replays
+        if row.kind is model.FreezeKind.FLAKE
+        else max(options.replays, MIN_SAMPLES),
+        timeout_s=options.timeout_s,
+        runner_id=options.runner_id,
+    )
+    if row.kind is model.FreezeKind.FLAKE:
+        replays = run_check(
+            probe,
+            property_id=row.subject,
+            command=str(record["command"]),
+            fixture_bytes=row.fixture_bytes,
+            seed=int(record["seed"]),
+            client=client,
+        )
+        labels = tuple(r.label for r in replays)
+        return flake_thaw_verdict(replays, probe.replays), labels, ()
+    replays = run_check(
+        probe,
+        property_id=row.subject,
+        command=options.timing_command,
+        fixture_bytes=None,
+        seed=0,
+        client=client,
+    )
+    labels = tuple(r.label for r in replays)
+    samples = tuple(float(r.duration_ms) for r in replays if r.duration_ms is not None)
+    verdict = timing_thaw_verdict(labels, samples, float(record["budget_ms"]))
+    return verdict, labels, samples
+
+
+def run_thaw(
+    ledger: Ledger,
+    options: ThawOptions,
+    *,
+    now: datetime,
+    due_within: timedelta,
+    client: DockerClient | None,
+) -> ThawReport:
+    """Claim the due freezes, re-probe each, thaw or mark overdue. Never renews a freeze."""
+    token, rows = ledger.claim_due(now, within=due_within)
+    if rows and client is None:
+        from orchestrator.adapters.engine import connect
+
+        client = connect(os.environ)
+    log.info("thaw.claimed", count=len(rows), rev=options.rev)
+    results: list[ThawResult] = []
+    pending = {row.id for row in rows}
+    try:
+        for row in rows:
+            assert client is not None
+            verdict, labels, samples = _probe_one(row, options, client)
+            detail: Mapping[str, Any] = {
+                "rev": options.rev,
+                "labels": list(labels),
+                "samples_ms": list(samples),
+                "reasons": list(verdict.reasons),
+                "verdict": verdict.code,
+            }
+            if verdict.thawed:
+                ledger.thaw(row.id, token=token, now=now, detail=detail)
+            else:
+                ledger.mark_overdue(row.id, token=token, now=now, code=verdict.code, detail=detail)
+            pending.discard(row.id)
+            log.info("thaw.result", freeze=row.id, outcome=verdict.code, thawed=verdict.thawed)
+            results.append(
+                ThawResult(freeze=row, verdict=verdict, labels=labels, samples_ms=samples)
+            )
+    finally:
+        for freeze_id in pending:  # not probed (an error or Ctrl-C): give the row back
+            ledger.release(freeze_id, token=token)
+    return ThawReport(rev=options.rev, now=now, due_within=due_within, results=tuple(results))
+
+
+# --- the budget probe -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSamples:
+    property_id: str
+    rev: str
+    image_id: str
+    budget_ms: float
+    labels: tuple[str, ...]
+    samples_ms: tuple[float, ...]
+
+    @property
+    def green(self) -> bool:
+        """The property lane: every sample's property passed."""
+        return bool(self.labels) and all(label == model.Label.ASSERT_PASS for label in self.labels)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.samples_ms:
+            return {"median_ms": None, "spread_ms": None, "latency_class": None}
+        median, spread = latency_summary(self.samples_ms)
+        return {
+            "median_ms": median,
+            "spread_ms": spread,
+            "latency_class": classify_latency(median, self.budget_ms, spread).value,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": BUDGET_SCHEMA,
+            "property_id": self.property_id,
+            "rev": self.rev,
+            "image_id": self.image_id,
+            "budget_ms": self.budget_ms,
+            "labels": list(self.labels),
+            "samples_ms": list(self.samples_ms),
+            "green": self.green,
+            **self.summary(),
+        }
+
+
+def budget_checks(sampled: BudgetSamples) -> list[Any]:
+    """The check results seed 004's ``admit`` reads, from the samples. Pure.
+
+    The property lane (every replay passed) is a property check; the latency check is
+    the timing check of the named test, failing when the median is over budget.
+    """
+    from orchestrator.core.timing import Check, Kind
+
+    median = sampled.summary()["median_ms"]
+    return [
+        Check(name=f"property:{sampled.property_id}", passed=sampled.green, kind=Kind.PROPERTY),
+        Check(
+            name=sampled.property_id,
+            passed=median is not None and median <= sampled.budget_ms,
+            kind=Kind.TIMING,
+        ),
+    ]
