@@ -104,12 +104,14 @@ def parse_property_id(node_id: str) -> PropertyRef:
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def find_function(source: str, ref: PropertyRef) -> FunctionNode:
-    """The test function's definition; a missing one or bad syntax is an ``InputError``."""
+def _parse(source: str, path: str) -> ast.Module:
     try:
-        module = ast.parse(source, filename=ref.path)
+        return ast.parse(source, filename=path)
     except SyntaxError as error:
-        raise InputError(f"{ref.path}: not valid Python (line {error.lineno})") from None
+        raise InputError(f"{path}: not valid Python (line {error.lineno})") from None
+
+
+def _find(module: ast.Module, ref: PropertyRef) -> FunctionNode:
     body: list[ast.stmt] = module.body
     for class_name in ref.classes:
         found = next(
@@ -124,10 +126,33 @@ def find_function(source: str, ref: PropertyRef) -> FunctionNode:
     raise InputError(f"{ref.path}: no test function {ref.qualname!r}")
 
 
+def find_function(source: str, ref: PropertyRef) -> FunctionNode:
+    """The test function's definition; a missing one or bad syntax is an ``InputError``."""
+    return _find(_parse(source, ref.path), ref)
+
+
+def assertion_helpers(module: ast.Module) -> frozenset[str]:
+    """Module-level helpers that assert (``assert_one_line_error(run, "...")``).
+
+    A call of one inside a test is an assertion on its arguments.
+    """
+    return frozenset(
+        node.name
+        for node in module.body
+        if isinstance(node, FunctionNode)
+        and not node.name.startswith("test")
+        and any(
+            isinstance(inner, ast.Assert)
+            or (isinstance(inner, ast.expr) and _is_pytest_raises(inner))
+            for inner in ast.walk(node)
+        )
+    )
+
+
 def static_findings(source: str, ref: PropertyRef) -> tuple[Finding, ...]:
     """Every static reason to refuse the property, in ``STATIC_ORDER`` then line order."""
-    function = find_function(source, ref)
-    analysis = _Analysis(function, source)
+    module = _parse(source, ref.path)
+    analysis = _Analysis(_find(module, ref), source, helpers=assertion_helpers(module))
     findings = analysis.findings()
     order = {code: index for index, code in enumerate(STATIC_ORDER)}
     return tuple(sorted(findings, key=lambda f: (order[f.code], f.line, f.detail)))
@@ -345,9 +370,12 @@ def _binding_targets(node: ast.AST) -> tuple[list[ast.expr], ast.expr | None]:
 class _Analysis:
     """Everything the four static checks need to know about one test function."""
 
-    def __init__(self, function: FunctionNode, source: str) -> None:
+    def __init__(
+        self, function: FunctionNode, source: str, *, helpers: frozenset[str] = frozenset()
+    ) -> None:
         self.function = function
         self.source = source
+        self.helpers = helpers
         self.nodes = [node for statement in function.body for node in ast.walk(statement)]
         self.bindings = self._single_bindings()
         self.assertions = list(self._assertions())
@@ -366,11 +394,16 @@ class _Analysis:
                 yield _Assertion(
                     node=node, line=node.lineno, operands=(node.test,), text=self._text(node)
                 )
-            elif isinstance(node, ast.Call) and _is_unittest_assert(node):
+            elif isinstance(node, ast.Call) and (
+                _is_unittest_assert(node) or self._is_helper_assert(node)
+            ):
                 operands = (*node.args, *(keyword.value for keyword in node.keywords))
                 yield _Assertion(
                     node=node, line=node.lineno, operands=operands, text=self._text(node)
                 )
+
+    def _is_helper_assert(self, call: ast.Call) -> bool:
+        return isinstance(call.func, ast.Name) and call.func.id in self.helpers
 
     def _raises_blocks(self) -> Iterator[list[ast.AST]]:
         """What each ``pytest.raises`` watches: a with-block's body or the inline call."""
@@ -405,7 +438,7 @@ class _Analysis:
     # -- calls and taint
 
     def _is_call_under_test(self, call: ast.Call) -> bool:
-        if _is_pytest_raises(call) or _is_unittest_assert(call):
+        if _is_pytest_raises(call) or _is_unittest_assert(call) or self._is_helper_assert(call):
             return False
         func = call.func
         if isinstance(func, ast.Name) and func.id in _PURE_BUILTINS | _BUILTIN_EXCEPTIONS:

@@ -209,6 +209,34 @@ def test_inline_pytest_raises_counts_as_an_assertion() -> None:
     assert found == []
 
 
+def test_a_module_helper_that_asserts_counts_as_an_assertion_on_its_arguments() -> None:
+    helper = """
+        def assert_one_line_error(run, fragment):
+            assert fragment in run.err
+        """
+    assert codes(helper + """
+        def test_it(cli):
+            assert_one_line_error(cli("classify", "absent.json"), "no such file")
+        """) == []  # fmt: skip
+    assert codes(helper + """
+        def test_it(cli):
+            cli("classify", "absent.json")
+            assert_one_line_error("literal", "no such file")
+        """) == ["no_call_under_test"]  # fmt: skip
+
+
+def test_a_helper_without_assertions_is_just_a_call() -> None:
+    found = codes(
+        """
+        def show(run):
+            print(run)
+        def test_it(cli):
+            show(cli("x"))
+        """
+    )
+    assert found == ["no_assertion"]
+
+
 # ------------------------------------------------------------------ no call under test
 
 
