@@ -259,3 +259,41 @@ def test_a_mutant_that_hangs_is_infra_never_an_acceptance(
     assert doc["replays"]["mutant"][0]["label"] == "timeout"
     assert "timeout" in doc["infra_reason"]
     assert accept_events(ledger_url) == [("infra", BUDGET_PROPERTY)]
+
+
+def test_no_engine_is_an_infra_outcome_and_is_recorded(
+    capsys: pytest.CaptureFixture[str],
+    example: ExampleRepo,
+    clock_mutant: Path,
+    ledger_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    status, doc, _ = accept(
+        capsys, example, ledger_url,
+        "--property", BUDGET_PROPERTY, "--mutant", str(clock_mutant),
+    )  # fmt: skip
+    assert status == 3
+    assert doc["outcome"] == "infra"
+    assert doc["replays"] == {}
+    assert doc["infra_reason"]
+    assert accept_events(ledger_url) == [("infra", BUDGET_PROPERTY)]
+
+
+@pytest.mark.docker
+def test_a_missing_image_is_infra_and_never_pulled(
+    capsys: pytest.CaptureFixture[str],
+    example: ExampleRepo,
+    clock_mutant: Path,
+    ledger_url: str,
+    docker_client: Any,
+) -> None:
+    status, doc, _ = accept(
+        capsys, example, ledger_url,
+        "--property", BUDGET_PROPERTY, "--mutant", str(clock_mutant), "--image", NO_SUCH_IMAGE,
+    )  # fmt: skip
+    assert status == 3
+    assert doc["outcome"] == "infra"
+    assert NO_SUCH_IMAGE in doc["infra_reason"]
+    assert docker_client.images.list(name=NO_SUCH_IMAGE.split(":", maxsplit=1)[0]) == []
