@@ -160,27 +160,45 @@ def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
         raise InputError(f"{plan.fixture}: no such fixture file")
 
 
-class _DeferredSigint:
-    """While cleaning up, a Ctrl-C is noted instead of interrupting the cleanup."""
+class _DeferredSignals:
+    """While cleaning up, Ctrl-C (or SIGTERM) is noted instead of interrupting the cleanup."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.hits = 0
-        self._previous: Any = None
-        self._installed = False
+        self._previous: dict[int, Any] = {}
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         self.hits += 1
-        log.warning("interrupt.deferred", detail="cleaning up containers and sources first")
+        log.warning("interrupt.deferred", detail="removing containers and sources first")
 
-    def __enter__(self) -> _DeferredSigint:
+    def __enter__(self) -> _DeferredSignals:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._note)
-            self._installed = True
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._note)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While sides run, SIGTERM (a CI cancelling the job) cleans up like Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
@@ -352,17 +370,6 @@ def _run_side(
     results[side.name] = observed
 
 
-@contextlib.contextmanager
-def _sources(sides: Sequence[SideSpec]) -> Iterator[dict[str, Path]]:
-    with contextlib.ExitStack() as stack:
-        yield {
-            side.name: stack.enter_context(
-                git_adapter.checkout(side.repo, side.rev, mutant=side.mutant)
-            )
-            for side in sides
-        }
-
-
 def replay_sides(
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
@@ -403,27 +410,33 @@ def replay_sides(
     )
     results: dict[str, list[tuple[ReplayFile, ContainerFacts]]] = {}
     interrupted = False
-    sources = _sources(sides)
     threads: list[threading.Thread] = []
+    sources = contextlib.ExitStack()
     try:
-        trees = sources.__enter__()
-        threads = [
-            threading.Thread(
-                target=_run_side,
-                args=(run, side, trees[side.name], results),
-                name=f"side-{side.name}",
-            )
-            for side in sides
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(timeout=0.5)  # short joins keep Ctrl-C deliverable
+        with _terminate_as_interrupt():
+            trees = {
+                side.name: sources.enter_context(
+                    git_adapter.checkout(side.repo, side.rev, mutant=side.mutant)
+                )
+                for side in sides
+            }
+            threads = [
+                threading.Thread(
+                    target=_run_side,
+                    args=(run, side, trees[side.name], results),
+                    name=f"side-{side.name}",
+                )
+                for side in sides
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(timeout=0.5)  # short joins keep Ctrl-C deliverable
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        with _DeferredSigint() as deferred:
+        with _DeferredSignals() as deferred:
             if interrupted or any(thread.is_alive() for thread in threads):
                 run.cancelled.set()
                 run.live.kill_all()
@@ -432,7 +445,7 @@ def replay_sides(
             run.live.remove_all()
             for folder in list(run.scratch):
                 run.drop_scratch(folder)
-            sources.__exit__(None, None, None)
+            sources.close()
         interrupted = interrupted or deferred.hits > 0
     if interrupted:
         raise Interrupted("interrupted; containers and sources removed")

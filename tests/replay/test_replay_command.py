@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from replay_gitrepo import commit, init
 
-from orchestrator.adapters.docker import LABEL_RUN
+from orchestrator.adapters.docker import LABEL_PID, LABEL_RUN
 
 pytestmark = pytest.mark.docker
 
@@ -268,3 +270,52 @@ def test_a_shrink_report_for_another_fixture_is_exit_2(tmp_path, repo):
     assert result.code == 2
     assert "minimal digest" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+HANGS = "import time\n\n\ndef test_hangs():\n    time.sleep(120)\n"
+
+
+def _wait_for_running(docker_client, pid: int, count: int, timeout_s: float = 60) -> list[Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        running = docker_client.containers.list(filters={"label": f"{LABEL_PID}={pid}"})
+        if len(running) >= count:
+            return running
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} running containers of pid {pid} after {timeout_s}s")
+
+
+@pytest.mark.parametrize(
+    "signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)]
+)
+def test_an_interrupted_run_exits_130_and_leaves_nothing(tmp_path, docker_client, signals):
+    path = init(tmp_path / "hang")
+    sha = commit(path, {"tests/test_hang.py": HANGS}, "hangs")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [
+            str(CLI), "replay", "--repo", str(path), "--base", sha, "--patch", sha,
+            "--image", "orchestrator-runner:latest", "--replays", "2", "--timeout", "100",
+            "--out", str(tmp_path / "run"),
+        ],
+        env={**os.environ, "TMPDIR": str(scratch), "CI": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        containers = _wait_for_running(docker_client, process.pid, 2)
+        for signum in signals:
+            process.send_signal(signum)
+            time.sleep(0.2)  # the second one lands while cleanup runs
+        _, stderr = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    run_id = containers[0].labels[LABEL_RUN]
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}) == []
+    assert list(scratch.iterdir()) == []
+    assert not (tmp_path / "run" / "summary.json").exists()  # no verdict
