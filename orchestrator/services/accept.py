@@ -258,7 +258,12 @@ def _infra_reason(replays: Mapping[str, Sequence[Replay]]) -> str | None:
     for side, side_replays in replays.items():
         for replay in side_replays:
             if replay.label not in ("assert_pass", "assert_fail"):
-                return f"{side}: {replay.label}" + (f" ({replay.reason})" if replay.reason else "")
+                reason = f"{side}: {replay.label}"
+                if replay.reason:
+                    reason += f" ({replay.reason})"
+                if replay.message and replay.message.strip():
+                    reason += ": " + replay.message.strip().splitlines()[0]
+                return reason
     if any(not side_replays for side_replays in replays.values()):
         return "no replay reported the property"
     return None
