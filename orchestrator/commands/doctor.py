@@ -126,8 +126,11 @@ def doctor(
         RUNNER_IMAGE, "--image", help="The runner image to look for (never pulled)."
     ),
 ) -> None:
-    """Check the Docker engine (server version, storage driver), the runner image (its ID),
-    git and Python: one line each. Exit 0 when all are there, 3 naming the first that is not.
+    """Check the engine, the runner image, git and Python: one line each.
+
+    Prints the Docker engine's server version and storage driver, the runner image's ID,
+    and the git and Python versions. Exit 0 when all are there, 3 naming the first that
+    is not (one line on stderr).
 
     The engine is the one at DOCKER_HOST, or the default local socket. `make engine`
     starts one; `make image` builds the runner image.
