@@ -9,9 +9,9 @@ differently explains some other failure and is refused.
 Operations, in a fixed order, repeated until a whole round changes nothing:
 
 1. delete blocks of children from the end of every object and array (top level
-   first, then nested ones), sizing each block by probing one child, then all the
-   remaining ones, then a binary search in between (Hypothesis's shrinker grows
-   and halves blocks in the same spirit);
+   first, then nested ones), sizing each block by probing all the remaining
+   children, then a binary search (Hypothesis's shrinker grows and halves blocks
+   in the same spirit), probing a single child first where needed ones are dense;
 2. shorten each string (try empty, then binary search on the length of a prefix);
 3. move *pairs* of integers toward zero by the same amount, the largest amount
    first (one of them reaches zero): two values tied by a relation such as
@@ -35,7 +35,7 @@ import json
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations, pairwise
+from itertools import combinations, islice, pairwise
 from typing import Any
 
 from orchestrator.core.digest import canonical_json, digest
@@ -180,7 +180,9 @@ def _children(container: Any) -> list[PathKey]:
 def _without(container: Any, start: int, end: int) -> Any:
     """The container without its children at positions ``start`` .. ``end - 1``."""
     if isinstance(container, dict):
-        return {k: v for i, (k, v) in enumerate(container.items()) if not start <= i < end}
+        kept = dict(islice(container.items(), start))
+        kept.update(islice(container.items(), end, None))
+        return kept
     return container[:start] + container[end:]
 
 
@@ -251,6 +253,11 @@ class _Shrinker:
             self.memo[key] = outcome(self.prop, json.loads(key))
         return self.memo[key]
 
+    def _known_refused(self, candidate: Any) -> bool:
+        """Already tried and refused (a memo lookup, never a property call)."""
+        key = canonical_json(candidate)
+        return key in self.memo and self.memo[key] != self.target
+
     def _keep(self, candidate: Any, steps: list[Step]) -> bool:
         """Accept ``candidate`` when it fails the same way as the original."""
         if self._outcome(candidate) != self.target:
@@ -298,6 +305,7 @@ class _Shrinker:
 
     def _delete_blocks(self, path: JsonPath) -> bool:
         changed = False
+        dense = False  # the last child tried here turned out to be needed
         position = len(_children(get_at(self.current, path))) - 1
         while position >= 0:
             base = self.current
@@ -312,7 +320,12 @@ class _Shrinker:
             def fails_without(size: int, candidate: Callable[[int], Any] = candidate) -> bool:
                 return self._outcome(candidate(size)) == self.target
 
-            size = _largest_block(fails_without, end)
+            if self._known_refused(candidate(1)):
+                # A block search that just stopped here already proved this child needed.
+                position -= 1
+                continue
+            size = _largest_block(fails_without, end, one_first=dense)
+            dense = size == 0
             if size == 0:
                 position -= 1
                 continue
@@ -344,6 +357,8 @@ class _Shrinker:
 
         if keep(0):
             return True
+        if self._known_refused(replace_at(self.current, path, text[:-1])):
+            return False  # already 1-minimal here: a search would only repeat itself
         low, high = 0, len(text)  # text[:low] refused, text[:high] fails the same way
         changed = False
         while low + 1 < high:
@@ -371,6 +386,8 @@ class _Shrinker:
 
         if keep(0):
             return True
+        if self._known_refused(replace_at(self.current, path, value - sign)):
+            return False  # already 1-minimal here: a search would only repeat itself
         low, high = 0, abs(value)
         changed = False
         while low + 1 < high:
@@ -412,17 +429,25 @@ class _Shrinker:
         return self._keep(candidate, steps)
 
 
-def _largest_block(fails_without: Callable[[int], bool], limit: int) -> int:
+def _largest_block(fails_without: Callable[[int], bool], limit: int, *, one_first: bool) -> int:
     """The largest block size in ``0..limit`` whose deletion keeps the failure.
 
-    One child first (cheap when it is needed), then everything (cheap when all of
-    it is noise), then a binary search between the two.
+    All of it first (one call when the rest is noise), then a binary search. Where
+    the last child was needed (``one_first``), needed children are probably dense,
+    so a single child is probed before anything larger. A search that stops on a
+    needed child leaves that child's single deletion in the memo, so confirming it
+    costs nothing.
     """
-    if not fails_without(1):
-        return 0
-    if limit == 1 or fails_without(limit):
+    if limit == 1:
+        return 1 if fails_without(1) else 0
+    low = 0
+    if one_first:
+        if not fails_without(1):
+            return 0
+        low = 1
+    if fails_without(limit):
         return limit
-    low, high = 1, limit
+    high = limit
     while low + 1 < high:
         middle = (low + high) // 2
         if fails_without(middle):
