@@ -37,7 +37,7 @@ def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, C
 
     url = engine.engine_url(env)
     try:
-        client = engine.connect(env)
+        client = engine.connect(env, timeout_s=10)  # a hung engine: answer within ~30 s
     except EngineUnavailableError as error:
         return (
             Check(name="engine", ok=False, detail=str(error), facts={"url": url}),
