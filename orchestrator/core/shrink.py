@@ -324,7 +324,8 @@ class _Shrinker:
                 # A block search that just stopped here already proved this child needed.
                 position -= 1
                 continue
-            size = _largest_block(fails_without, end, one_first=dense)
+            at_end = end == len(_children(container))
+            size = _largest_block(fails_without, end, one_first=dense, probe_all=not at_end)
             dense = size == 0
             if size == 0:
                 position -= 1
@@ -429,10 +430,14 @@ class _Shrinker:
         return self._keep(candidate, steps)
 
 
-def _largest_block(fails_without: Callable[[int], bool], limit: int, *, one_first: bool) -> int:
+def _largest_block(
+    fails_without: Callable[[int], bool], limit: int, *, one_first: bool, probe_all: bool
+) -> int:
     """The largest block size in ``0..limit`` whose deletion keeps the failure.
 
-    All of it first (one call when the rest is noise), then a binary search. Where
+    All of it first (one call when the rest is noise; skipped at the end of a
+    container, where deleting everything rarely keeps a failure), then a binary
+    search. Where
     the last child was needed (``one_first``), needed children are probably dense,
     so a single child is probed before anything larger. A search that stops on a
     needed child leaves that child's single deletion in the memo, so confirming it
@@ -445,9 +450,12 @@ def _largest_block(fails_without: Callable[[int], bool], limit: int, *, one_firs
         if not fails_without(1):
             return 0
         low = 1
-    if fails_without(limit):
+    if not probe_all:
+        high = limit + 1  # nothing known about ``limit`` itself: search all sizes
+    elif fails_without(limit):
         return limit
-    high = limit
+    else:
+        high = limit
     while low + 1 < high:
         middle = (low + high) // 2
         if fails_without(middle):
