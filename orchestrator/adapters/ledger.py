@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from orchestrator import model
 from orchestrator.errors import LedgerError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_FLAKE_MAX_AGE = timedelta(days=7)
 DEFAULT_TIMING_MAX_AGE = timedelta(hours=72)
 ENV_VAR = "ORCHESTRATOR_LEDGER"
@@ -233,7 +234,12 @@ def _migrate_2(conn: Connection) -> None:
         index.create(conn)
 
 
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_migrate_1, _migrate_2)
+def _migrate_3(conn: Connection) -> None:
+    """A thaw job re-reads the rows it claimed by its token."""
+    Index("ix_freezes_claimed_by", FREEZES.c.claimed_by).create(conn)
+
+
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_migrate_1, _migrate_2, _migrate_3)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -254,12 +260,19 @@ class FreezeRow:
     owner: str
     opened_at: datetime
     expires_at: datetime
-    record: Mapping[str, Any]
-    fixture_bytes: bytes | None
+    record_json: str  # canonical JSON; parsed on first use (listing 1,000 rows stays cheap)
+    fixture_bytes: bytes | None  # None also when the listing did not load payloads
     origin_bytes: bytes | None
+    has_fixture_bytes: bool
+    has_origin_bytes: bool
     run_id: str | None
     claimed_by: str | None = None
     claimed_at: datetime | None = None
+
+    @cached_property
+    def record(self) -> Mapping[str, Any]:
+        parsed: Mapping[str, Any] = json.loads(self.record_json)
+        return parsed
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at <= now
@@ -274,8 +287,8 @@ class FreezeRow:
             "expires_at": self.expires_at.isoformat(),
             "record": dict(self.record),
             "run_id": self.run_id,
-            "has_fixture_bytes": self.fixture_bytes is not None,
-            "has_origin_bytes": self.origin_bytes is not None,
+            "has_fixture_bytes": self.has_fixture_bytes,
+            "has_origin_bytes": self.has_origin_bytes,
         }
 
 
@@ -772,20 +785,34 @@ class Ledger:
     # -- freezes: reads --
 
     def live_freezes(
-        self, *, expired_at: datetime | None = None, kind: model.FreezeKind | None = None
+        self,
+        *,
+        expired_at: datetime | None = None,
+        kind: model.FreezeKind | None = None,
+        payloads: bool = False,
     ) -> list[FreezeRow]:
-        """Live rows in id order; with ``expired_at``, only those expired at that instant."""
-        query = select(FREEZES).order_by(FREEZES.c.id)
-        if expired_at is not None:
-            query = query.where(FREEZES.c.expires_at <= expired_at)
+        """Live rows in id order; with ``expired_at``, those expired then, by expiry.
+
+        ``payloads`` also loads the fixture and origin bytes (``export`` needs them; a
+        listing does not).
+        """
+        query = _freeze_select(payloads=payloads)
+        if expired_at is None:
+            query = query.order_by(FREEZES.c.id)
+        else:  # the expiry index serves both the range and the order
+            query = query.where(FREEZES.c.expires_at <= expired_at).order_by(
+                FREEZES.c.expires_at, FREEZES.c.id
+            )
         if kind is not None:
             query = query.where(FREEZES.c.kind == kind.value)
         with self._read() as conn:
-            return [_freeze_row(row) for row in conn.execute(query)]
+            return [_freeze_row(row) for row in conn.execute(query).all()]
 
     def freeze(self, freeze_id: int) -> FreezeRow | None:
         with self._read() as conn:
-            row = conn.execute(select(FREEZES).where(FREEZES.c.id == freeze_id)).one_or_none()
+            row = conn.execute(
+                _freeze_select(payloads=True).where(FREEZES.c.id == freeze_id)
+            ).one_or_none()
             return None if row is None else _freeze_row(row)
 
     def count_freezes(self) -> int:
@@ -831,14 +858,17 @@ class Ledger:
         with self._write() as conn:
             if conn.dialect.name == "postgresql":
                 pick = pick.with_for_update(skip_locked=True)
-            ids = list(conn.execute(pick).scalars())
-            if ids:
-                conn.execute(
-                    update(FREEZES)
-                    .where(FREEZES.c.id.in_(ids))
-                    .values(claimed_by=token, claimed_at=now, probed_at=now)
-                )
-            rows = conn.execute(select(FREEZES).where(FREEZES.c.id.in_(ids)).order_by(FREEZES.c.id))
+            # One statement picks and claims (no id list: any number of due rows).
+            conn.execute(
+                update(FREEZES)
+                .where(FREEZES.c.id.in_(pick.scalar_subquery()))
+                .values(claimed_by=token, claimed_at=now, probed_at=now)
+            )
+            rows = conn.execute(
+                _freeze_select(payloads=True)
+                .where(FREEZES.c.claimed_by == token)
+                .order_by(FREEZES.c.expires_at, FREEZES.c.id)
+            )
             return token, [_freeze_row(row) for row in rows]
 
     def thaw(self, freeze_id: int, *, token: str, now: datetime, detail: Mapping[str, Any]) -> int:
@@ -990,7 +1020,23 @@ def _ensure_run(conn: Connection, run_id: str, now: datetime) -> None:
         conn.execute(insert(RUNS).values(id=run_id, started_at=now, status="running", detail="{}"))
 
 
+_SUMMARY_COLUMNS = [c for c in FREEZES.c if c.name not in ("fixture_bytes", "origin_bytes")]
+_SUMMARY_WIDTH = len(_SUMMARY_COLUMNS) + 2
+
+
+def _freeze_select(*, payloads: bool) -> Any:
+    columns = list(_SUMMARY_COLUMNS)
+    flags = [
+        FREEZES.c.fixture_bytes.is_not(None).label("has_fixture_bytes"),
+        FREEZES.c.origin_bytes.is_not(None).label("has_origin_bytes"),
+    ]
+    if payloads:
+        columns += [FREEZES.c.fixture_bytes, FREEZES.c.origin_bytes]
+    return select(*columns, *flags)
+
+
 def _freeze_row(row: Any) -> FreezeRow:
+    with_payloads = len(row) > _SUMMARY_WIDTH
     return FreezeRow(
         id=row.id,
         kind=model.FreezeKind(row.kind),
@@ -998,9 +1044,11 @@ def _freeze_row(row: Any) -> FreezeRow:
         owner=row.owner,
         opened_at=row.opened_at,
         expires_at=row.expires_at,
-        record=json.loads(row.record),
-        fixture_bytes=row.fixture_bytes,
-        origin_bytes=row.origin_bytes,
+        record_json=row.record,
+        fixture_bytes=row.fixture_bytes if with_payloads else None,
+        origin_bytes=row.origin_bytes if with_payloads else None,
+        has_fixture_bytes=bool(row.has_fixture_bytes),
+        has_origin_bytes=bool(row.has_origin_bytes),
         run_id=row.run_id,
         claimed_by=row.claimed_by,
         claimed_at=row.claimed_at,

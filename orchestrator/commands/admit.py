@@ -36,6 +36,25 @@ def admit(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the timing-admission/1 document.")
     ] = False,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="Store the code in the ledger's event log; timing_debt_opened also "
+            "writes the timing freeze.",
+        ),
+    ] = False,
+    owner: Annotated[
+        str | None, typer.Option("--owner", help="The freeze's owner (overrides the request's).")
+    ] = None,
+    ledger: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            help="Ledger URL for --record (default: $ORCHESTRATOR_LEDGER, else "
+            "sqlite:///.replay/ledger.db).",
+        ),
+    ] = None,
 ) -> None:
     """Admit (or refuse) a timing freeze: seed 004's gates, first failing code wins.
 
@@ -47,8 +66,15 @@ def admit(
     """
     from orchestrator.files import dumps, read_json
 
-    outcome = admission_for(read_json(request))
+    document = read_json(request)
+    if owner is not None and isinstance(document, dict):
+        document = {**document, "owner": owner}
+    outcome = admission_for(document)
     admission = outcome.admission
+    if record:
+        from orchestrator.commands._admit_record import record_outcome
+
+        admission = record_outcome(outcome, ledger)
     if as_json:
         typer.echo(dumps(outcome.to_json()))
     elif admission.allowed:

@@ -99,7 +99,7 @@ def export_freezes(
     from orchestrator.services.ledger_jobs import export_document, open_ledger
 
     with open_ledger(ledger, os.environ, Path.cwd()) as store:
-        data = canonical_json(export_document(store.live_freezes())) + b"\n"
+        data = canonical_json(export_document(store.live_freezes(payloads=True))) + b"\n"
     if out is None:
         typer.echo(data.decode("utf-8"), nl=False)
     else:
