@@ -247,7 +247,7 @@ def main() -> None:
             rows.append(measure(name, n, payload, prop))
             print(f"{name} {n}: done", file=sys.stderr)
     payload, prop = zig_zag(0, random.Random(0))
-    rows.append(measure("zig-zag |a-b|=1", 62, payload, prop))
+    rows.append(measure("zig-zag, a-b = 1", 62, payload, prop))
 
     print(
         "| case | leaves | ours: calls | ours: wall ms | ours: overhead ms | ddmin: calls "

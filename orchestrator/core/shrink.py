@@ -322,6 +322,7 @@ class _Shrinker:
 
             if self._known_refused(candidate(1)):
                 # A block search that just stopped here already proved this child needed.
+                dense = True
                 position -= 1
                 continue
             at_end = end == len(_children(container))
@@ -436,26 +437,24 @@ def _largest_block(
     """The largest block size in ``0..limit`` whose deletion keeps the failure.
 
     All of it first (one call when the rest is noise; skipped at the end of a
-    container, where deleting everything rarely keeps a failure), then a binary
-    search. Where
-    the last child was needed (``one_first``), needed children are probably dense,
-    so a single child is probed before anything larger. A search that stops on a
-    needed child leaves that child's single deletion in the memo, so confirming it
-    costs nothing.
+    container, where deleting everything rarely keeps a failure). Next to a child
+    found needed, needed children are probably clustered, so one child is probed
+    next. Then a binary search. A search that stops on a needed child leaves that
+    child's single deletion in the memo, so confirming it costs nothing.
     """
     if limit == 1:
         return 1 if fails_without(1) else 0
-    low = 0
-    if one_first:
-        if not fails_without(1):
-            return 0
-        low = 1
     if not probe_all:
         high = limit + 1  # nothing known about ``limit`` itself: search all sizes
     elif fails_without(limit):
         return limit
     else:
         high = limit
+    low = 0
+    if one_first:
+        if not fails_without(1):
+            return 0
+        low = 1
     while low + 1 < high:
         middle = (low + high) // 2
         if fails_without(middle):
