@@ -136,9 +136,7 @@ def admit(
     if request.spread_ms <= band(request.budget_ms):
         return refuse("spread_too_tight", "a tight overrun is not timing debt")
     target = [
-        c
-        for c in checks
-        if c.name == request.test_name and c.kind is Kind.TIMING and not c.passed
+        c for c in checks if c.name == request.test_name and c.kind is Kind.TIMING and not c.passed
     ]
     if not target:
         return refuse("not_timing", "the target is not a failing timing check")
