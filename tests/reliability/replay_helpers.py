@@ -156,6 +156,16 @@ def run_containers(client: Any, pid: int) -> list[Any]:
     )
 
 
+def running_containers(client: Any, process: subprocess.Popen[str]) -> list[Any]:
+    """The replay's running containers; fails at once if the replay process has ended."""
+    if process.poll() is not None:
+        _, stderr = process.communicate()
+        raise AssertionError(
+            f"the replay ended early (exit {process.returncode}): {stderr[-2000:]}"
+        )
+    return [c for c in run_containers(client, process.pid) if c.status == "running"]
+
+
 def volume_names(client: Any) -> set[str]:
     return {volume.name for volume in client.volumes.list()}
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import docker
 import pytest
-from replay_helpers import Runner, labels_of, replay_args, run_containers, wait_for, worktrees
+from replay_helpers import Runner, labels_of, replay_args, running_containers, wait_for, worktrees
 
 from fixtures.build_example import BUDGET_PROPERTY, ExampleRepo
 
@@ -171,7 +171,7 @@ def test_daemon_killed_mid_run_is_a_harness_error_and_exit_3(
     watcher = docker.DockerClient(base_url=private_daemon.url, timeout=10)
     try:
         wait_for(
-            lambda: [c for c in run_containers(watcher, process.pid) if c.status == "running"],
+            lambda: running_containers(watcher, process),
             timeout=90,
             what="the replay's containers to run on the private daemon",
         )

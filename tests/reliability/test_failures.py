@@ -25,7 +25,7 @@ from replay_helpers import (
     labels_of,
     reasons_of,
     replay_args,
-    run_containers,
+    running_containers,
     wait_for,
 )
 
@@ -168,7 +168,7 @@ def test_sigint_exits_130_and_leaves_nothing(
     process = runner.start(args)
     # The patch side hangs: once its container runs, the replay is surely mid-run.
     wait_for(
-        lambda: [c for c in run_containers(docker_client, process.pid) if c.status == "running"],
+        lambda: running_containers(docker_client, process),
         timeout=60,
         what="the replay's containers to run",
     )
