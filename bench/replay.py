@@ -213,8 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     speedup = median["a"] / median["c"]
     overhead = median["c"] / median["b"]
     cpus = os.cpu_count()
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    conditions = (
+        f"N={args.replays} replays per side, median of {args.rounds}, {cpus} CPUs, load {load}"
+    )
     if args.markdown:
-        print(f"N={args.replays} replays per side, median of {args.rounds}, {cpus} CPUs\n")
+        print(f"{conditions}\n")
         print("| variant | median (s) | samples (s) |")
         print("|---|---:|---|")
         for name, value, values in rows:
@@ -222,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n(a)/(c) = {speedup:.2f}x (goal >= 3)  ")
         print(f"(c)/(b) = {overhead:.2f}x (goal <= 1.25)")
     else:
+        print(conditions)
         for name, value, _ in rows:
             print(f"{name:52s} {value:6.2f} s")
         print(f"(a)/(c) = {speedup:.2f}x (goal >= 3); (c)/(b) = {overhead:.2f}x (goal <= 1.25)")

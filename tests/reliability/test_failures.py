@@ -80,13 +80,15 @@ def test_hang_is_a_timeout_and_the_container_is_killed(
 ) -> None:
     out = tmp_path / "run"
     args = replay_args(
-        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=2
+        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=4
     )
     run = runner.run(args, out)
     assert run.exit_code == 3, run.stderr[-2000:]
     (evidence,) = run.evidence()
     assert labels_of(evidence, "base") == ["assert_pass"] * 2
     assert labels_of(evidence, "patch") == ["timeout"] * 2
+    # Killed at a deadline: the driver's per-replay one, or the side's own.
+    assert set(reasons_of(evidence, "patch")) <= {"replay_timeout", "deadline"}
     (decision,) = run.decisions()
     assert (decision["lane"], decision["code"]) == ("infra_queue", "timeout")
     assert_nothing_left(docker_client, run, runner, example, volumes_before)
