@@ -34,7 +34,6 @@ from sqlalchemy import (
     DateTime,
     Engine,
     ForeignKey,
-    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -54,13 +53,15 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError
 
 from orchestrator import model
 from orchestrator.errors import LedgerError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_FLAKE_MAX_AGE = timedelta(days=7)
 DEFAULT_TIMING_MAX_AGE = timedelta(hours=72)
 ENV_VAR = "ORCHESTRATOR_LEDGER"
@@ -121,13 +122,7 @@ def _tables(metadata: MetaData, version: int) -> dict[str, Table]:
         Column("origin_bytes", LargeBinary, nullable=True),  # flake: the unshrunk payload
         Column("run_id", String(128), nullable=True),
     ]
-    if version >= 2:
-        freezes_columns += [
-            Column("claimed_by", String(64), nullable=True),
-            Column("claimed_at", UTCDateTime, nullable=True),
-            Column("probed_at", UTCDateTime, nullable=True),
-        ]
-    return {
+    tables = {
         "schema_version": Table(
             "schema_version",
             metadata,
@@ -174,6 +169,22 @@ def _tables(metadata: MetaData, version: int) -> dict[str, Table]:
             sqlite_autoincrement=True,
         ),
     }
+    if version >= 4:  # thaw-job state, kept apart so a claim rewrites a tiny row
+        tables["freeze_claims"] = Table(
+            "freeze_claims",
+            metadata,
+            Column(
+                "freeze_id",
+                _ID,
+                ForeignKey("freezes.id", ondelete="CASCADE"),
+                primary_key=True,
+                autoincrement=False,
+            ),
+            Column("claimed_by", String(64), nullable=True),
+            Column("claimed_at", UTCDateTime, nullable=True),
+            Column("probed_at", UTCDateTime, nullable=True),
+        )
+    return tables
 
 
 _METADATA = MetaData()
@@ -183,6 +194,7 @@ EVENTS = _T["events"]
 INFRA = _T["infra_queue"]
 RUNS = _T["runs"]
 VERSIONS = _T["schema_version"]
+CLAIMS = _T["freeze_claims"]
 
 
 # --- migrations -------------------------------------------------------------------------
@@ -214,32 +226,65 @@ def _migrate_1(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+def _types(conn: Connection) -> tuple[str, str]:
+    """(id type, timestamp type) in this dialect's DDL."""
+    if conn.dialect.name == "postgresql":
+        return "BIGINT", "TIMESTAMP"
+    return "INTEGER", "DATETIME"
+
+
+def _ddl(conn: Connection, *statements: str) -> None:
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+
+
 def _migrate_2(conn: Connection) -> None:
     """Claims for concurrent thaw jobs, and the indexes the scheduled jobs read through."""
-    timestamp = "TIMESTAMP" if conn.dialect.name == "postgresql" else "DATETIME"
-    for column, sql_type in (
-        ("claimed_by", "VARCHAR(64)"),
-        ("claimed_at", timestamp),
-        ("probed_at", timestamp),
-    ):
-        conn.exec_driver_sql(f"ALTER TABLE freezes ADD COLUMN {column} {sql_type}")
-    for index in (
-        Index("ix_freezes_expires_at", FREEZES.c.expires_at),
-        Index("ix_freezes_kind_subject", FREEZES.c.kind, FREEZES.c.subject),
-        Index("ix_events_kind_at", EVENTS.c.kind, EVENTS.c.at),
-        Index("ix_events_at", EVENTS.c.at),
-        Index("ix_events_subject", EVENTS.c.subject),
-        Index("ix_infra_queued_at", INFRA.c.queued_at),
-    ):
-        index.create(conn)
+    _, timestamp = _types(conn)
+    _ddl(
+        conn,
+        "ALTER TABLE freezes ADD COLUMN claimed_by VARCHAR(64)",
+        f"ALTER TABLE freezes ADD COLUMN claimed_at {timestamp}",
+        f"ALTER TABLE freezes ADD COLUMN probed_at {timestamp}",
+        "CREATE INDEX ix_freezes_expires_at ON freezes (expires_at)",
+        "CREATE INDEX ix_freezes_kind_subject ON freezes (kind, subject)",
+        "CREATE INDEX ix_events_kind_at ON events (kind, at)",
+        "CREATE INDEX ix_events_at ON events (at)",
+        "CREATE INDEX ix_events_subject ON events (subject)",
+        "CREATE INDEX ix_infra_queued_at ON infra_queue (queued_at)",
+    )
 
 
 def _migrate_3(conn: Connection) -> None:
     """A thaw job re-reads the rows it claimed by its token."""
-    Index("ix_freezes_claimed_by", FREEZES.c.claimed_by).create(conn)
+    _ddl(conn, "CREATE INDEX ix_freezes_claimed_by ON freezes (claimed_by)")
 
 
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_migrate_1, _migrate_2, _migrate_3)
+def _migrate_4(conn: Connection) -> None:
+    """Claims move to their own table: claiming 1,000 rows no longer rewrites 1,000 records."""
+    id_type, timestamp = _types(conn)
+    _ddl(
+        conn,
+        f"CREATE TABLE freeze_claims (freeze_id {id_type} NOT NULL PRIMARY KEY "
+        "REFERENCES freezes (id) ON DELETE CASCADE, claimed_by VARCHAR(64), "
+        f"claimed_at {timestamp}, probed_at {timestamp})",
+        "INSERT INTO freeze_claims (freeze_id, claimed_by, claimed_at, probed_at) "
+        "SELECT id, claimed_by, claimed_at, probed_at FROM freezes "
+        "WHERE claimed_by IS NOT NULL OR probed_at IS NOT NULL",
+        "CREATE INDEX ix_freeze_claims_claimed_by ON freeze_claims (claimed_by)",
+        "DROP INDEX ix_freezes_claimed_by",
+        "ALTER TABLE freezes DROP COLUMN claimed_by",
+        "ALTER TABLE freezes DROP COLUMN claimed_at",
+        "ALTER TABLE freezes DROP COLUMN probed_at",
+    )
+
+
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
+    _migrate_1,
+    _migrate_2,
+    _migrate_3,
+    _migrate_4,
+)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -266,8 +311,6 @@ class FreezeRow:
     has_fixture_bytes: bool
     has_origin_bytes: bool
     run_id: str | None
-    claimed_by: str | None = None
-    claimed_at: datetime | None = None
 
     @cached_property
     def record(self) -> Mapping[str, Any]:
@@ -841,32 +884,52 @@ class Ledger:
         """
         token = claimant or uuid.uuid4().hex
         stale = now - CLAIM_TTL
-        free = or_(
+        held_free = or_(  # an existing claim row that no live job holds
             and_(
-                FREEZES.c.claimed_by.is_(None),
-                or_(FREEZES.c.probed_at.is_(None), FREEZES.c.probed_at < now),
+                CLAIMS.c.claimed_by.is_(None),
+                or_(CLAIMS.c.probed_at.is_(None), CLAIMS.c.probed_at < now),
             ),
-            and_(FREEZES.c.claimed_by.is_not(None), FREEZES.c.claimed_at < stale),
+            and_(CLAIMS.c.claimed_by.is_not(None), CLAIMS.c.claimed_at < stale),
         )
         pick = (
             select(FREEZES.c.id)
-            .where(FREEZES.c.expires_at <= now + within, free)
+            .select_from(FREEZES.outerjoin(CLAIMS, CLAIMS.c.freeze_id == FREEZES.c.id))
+            .where(
+                FREEZES.c.expires_at <= now + within,
+                or_(CLAIMS.c.freeze_id.is_(None), held_free),
+            )
             .order_by(FREEZES.c.expires_at, FREEZES.c.id)
         )
         if limit is not None:
             pick = pick.limit(limit)
         with self._write() as conn:
-            if conn.dialect.name == "postgresql":
-                pick = pick.with_for_update(skip_locked=True)
-            # One statement picks and claims (no id list: any number of due rows).
-            conn.execute(
-                update(FREEZES)
-                .where(FREEZES.c.id.in_(pick.scalar_subquery()))
-                .values(claimed_by=token, claimed_at=now, probed_at=now)
-            )
+            postgres = conn.dialect.name == "postgresql"
+            if postgres:  # SQLite's BEGIN IMMEDIATE already serialises claimers
+                pick = pick.with_for_update(of=FREEZES, skip_locked=True)
+            ids = list(conn.execute(pick).scalars())
+            if ids:
+                upsert = (postgresql_insert if postgres else sqlite_insert)(CLAIMS)
+                # The WHERE re-checks a row another job claimed meanwhile: it stays theirs.
+                upsert = upsert.on_conflict_do_update(
+                    index_elements=[CLAIMS.c.freeze_id],
+                    set_={
+                        "claimed_by": upsert.excluded.claimed_by,
+                        "claimed_at": upsert.excluded.claimed_at,
+                        "probed_at": upsert.excluded.probed_at,
+                    },
+                    where=held_free,
+                )
+                conn.execute(
+                    upsert,
+                    [
+                        {"freeze_id": i, "claimed_by": token, "claimed_at": now, "probed_at": now}
+                        for i in ids
+                    ],
+                )
             rows = conn.execute(
                 _freeze_select(payloads=True)
-                .where(FREEZES.c.claimed_by == token)
+                .join(CLAIMS, CLAIMS.c.freeze_id == FREEZES.c.id)
+                .where(CLAIMS.c.claimed_by == token)
                 .order_by(FREEZES.c.expires_at, FREEZES.c.id)
             )
             return token, [_freeze_row(row) for row in rows]
@@ -875,6 +938,7 @@ class Ledger:
         """Delete a claimed live row and append the THAWED event (one transaction)."""
         with self._write() as conn:
             row = self._claimed(conn, freeze_id, token)
+            conn.execute(delete(CLAIMS).where(CLAIMS.c.freeze_id == freeze_id))
             conn.execute(delete(FREEZES).where(FREEZES.c.id == freeze_id))
             return _insert_event(
                 conn,
@@ -900,9 +964,9 @@ class Ledger:
         """Keep the row, release the claim, append the OVERDUE event (one transaction)."""
         with self._write() as conn:
             row = self._claimed(conn, freeze_id, token)
-            conn.execute(
-                update(FREEZES)
-                .where(FREEZES.c.id == freeze_id)
+            conn.execute(  # probed_at stays: this job does not take the row again
+                update(CLAIMS)
+                .where(CLAIMS.c.freeze_id == freeze_id)
                 .values(claimed_by=None, claimed_at=None)
             )
             result = conn.execute(
@@ -925,9 +989,7 @@ class Ledger:
         """Give a claimed row back untouched (the job could not probe it)."""
         with self._write() as conn:
             conn.execute(
-                update(FREEZES)
-                .where(FREEZES.c.id == freeze_id, FREEZES.c.claimed_by == token)
-                .values(claimed_by=None, claimed_at=None, probed_at=None)
+                delete(CLAIMS).where(CLAIMS.c.freeze_id == freeze_id, CLAIMS.c.claimed_by == token)
             )
 
     def record_overdue(self, rows: Sequence[FreezeRow], *, now: datetime, code: str) -> int:
@@ -955,8 +1017,11 @@ class Ledger:
 
     @staticmethod
     def _claimed(conn: Connection, freeze_id: int, token: str) -> Any:
+        holder = conn.execute(
+            select(CLAIMS.c.claimed_by).where(CLAIMS.c.freeze_id == freeze_id)
+        ).scalar_one_or_none()
         row = conn.execute(select(FREEZES).where(FREEZES.c.id == freeze_id)).one_or_none()
-        if row is None or row.claimed_by != token:
+        if row is None or holder != token:
             raise LedgerError(f"freeze {freeze_id} is not claimed by this job")
         return row
 
@@ -1050,8 +1115,6 @@ def _freeze_row(row: Any) -> FreezeRow:
         has_fixture_bytes=bool(row.has_fixture_bytes),
         has_origin_bytes=bool(row.has_origin_bytes),
         run_id=row.run_id,
-        claimed_by=row.claimed_by,
-        claimed_at=row.claimed_at,
     )
 
 
