@@ -150,22 +150,31 @@ def sweep_leftovers(
     """Remove containers left by killed runs on this host; a live run's are never touched."""
     host = host or socket.gethostname()
     removed: list[str] = []
-    for container in _list_ours(client):
-        if not owner_gone(container.labels, host=host, is_alive=is_alive):
+    # The low-level list carries labels without one inspect per container.
+    for summary in _list_ours(client):
+        labels = summary.get("Labels") or {}
+        if not owner_gone(labels, host=host, is_alive=is_alive):
             continue
+        name = (summary.get("Names") or [summary["Id"]])[0].lstrip("/")
         try:
-            remove(container)
-            removed.append(container.name)
-        except docker.errors.DockerException as error:
-            log.warning("sweep.remove_failed", container=container.name, error=str(error))
+            _remove_by_id(client, summary["Id"])
+            removed.append(name)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+            log.warning("sweep.remove_failed", container=name, error=str(error))
     if removed:
         log.info("sweep.removed", containers=removed)
     return removed
 
 
 @infra_retry
-def _list_ours(client: docker.DockerClient) -> list[Any]:
-    return list(client.containers.list(all=True, filters={"label": f"{LABEL_MARK}=1"}))
+def _list_ours(client: docker.DockerClient) -> list[dict[str, Any]]:
+    return list(client.api.containers(all=True, filters={"label": f"{LABEL_MARK}=1"}))
+
+
+@infra_retry
+def _remove_by_id(client: docker.DockerClient, container_id: str) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.remove_container(container_id, force=True, v=True)
 
 
 @dataclass(frozen=True, kw_only=True)

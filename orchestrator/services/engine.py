@@ -347,17 +347,35 @@ def _keep_raw(out_dir: Path, dest: Path, numbers: tuple[int, ...]) -> None:
 def _run_side(
     run: _Run,
     side: SideSpec,
-    tree: Path,
     results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
+    refusals: dict[str, InputError],
+    finished: threading.Event,
+) -> None:
+    """Export the side's sources (in parallel with the other sides), then run its containers."""
+    try:
+        _run_side_inner(run, side, results, refusals)
+    finally:
+        finished.set()  # only after the sources are removed
+
+
+def _run_side_inner(
+    run: _Run,
+    side: SideSpec,
+    results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
+    refusals: dict[str, InputError],
 ) -> None:
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
-        for unit_index, numbers in enumerate(container_units(run.plan), start=1):
-            if run.cancelled.is_set():
-                facts = ContainerFacts(cancelled=True, message="interrupted before start")
-                observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
-                continue
-            observed.extend(_run_container(run, side, tree, unit_index, numbers))
+        with git_adapter.checkout(side.repo, side.rev, mutant=side.mutant) as tree:
+            for unit_index, numbers in enumerate(container_units(run.plan), start=1):
+                if run.cancelled.is_set():
+                    facts = ContainerFacts(cancelled=True, message="interrupted before start")
+                    observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
+                    continue
+                observed.extend(_run_container(run, side, tree, unit_index, numbers))
+    except InputError as error:  # e.g. a mutant that does not apply: bad input, not a label
+        refusals[side.name] = error
+        run.cancelled.set()
     except Exception as error:  # a side never dies silently: its replays say why
         log.error("side.failed", side=side.name, error=_one_line(error))
         facts = ContainerFacts(engine_error="docker_api", message=_one_line(error))
@@ -410,45 +428,39 @@ def replay_sides(
     )
     results: dict[str, list[tuple[ReplayFile, ContainerFacts]]] = {}
     interrupted = False
-    threads: list[threading.Thread] = []
-    sources = contextlib.ExitStack()
+    refusals: dict[str, InputError] = {}
+    # Completion is tracked with events, not Thread.join: a join interrupted by Ctrl-C can
+    # leave the thread looking finished while it still cleans up (CPython bpo-45274).
+    finished = {side.name: threading.Event() for side in sides}
     try:
         with _terminate_as_interrupt():
-            trees = {
-                side.name: sources.enter_context(
-                    git_adapter.checkout(side.repo, side.rev, mutant=side.mutant)
-                )
-                for side in sides
-            }
-            threads = [
+            for side in sides:
                 threading.Thread(
                     target=_run_side,
-                    args=(run, side, trees[side.name], results),
+                    args=(run, side, results, refusals, finished[side.name]),
                     name=f"side-{side.name}",
-                )
-                for side in sides
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(timeout=0.5)  # short joins keep Ctrl-C deliverable
+                ).start()
+            for event in finished.values():
+                while not event.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
+                    pass
     except KeyboardInterrupt:
         interrupted = True
     finally:
         with _DeferredSignals() as deferred:
-            if interrupted or any(thread.is_alive() for thread in threads):
+            if not all(event.is_set() for event in finished.values()):
                 run.cancelled.set()
                 run.live.kill_all()
-                for thread in threads:
-                    thread.join(timeout=30)
+                for event in finished.values():
+                    event.wait(timeout=60)
             run.live.remove_all()
             for folder in list(run.scratch):
                 run.drop_scratch(folder)
-            sources.close()
         interrupted = interrupted or deferred.hits > 0
     if interrupted:
         raise Interrupted("interrupted; containers and sources removed")
+    for side in sides:
+        if side.name in refusals:
+            raise refusals[side.name]
     return _label_sides(plan, sides, results)
 
 

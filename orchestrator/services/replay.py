@@ -320,18 +320,27 @@ def plan_replay(
 # ---------------------------------------------------------------- evidence and decision
 
 
-def oracle_changed(repo: Path, base_rev: str, patch_rev: str, property_id: str) -> bool:
-    """Do the files that define the property differ between the two revisions?
+def oracle_changes(
+    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
+) -> dict[str, bool]:
+    """Property id -> do the files that define it differ between the two revisions?
 
     The fixture is one host file mounted on both sides, so its digest is the
-    same on both by construction; only the property's files can move.
+    same on both by construction; only the property's files can move. Each
+    revision's files are read once for all properties.
     """
-    paths = git_adapter.property_files(property_id)
+    files_of = {
+        property_id: git_adapter.property_files(property_id) for property_id in property_ids
+    }
+    paths = sorted({path for files_ in files_of.values() for path in files_})
     if not paths:
-        return False
-    return git_adapter.read_blobs(repo, base_rev, paths) != git_adapter.read_blobs(
-        repo, patch_rev, paths
-    )
+        return dict.fromkeys(property_ids, False)
+    on_base = git_adapter.read_blobs(repo, base_rev, paths)
+    on_patch = git_adapter.read_blobs(repo, patch_rev, paths)
+    return {
+        property_id: any(on_base[path] != on_patch[path] for path in files_)
+        for property_id, files_ in files_of.items()
+    }
 
 
 def build_evidence(
@@ -467,11 +476,8 @@ def execute(
         run_id=plan.run_id,
         keep_raw=plan.run_dir / "raw",
     )
-    oracle = {
-        property_id: property_id != NO_TEST_REPORTED
-        and oracle_changed(options.repo, pins.base_rev, pins.patch_rev, property_id)
-        for property_id in labelled[BASE]
-    }
+    named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
+    oracle = oracle_changes(options.repo, pins.base_rev, pins.patch_rev, named)
     properties = decide_all(plan, labelled, oracle)
     for item in properties:
         files.write_json_atomic(

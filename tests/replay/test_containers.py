@@ -191,3 +191,93 @@ def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
     assert _ours(docker_client, run_id) == []
     assert [p for p in Path(tmp_path).iterdir() if p.name.startswith("orchestrator-replay-")] == []
     assert not any(missing in (image.id or "") for image in docker_client.images.list())
+
+
+def _lib_repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = init(tmp_path / "lib-repo")
+    sha = commit(
+        repo,
+        {
+            "conftest.py": "",
+            "lib.py": "def double(x):\n    return 2 * x\n",
+            "tests/test_lib.py": (
+                "import lib\n\n\ndef test_double():\n    assert lib.double(3) == 6\n"
+            ),
+        },
+        "c",
+    )
+    return repo, sha
+
+
+MUTANT = (
+    "--- a/lib.py\n+++ b/lib.py\n@@ -1,2 +1,2 @@\n"
+    " def double(x):\n-    return 2 * x\n+    return 3 * x\n"
+)
+
+
+def test_a_side_with_a_mutant_runs_the_mutated_sources(
+    docker_client, runner_image_id, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    repo, sha = _lib_repo(tmp_path)
+    mutant = tmp_path / "mutant.diff"
+    mutant.write_text(MUTANT)
+    plan = engine.ReplayPlan(
+        image_id=runner_image_id,
+        pytest_args=("-q",),
+        property_ids=("tests/test_lib.py::test_double",),
+        fixture=None,
+        replays=2,
+        timeout_s=30,
+        seed=0,
+        runner_id="local",
+    )
+    sides = [
+        engine.SideSpec(name="original", repo=repo, rev=sha),
+        engine.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
+    ]
+    seen: list[tuple[str, int, int]] = []
+    labelled = engine.replay_sides(
+        plan, sides, client=docker_client, progress=lambda *a: seen.append(a)
+    )
+    assert [r.label for r in labelled["original"]["tests/test_lib.py::test_double"]] == [
+        "assert_pass"
+    ] * 2
+    assert [r.label for r in labelled["mutant"]["tests/test_lib.py::test_double"]] == [
+        "assert_fail"
+    ] * 2
+    assert ("original", 2, 2) in seen
+    assert ("mutant", 2, 2) in seen
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
+
+
+def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(
+    docker_client, runner_image_id, tmp_path, monkeypatch
+):
+    from orchestrator.errors import InputError
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    repo, sha = _lib_repo(tmp_path)
+    mutant = tmp_path / "mutant.diff"
+    mutant.write_text(MUTANT.replace("2 * x", "5 * x"))
+    plan = engine.ReplayPlan(
+        image_id=runner_image_id,
+        pytest_args=(),
+        property_ids=("tests/test_lib.py::test_double",),
+        fixture=None,
+        replays=1,
+        timeout_s=30,
+        seed=0,
+        runner_id="local",
+    )
+    sides = [
+        engine.SideSpec(name="original", repo=repo, rev=sha),
+        engine.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
+    ]
+    run_id = engine.new_run_id()
+    with pytest.raises(InputError, match="does not apply"):
+        engine.replay_sides(plan, sides, client=docker_client, run_id=run_id)
+    assert _ours(docker_client, run_id) == []
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []

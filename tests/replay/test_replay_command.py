@@ -317,5 +317,5 @@ def test_an_interrupted_run_exits_130_and_leaves_nothing(tmp_path, docker_client
     assert "Traceback" not in stderr
     run_id = containers[0].labels[LABEL_RUN]
     assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}) == []
-    assert list(scratch.iterdir()) == []
+    assert [str(p) for p in scratch.rglob("*")] == [], stderr
     assert not (tmp_path / "run" / "summary.json").exists()  # no verdict
