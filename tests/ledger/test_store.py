@@ -62,6 +62,24 @@ def test_an_older_ledger_is_upgraded_and_keeps_its_rows(ledger_url: str) -> None
         assert [row.id for row in claimed] == [outcome.freeze_id]
 
 
+def test_claims_held_before_the_claims_table_survive_the_upgrade(ledger_url: str) -> None:
+    with Ledger.open(ledger_url, target_version=3) as old:
+        freeze_id = write_flake(old, flake_record(expires_at=NOW + timedelta(hours=1))).freeze_id
+        with old.engine.begin() as conn:  # a thaw job of the older tool holds the row
+            conn.execute(
+                text(
+                    "UPDATE freezes SET claimed_by = 'old-job', claimed_at = :at, probed_at = :at"
+                ),
+                {"at": (NOW + timedelta(hours=2)).replace(tzinfo=None)},
+            )
+    with Ledger.open(ledger_url) as new:
+        assert new.schema_version() == SCHEMA_VERSION
+        due = NOW + timedelta(hours=3)
+        assert new.claim_due(due)[1] == []  # still held by the older job
+        new.thaw(freeze_id, token="old-job", now=due, detail={})
+        assert new.count_freezes() == 0
+
+
 def test_a_newer_ledger_is_refused_with_a_clear_message(ledger_url: str) -> None:
     with Ledger.open(ledger_url) as store, store.engine.begin() as conn:
         conn.execute(

@@ -6,6 +6,7 @@ import json
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ledger_factories import (
@@ -201,18 +202,19 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return int(done.value.code or 0), out, err
 
 
-def freeze_due_flake(url: str, image_id: str) -> int:
+def freeze_due_flake(url: str, image_id: str, n: int = 0) -> int:
     """A flake freeze on the minimal fixture, written two days ago, expired an hour ago."""
     now = datetime.now(UTC)
     written_at = now - timedelta(days=2)
     _, decision = eligible()
     record = flake_record(
+        n,
         property_id=PROPERTY,
         image_digest=image_id,
         command="pytest -q",
         seed=0,
         opened_at=written_at,
-        expires_at=now - timedelta(hours=1),
+        expires_at=now - timedelta(hours=1, minutes=n),  # n: distinct records
     )
     with Ledger.open(url) as ledger:
         outcome = ledger.write_flake_freeze(
@@ -374,3 +376,40 @@ def test_budget_probe_classifies_and_admits_timing_debt(
         codes = [e.code for e in ledger.events(kinds={model.EventKind.ADMISSION})]
         assert codes == ["timing_debt_opened", "spread_too_tight"]
         assert ledger.count_freezes() == 1
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_two_thaw_jobs_at_once_probe_each_freeze_once(
+    postgres_server: Any,
+    runner_image_id: str,
+    project: tuple[Path, str, str],
+    tmp_path: Path,
+) -> None:
+    """Two `orchestrator thaw` processes on one shared (PostgreSQL) ledger."""
+    import os
+    import sys
+
+    repo, _, fixed = project
+    url = postgres_server.url(postgres_server.create_database())
+    ids = {freeze_due_flake(url, runner_image_id, n) for n in (1, 2)}
+    argv = [
+        sys.executable, "-m", "orchestrator", "thaw",
+        "--repo", str(repo), "--rev", fixed, "--replays", "2", "--json", "--ledger", url,
+    ]  # fmt: skip
+    jobs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "CI": "1"}, cwd=tmp_path)
+        for _ in range(2)
+    ]  # fmt: skip
+    reports = []
+    for job in jobs:
+        out, err = job.communicate(timeout=600)
+        assert job.returncode == 0, err
+        reports.append(json.loads(out))
+    probed = [r["freeze_id"] for report in reports for r in report["results"]]
+    assert sorted(probed) == sorted(ids)  # every due freeze probed, none twice
+    with Ledger.open(url) as ledger:
+        thawed = [e.detail["freeze_id"] for e in ledger.events(kinds={model.EventKind.THAWED})]
+        assert sorted(thawed) == sorted(ids)
+        assert ledger.count_freezes() == 0
