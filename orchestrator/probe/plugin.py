@@ -19,7 +19,6 @@ import random
 import re
 import sys
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
 from types import TracebackType
@@ -47,19 +46,34 @@ HARNESS_ERROR: Final = "harness_error"
 _NOT_FOUND_LINE = re.compile(r"(?:not found|found no collectors for):?\s+(?P<arg>\S.*)$")
 
 
-@dataclass(kw_only=True)
 class _TestRecord:
-    """What one test did, filled in phase by phase."""
+    """What one test did, filled in phase by phase (a slotted class: it is made per test)."""
 
-    nodeid: str
-    declared: list[str] = field(default_factory=list)
-    calls: dict[str, int] | None = None
-    network: list[str] = field(default_factory=list)
-    duration_ms: float = 0.0
-    # Failure details per phase ("setup", "call", "teardown"): (assertion_id, message).
-    failures: dict[str, tuple[str, str]] = field(default_factory=dict)
-    outcomes: dict[str, str] = field(default_factory=dict)
-    skip_reason: str | None = None
+    __slots__ = (
+        "call",
+        "calls",
+        "declared",
+        "duration_ms",
+        "failures",
+        "network",
+        "nodeid",
+        "setup",
+        "skip_reason",
+        "teardown",
+    )
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.declared: list[str] = []
+        self.calls: dict[str, int] | None = None
+        self.network: list[str] = []
+        self.duration_ms = 0.0
+        # Failure details per phase ("setup", "call", "teardown"): (assertion_id, message).
+        self.failures: dict[str, tuple[str, str]] = {}
+        self.setup: str | None = None
+        self.call: str | None = None
+        self.teardown: str | None = None
+        self.skip_reason: str | None = None
 
     def declare(self, name: str) -> None:
         if name not in self.declared:
@@ -68,8 +82,9 @@ class _TestRecord:
             METER.counts[name] = 0
 
     def final_calls(self) -> dict[str, int]:
-        calls = dict(self.calls) if self.calls is not None else {}
-        for name in (*STABLE_DEPENDENCIES, *self.declared):
+        # Meter.start already put every stable name into the counts of a test that ran.
+        calls = dict.fromkeys(STABLE_DEPENDENCIES, 0) if self.calls is None else self.calls
+        for name in self.declared:
             calls.setdefault(name, 0)
         return calls
 
@@ -79,8 +94,8 @@ class _TestRecord:
         reason: str | None = None
         assertion_id: str | None = None
         message: str | None = None
-        setup, call, teardown = (self.outcomes.get(w) for w in ("setup", "call", "teardown"))
-        if setup == "failed":
+        call = self.call
+        if self.setup == "failed":
             label, reason = HARNESS_ERROR, "setup_error"
             message = self.failures.get("setup", ("", ""))[1]
         elif self.skip_reason is not None:
@@ -88,7 +103,7 @@ class _TestRecord:
         elif self.network:
             label, reason = HARNESS_ERROR, "impure_network"
             message = "network attempted in the test body: " + "; ".join(self.network)
-        elif teardown == "failed":
+        elif self.teardown == "failed":
             label, reason = HARNESS_ERROR, "teardown_error"
             message = self.failures.get("teardown", ("", ""))[1]
         elif call == "passed":
@@ -222,7 +237,7 @@ class ProbeSession:
     # -- running --------------------------------------------------------------------
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        record = _TestRecord(nodeid=nodeid)
+        record = _TestRecord(nodeid)
         self.records[nodeid] = record
         self.current = record
         # Every test starts from the same random state, whatever ran before it.
@@ -277,18 +292,27 @@ class ProbeSession:
         record = self.records.get(report.nodeid)
         if record is None:
             return
-        record.outcomes[report.when] = report.outcome
-        xfail_reason = getattr(report, "wasxfail", None)
-        if report.when != "teardown" and report.skipped:
-            record.skip_reason = _skip_reason(report)
-        elif report.when == "call" and xfail_reason is not None:
-            record.skip_reason = f"xpassed: {xfail_reason}".rstrip(": ")
-        if report.when == "call" and report.failed and "call" not in record.failures:
-            # A failure without an exception (strict xpass, a plugin's verdict).
-            location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
-            text = report.longreprtext[:MESSAGE_LIMIT]
-            record.failures["call"] = (f"{report.nodeid}@{location}:Failed", text)
-        if report.when == "teardown":
+        when = report.when
+        outcome = report.outcome
+        if when == "call":
+            record.call = outcome
+            if outcome == "passed":
+                xfail_reason = getattr(report, "wasxfail", None)
+                if xfail_reason is not None:  # a non-strict xpass: not a verdict
+                    record.skip_reason = f"xpassed: {xfail_reason}".rstrip(": ")
+            elif outcome == "skipped":
+                record.skip_reason = _skip_reason(report)
+            elif "call" not in record.failures:
+                # A failure without an exception (strict xpass, a plugin's verdict).
+                location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
+                text = report.longreprtext[:MESSAGE_LIMIT]
+                record.failures["call"] = (f"{report.nodeid}@{location}:Failed", text)
+        elif when == "setup":
+            record.setup = outcome
+            if outcome == "skipped":
+                record.skip_reason = _skip_reason(report)
+        else:
+            record.teardown = outcome
             self._finish(record)
 
     def _finish(self, record: _TestRecord) -> None:
