@@ -135,19 +135,37 @@ def nodeids_seen(files: Iterable[ReplayFile]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+SESSION_NODES = ("", "<session>")
+
+
+def _encloses(parent: str, property_id: str) -> bool:
+    """Is ``parent`` (a module, a directory, the session) a node above ``property_id``?"""
+    return (
+        parent in SESSION_NODES
+        or property_id.startswith(parent + "::")
+        or property_id.startswith(parent.rstrip("/") + "/")
+    )
+
+
 def _entry_for(tests: Sequence[Mapping[str, Any]], property_id: str) -> Mapping[str, Any] | None:
+    """The entry that tells what happened to ``property_id`` in one replay.
+
+    A collection error is reported against the module (or a directory, or the
+    session), not the test; pytest then also reports the test as not found. The
+    collection error is the cause, so it wins over that ``not_found``.
+    """
     exact = [entry for entry in tests if entry["nodeid"] == property_id]
-    if exact:
+    above = [
+        entry
+        for entry in tests
+        if entry["label"] == Label.HARNESS_ERROR
+        and entry["nodeid"] != property_id
+        and _encloses(entry["nodeid"], property_id)
+    ]
+    if exact and not (exact[-1].get("reason") == "not_found" and above):
         return exact[-1]
-    # A collection error is reported against the module (or a parent node), not the test.
-    for entry in tests:
-        parent = entry["nodeid"]
-        if (
-            entry["label"] == Label.HARNESS_ERROR
-            and parent
-            and property_id.startswith(parent + "::")
-        ):
-            return entry
+    if above:
+        return above[0]
     return None
 
 

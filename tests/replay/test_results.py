@@ -262,3 +262,25 @@ def test_without_properties_every_reported_test_is_a_property():
         plan, sides, {"base": [(nothing, facts)], "patch": [(nothing, facts)]}
     )
     assert list(empty["base"]) == [engine.NO_TEST_REPORTED]
+
+
+def test_a_collection_error_wins_over_the_not_found_it_causes(tmp_path):
+    module_error = entry("tests/test_x.py", "harness_error", reason="collection_error")
+    not_found = entry(PROP, "harness_error", reason="not_found")
+    write(tmp_path, 1, run_doc(result=probe_doc(module_error, not_found)))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "collection_error"
+
+
+def test_a_session_error_labels_every_property(tmp_path):
+    session_error = entry("<session>", "harness_error", reason="usage_error")
+    write(tmp_path, 1, run_doc(result=probe_doc(session_error)))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "usage_error"
+
+
+def test_a_wrong_node_id_in_a_good_module_is_not_found(tmp_path):
+    not_found = entry(PROP, "harness_error", reason="not_found")
+    write(tmp_path, 1, run_doc(result=probe_doc(entry(OTHER), not_found)))
+    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "not_found"
