@@ -189,6 +189,7 @@ def test_missing_file_argument_is_not_found(pytester, probe_run):
 
 
 NETWORK = """
+    import http.client
     import socket
     import urllib.request
 
@@ -210,6 +211,13 @@ NETWORK = """
         with socket.create_connection(("127.0.0.1", port)):
             pass
         server.close()
+
+    def test_loopback_http_counts():
+        server = socket.create_server(("localhost", 0))
+        connection = http.client.HTTPConnection("localhost", server.getsockname()[1])
+        connection.connect()
+        connection.close()
+        server.close()
 """
 
 
@@ -224,6 +232,9 @@ def test_network_attempts_are_impure_network_harness_errors(pytester, probe_run)
     loopback = entries["test_net.py::test_loopback_is_allowed"]
     assert loopback["label"] == "assert_pass"
     assert loopback["calls"]["socket"] >= 1
+    local_http = entries["test_net.py::test_loopback_http_counts"]
+    assert local_http["label"] == "assert_pass"
+    assert local_http["calls"]["http"] == 1
 
 
 def test_skipped_and_xfailed_tests_are_listed_apart(pytester, probe_run):
