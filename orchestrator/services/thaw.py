@@ -278,14 +278,14 @@ def run_thaw(
 ) -> ThawReport:
     """Claim the due freezes, re-probe each, thaw or mark overdue. Never renews a freeze."""
     token, rows = ledger.claim_due(now, within=due_within)
-    if rows and client is None:
-        from orchestrator.adapters.engine import connect
-
-        client = connect(os.environ)
     log.info("thaw.claimed", count=len(rows), rev=options.rev)
     results: list[ThawResult] = []
     pending = {row.id for row in rows}
     try:
+        if rows and client is None:
+            from orchestrator.adapters.engine import connect
+
+            client = connect(os.environ)
         for row in rows:
             assert client is not None
             verdict, labels, samples = _probe_one(row, options, client)

@@ -413,3 +413,36 @@ def test_two_thaw_jobs_at_once_probe_each_freeze_once(
         thawed = [e.detail["freeze_id"] for e in ledger.events(kinds={model.EventKind.THAWED})]
         assert sorted(thawed) == sorted(ids)
         assert ledger.count_freezes() == 0
+
+
+def test_thaw_without_an_engine_exits_3_and_gives_the_claims_back(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    project: tuple[Path, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo, _, fixed = project
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    freeze_id = freeze_due_flake(url, "sha256:" + "0" * 64)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    code, out, err = run(capsys, "thaw", "--repo", str(repo), "--rev", fixed, "--ledger", url)
+    assert code == 3
+    assert out == ""
+    assert err.strip().splitlines()[-1].startswith("orchestrator: error: ")
+    with Ledger.open(url) as ledger:
+        _, claimed = ledger.claim_due(datetime.now(UTC))
+        assert [row.id for row in claimed] == [freeze_id]  # not stuck with the dead job
+        assert ledger.events(kinds={model.EventKind.OVERDUE, model.EventKind.THAWED}) == []
+
+
+def test_thaw_refuses_an_unknown_revision_before_claiming(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, project: tuple[Path, str, str]
+) -> None:
+    repo, _, _ = project
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    code, _, err = run(capsys, "thaw", "--repo", str(repo), "--rev", "nope", "--ledger", url)
+    assert code == 2
+    assert "unknown revision" in err
+    code, _, err = run(capsys, "thaw", "--due-within", "soon", "--ledger", url)
+    assert code == 2
+    assert "--due-within" in err
