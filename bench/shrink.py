@@ -1,6 +1,6 @@
 """Shrinker figures: our shrinker next to textbook ddmin on the same properties.
 
-Run: ``.venv/bin/python bench/shrink.py`` (prints a Markdown table; about a minute).
+Run: ``.venv/bin/python bench/shrink.py`` (prints a Markdown table; a minute or two).
 
 Per case, both shrinkers run in this process on the same payload and the same
 property. Both count distinct property calls (both memoise: ddmin's textbook
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestrator.core.digest import canonical_json
 from orchestrator.core.shrink import leaves, outcome, replace_at, shrink
 
-SIZES = (10, 100, 1000, 10000)
+SIZES = (10, 30, 100, 300, 1000, 10000)
 
 
 class Timed:
@@ -182,6 +182,25 @@ def nested(n: int, rng: random.Random) -> tuple[Any, Callable[[Any], object]]:
     return payload, prop
 
 
+def deep(n: int, rng: random.Random) -> tuple[Any, Callable[[Any], object]]:
+    """Three levels of objects (about cube-root(n) children each), one planted integer."""
+    width = max(2, round(n ** (1 / 3)))
+    payload = {
+        f"a{i}": {f"b{j}": {f"c{k}": noise(rng) for k in range(width)} for j in range(width)}
+        for i in range(width)
+    }
+    path = [f"a{rng.randrange(width)}", f"b{rng.randrange(width)}", f"c{rng.randrange(width)}"]
+    payload[path[0]][path[1]][path[2]] = 7_654_321
+
+    def prop(p: Any) -> None:
+        for middle in p.values():
+            for inner in middle.values() if isinstance(middle, dict) else ():
+                for value in inner.values() if isinstance(inner, dict) else ():
+                    assert not (isinstance(value, int) and value > 1000)
+
+    return payload, prop
+
+
 def listed(n: int, rng: random.Random) -> tuple[Any, Callable[[Any], object]]:
     count = max(2, n // 2)
     items = [{"sku": f"s{i}", "qty": rng.randint(0, 50)} for i in range(count)]
@@ -212,6 +231,7 @@ CASES: list[tuple[str, Callable[[int, random.Random], tuple[Any, Callable[[Any],
     ("flat, 2 fields", flat_two),
     ("nested", nested),
     ("list of objects", listed),
+    ("deep nested, 3 levels", deep),
 ]
 
 
