@@ -76,6 +76,32 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
             "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
         ),
     ] = "side",
+    ledger: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            help="Record every decision in this ledger (SQLAlchemy URL; also "
+            "$ORCHESTRATOR_LEDGER). Without either, and without --freeze, nothing is recorded.",
+        ),
+    ] = None,
+    freeze: Annotated[
+        bool,
+        typer.Option(
+            "--freeze",
+            help="Also write a flake freeze for each flake_queue_eligible property (needs "
+            "--owner and --expires; any other decision is refused and the refusal logged). "
+            "Uses the default ledger .replay/ledger.db unless --ledger says otherwise.",
+        ),
+    ] = False,
+    owner: Annotated[
+        str | None, typer.Option("--owner", help="Who owns the freeze (with --freeze).")
+    ] = None,
+    expires: Annotated[
+        str | None,
+        typer.Option(
+            "--expires", help="When the freeze expires: ISO-8601 time, or 72h / 3d from now."
+        ),
+    ] = None,
 ) -> None:
     """Replay --command on --base and --patch, N times each, in hermetic containers; decide.
 
@@ -91,7 +117,13 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
     from orchestrator import log
     from orchestrator.adapters.engine import connect
     from orchestrator.files import dumps
-    from orchestrator.services.replay import ReplayOptions, execute, plan_replay
+    from orchestrator.services.replay import (
+        LedgerRequest,
+        ReplayOptions,
+        execute,
+        parse_expiry,
+        plan_replay,
+    )
 
     options = ReplayOptions(
         repo=repo,
@@ -109,11 +141,27 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         out=out,
         isolation=isolation,
     )
+    now = datetime.now(UTC)
+    if (owner or expires) and not freeze:
+        from orchestrator.errors import InputError
+
+        raise InputError("--owner and --expires go with --freeze")
+    ledger_request = None
+    if freeze or ledger or os.environ.get("ORCHESTRATOR_LEDGER"):
+        from orchestrator.adapters.ledger import ledger_url
+
+        ledger_request = LedgerRequest(
+            url=ledger_url(ledger, os.environ, Path.cwd()),
+            now=now,
+            freeze=freeze,
+            owner=owner,
+            expires_at=parse_expiry(expires, now) if expires else None,
+        )
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)
     try:
-        plan = plan_replay(options, client=client, now=datetime.now(UTC))
+        plan = plan_replay(options, client=client, now=now)
         logger.info(
             "replay.planned",
             run_id=plan.run_id,
@@ -123,13 +171,14 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
             image_id=plan.pins.image_id,
         )
         with _progress(json_logs, replays, logger) as progress:
-            outcome = execute(plan, client=client, progress=progress)
+            outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
     finally:
         client.close()
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
         _print_table(outcome)
+        _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
@@ -191,6 +240,20 @@ def _print_table(outcome: Any) -> None:
         typer.echo(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
+
+
+def _print_ledger(ledger: Any) -> None:
+    if not ledger:
+        return
+    for entry in ledger["entries"]:
+        if entry.get("freeze_id") is not None:
+            typer.echo(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
+        elif entry.get("freeze_refusals"):
+            refused = ", ".join(entry["freeze_refusals"])
+            typer.echo(f"no freeze for {entry['property_id']}: {refused}")
+        elif entry.get("infra_queue_id") is not None:
+            typer.echo(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
+    typer.echo(f"ledger: {ledger['url']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -115,6 +115,19 @@ class RunPlan:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LedgerRequest:
+    """Record the run in the ledger: every decision as an event, infra cases queued and,
+    with ``freeze``, a flake freeze attempted for every property (the ledger refuses all
+    but ``flake_queue_eligible`` decisions with complete records, and logs why)."""
+
+    url: str
+    now: datetime
+    freeze: bool = False
+    owner: str | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PropertyOutcome:
     index: int
     evidence: Evidence
@@ -246,6 +259,24 @@ def probe_version() -> str:
     from orchestrator.probe import PROBE_VERSION
 
     return str(PROBE_VERSION)
+
+
+def parse_expiry(text: str, now: datetime) -> datetime:
+    """``--expires``: an ISO-8601 instant (UTC when no zone is given) or ``<n>h`` / ``<n>d``
+    from ``now``. Pure."""
+    value = text.strip()
+    units = {"h": 3600, "d": 86400}
+    if value[-1:] in units and value[:-1].replace(".", "", 1).isdigit():
+        from datetime import timedelta
+
+        return now + timedelta(seconds=float(value[:-1]) * units[value[-1]])
+    try:
+        instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--expires {text!r}: expected an ISO-8601 time or a duration like 72h or 3d"
+        ) from None
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- imperative plan
@@ -461,8 +492,10 @@ def execute(
     *,
     client: DockerClient,
     progress: Progress | None = None,
+    ledger: LedgerRequest | None = None,
 ) -> ReplayOutcome:
-    """Replay both sides at once, decide every property, write the run folder."""
+    """Replay both sides at once, decide every property, write the run folder (and the
+    ledger, when asked)."""
     options, pins = plan.options, plan.pins
     sides = (
         SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
@@ -487,10 +520,62 @@ def execute(
             plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
         )
     report = report_document(plan, properties)
+    if ledger is not None:
+        report["ledger"] = record_in_ledger(plan, properties, ledger)
     files.write_json_atomic(plan.run_dir / "summary.json", report)
     return ReplayOutcome(
         plan=plan, properties=properties, report=report, exit_status=report["exit_status"]
     )
+
+
+def record_in_ledger(
+    plan: RunPlan, properties: Sequence[PropertyOutcome], request: LedgerRequest
+) -> dict[str, Any]:
+    """Append each decision (and queue infra cases, and try freezes) in the ledger."""
+    from orchestrator.adapters.ledger import display_url
+    from orchestrator.services.ledger_jobs import (
+        open_ledger,
+        queue_infra,
+        record_decision,
+        write_flake_freeze_from_replay,
+    )
+
+    fixture_bytes = plan.options.fixture.read_bytes() if plan.options.fixture is not None else None
+    shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
+    # Nothing shrunk: the origin is the fixture itself. A shrink report does not carry the
+    # pre-shrink payload, so then the ledger gets none (and says so if it needs it).
+    origin_bytes = fixture_bytes if plan.pins.origin_digest == plan.pins.fixture_digest else None
+    entries = []
+    with open_ledger(request.url, {}, Path.cwd()) as store:
+        for item in properties:
+            evidence, decision = item.evidence, item.decision
+            entry: dict[str, Any] = {
+                "property_id": evidence.property_id,
+                "decision_event": record_decision(
+                    store, evidence, decision, request.now, run_id=plan.run_id
+                ),
+            }
+            if decision.lane is Lane.INFRA_QUEUE:
+                entry["infra_queue_id"] = queue_infra(
+                    store, evidence, decision, request.now, run_id=plan.run_id
+                )
+            elif request.freeze:
+                written = write_flake_freeze_from_replay(
+                    store,
+                    evidence,
+                    decision,
+                    request.owner,
+                    request.expires_at,
+                    fixture_bytes,
+                    origin_bytes,
+                    shrink_path,
+                    request.now,
+                    run_id=plan.run_id,
+                )
+                entry["freeze_id"] = written.freeze_id
+                entry["freeze_refusals"] = list(written.codes)
+            entries.append(entry)
+    return {"url": display_url(request.url), "entries": entries}
 
 
 def label_summary(replays: Sequence[Replay]) -> str:

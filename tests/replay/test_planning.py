@@ -305,3 +305,26 @@ def test_label_summary_groups_labels_and_names_infra_reasons():
         Replay(label="harness_error", reason="oom"),
     )
     assert service.label_summary(replays) == "assert_pass x2, harness_error(oom) x1"
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"),
+    [
+        ("72h", 72),
+        ("3d", 72),
+        ("1.5h", 1.5),
+        ("2026-01-05T03:04:05Z", 72),
+        ("2026-01-05T03:04:05", 72),
+    ],
+)
+def test_expiry_is_an_instant_or_a_duration_from_now(text, hours):
+    from datetime import timedelta
+
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert service.parse_expiry(text, now) == now + timedelta(hours=hours)
+
+
+@pytest.mark.parametrize("text", ["", "soon", "h", "-3d", "2026-13-01"])
+def test_a_bad_expiry_is_bad_input(text):
+    with pytest.raises(InputError, match="--expires"):
+        service.parse_expiry(text, datetime(2026, 1, 1, tzinfo=UTC))

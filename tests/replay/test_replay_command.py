@@ -319,3 +319,72 @@ def test_an_interrupted_run_exits_130_and_leaves_nothing(tmp_path, docker_client
     assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}) == []
     assert [str(p) for p in scratch.rglob("*")] == [], stderr
     assert not (tmp_path / "run" / "summary.json").exists()  # no verdict
+
+
+FLAKY = """\
+import os
+import tempfile
+
+COUNTER = os.path.join(tempfile.gettempdir(), "shared-state")
+
+
+def test_leaks_state(replay_fixture):
+    try:
+        with open(COUNTER) as handle:
+            runs = int(handle.read()) + 1
+    except FileNotFoundError:
+        runs = 1
+    with open(COUNTER, "w") as handle:
+        handle.write(str(runs))
+    assert runs % 2 == 1, "fails on every second run"
+"""
+
+
+def test_a_flaky_property_is_frozen_in_the_ledger_with_freeze(tmp_path, repo, docker_client):
+    from datetime import UTC, datetime
+
+    from orchestrator.adapters.ledger import Ledger
+    from orchestrator.model import EventKind
+
+    path = init(tmp_path / "flaky")
+    base = commit(path, {"tests/test_flaky.py": FLAKY, "lib.py": "X = 1\n"}, "flaky")
+    patch = commit(path, {"lib.py": "X = 2\n"}, "unrelated change")
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    prop = "tests/test_flaky.py::test_leaks_state"
+    common = (
+        "--repo", str(path), "--base", base, "--patch", patch,
+        "--image", "orchestrator-runner:latest", "--property", prop,
+        "--fixture", str(repo.fixture), "--replays", "4", "--json",
+    )  # fmt: skip
+    result = run_cli(
+        tmp_path, *common, "--ledger", url, "--freeze", "--owner", "team-a", "--expires", "72h"
+    )
+    assert result.code == 0, result.stderr
+    (entry,) = result.report["decisions"]
+    assert entry["base_labels"] == entry["patch_labels"] == ["assert_pass", "assert_fail"] * 2
+    assert (entry["lane"], entry["code"]) == ("flake_queue_eligible", "flake_queue_eligible")
+    (recorded,) = result.report["ledger"]["entries"]
+    assert recorded["freeze_id"] is not None, recorded
+    with Ledger.open(url) as store:
+        (freeze,) = store.live_freezes()
+        assert freeze.owner == "team-a"
+        assert freeze.expires_at > datetime.now(UTC)
+        decisions = store.events(kinds=[EventKind.DECISION])
+        assert [(e.code, e.subject) for e in decisions] == [("flake_queue_eligible", prop)]
+
+    # Without --owner the ledger refuses the freeze and says why; nothing is written.
+    again = run_cli(tmp_path, *common, "--ledger", url, "--freeze", "--expires", "72h")
+    assert again.code == 0, again.stderr
+    (refused,) = again.report["ledger"]["entries"]
+    assert refused["freeze_id"] is None
+    assert "missing_field:owner" in refused["freeze_refusals"]
+
+
+def test_owner_without_freeze_is_bad_input(tmp_path, repo):
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--owner", "me",
+    )  # fmt: skip
+    assert result.code == 2
+    assert "--freeze" in result.stderr
