@@ -262,10 +262,12 @@ def _run_container(
     container = None
     try:
         try:
+            t0 = time.monotonic()
             container = docker_adapter.create(run.client, config)
             run.live.add(container)
             if run.cancelled.is_set():
                 raise _Cancelled
+            t1 = time.monotonic()
             container.start()
             started = time.monotonic()
             docker_adapter.follow_logs(container, _line_handler(run, side.name, numbers, tail))
@@ -275,7 +277,16 @@ def _run_container(
                 deadline=started + side_deadline_s(plan, len(numbers)),
                 cancelled=run.cancelled,
             )
+            exited = time.monotonic()
             facts = docker_adapter.facts_after_exit(run.client, container, exit_)
+            log.debug(
+                "container.timing",
+                side=side.name,
+                create_ms=round((t1 - t0) * 1000),
+                start_ms=round((started - t1) * 1000),
+                run_ms=round((exited - started) * 1000),
+                inspect_ms=round((time.monotonic() - exited) * 1000),
+            )
         except _Cancelled:
             facts = ContainerFacts(cancelled=True, message="interrupted before start")
         except docker_adapter.EngineGone as error:
