@@ -47,6 +47,11 @@ _ADDRESS_EVENTS: Final = frozenset(("socket.connect", "socket.sendto", "socket.s
 # and bytecode reads of an import come from a frozen importlib frame directly, or a
 # few frames below it when a loader such as pytest's assertion rewriter reads them.
 _IMPORT_SCAN_DEPTH: Final = 8
+# importlib keeps a per-module lock in this dict only while that module is being
+# imported; when it is empty no import is running and the stack scan can be skipped.
+_MODULE_LOCKS: Final[dict[str, Any] | None] = getattr(
+    sys.modules.get("_frozen_importlib"), "_module_locks", None
+)
 _SUBPROCESS_SUFFIX: Final = "subprocess.py"
 
 
@@ -96,7 +101,9 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         return
     if dependency == "open":
         # An integer is an existing descriptor being wrapped (pipes, fdopen), not a file opened.
-        if isinstance(args[0], int) or _opened_by_import():
+        if isinstance(args[0], int):
+            return
+        if (_MODULE_LOCKS is None or _MODULE_LOCKS) and _opened_by_import():
             return
     elif dependency == "socket":
         target = _remote_target(event, args)
