@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import git
 
 SCRATCH_PREFIX = "orchestrator-replay-"
+# Exported files must be readable by the container's uid 1000, whatever the caller's umask.
+READABLE_UMASK = 0o022
 
 
 def _open_repo(repo: Path) -> git.Repo:
@@ -124,6 +126,7 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
         capture_output=True,
         text=True,
         check=False,
+        umask=READABLE_UMASK,
     )
     if completed.returncode != 0:
         detail = (completed.stderr or completed.stdout).strip().splitlines()
@@ -153,6 +156,7 @@ def apply_patch(tree: Path, patch: Path) -> None:
         capture_output=True,
         text=True,
         check=False,
+        umask=READABLE_UMASK,
     )
     if completed.returncode != 0:
         detail = completed.stderr.strip().splitlines()

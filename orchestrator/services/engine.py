@@ -212,6 +212,7 @@ class _Run:
     keep_raw: Path | None
     cancelled: threading.Event = field(default_factory=threading.Event)
     live: Any = None
+    fixture_copy: Path | None = None
     scratch: list[Path] = field(default_factory=list)
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -247,8 +248,8 @@ def _run_container(
         ),
         docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
     ]
-    if plan.fixture is not None:
-        mounts.append(docker_adapter.Mount(source=plan.fixture.resolve(), target=FIXTURE))
+    if run.fixture_copy is not None:
+        mounts.append(docker_adapter.Mount(source=run.fixture_copy, target=FIXTURE))
     config = docker_adapter.container_config(
         image_id=plan.image_id,
         name=container_name(run.owner.run_id, side.name, unit_index),
@@ -399,6 +400,18 @@ def _run_side_inner(
     results[side.name] = observed
 
 
+def _copy_fixture(run: _Run, fixture: Path) -> Path:
+    """One private, world-readable copy for every side: the user's file may be private
+    (0600) or change while the run goes on, and both sides must read the same bytes."""
+    copy = run.make_scratch("fixture") / "fixture.json"
+    try:
+        shutil.copyfile(fixture, copy)
+    except OSError as error:
+        raise InputError(f"{fixture}: cannot read the fixture ({error.strerror})") from None
+    copy.chmod(0o644)
+    return copy
+
+
 def replay_sides(
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
@@ -444,6 +457,8 @@ def replay_sides(
     # leave the thread looking finished while it still cleans up (CPython bpo-45274).
     finished = {side.name: threading.Event() for side in sides}
     try:
+        if plan.fixture is not None:
+            run.fixture_copy = _copy_fixture(run, plan.fixture)
         with _terminate_as_interrupt():
             for side in sides:
                 threading.Thread(

@@ -388,3 +388,19 @@ def test_owner_without_freeze_is_bad_input(tmp_path, repo):
     )  # fmt: skip
     assert result.code == 2
     assert "--freeze" in result.stderr
+
+
+def test_a_private_fixture_file_is_still_read_in_the_container(tmp_path, repo):
+    private = tmp_path / "private.json"
+    private.write_text('{"n": 1}')
+    private.chmod(0o600)
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.same,
+        "--image", "orchestrator-runner:latest", "--property", FIXTURE, "--seed", "7",
+        "--fixture", str(private), "--replays", "1", "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    (entry,) = result.report["decisions"]
+    assert entry["base_labels"] == entry["patch_labels"] == ["assert_pass"]
+    assert list(result.scratch.iterdir()) == []
