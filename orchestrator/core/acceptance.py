@@ -254,13 +254,31 @@ def _target_names(target: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _is_pytest_raises(call: ast.expr) -> bool:
+_UNITTEST_RAISES = {"assertRaises": 1, "assertWarns": 1, "assertRaisesRegex": 2,
+                    "assertWarnsRegex": 2}  # fmt: skip
+
+
+def _raises_callable_index(call: ast.expr) -> int | None:
+    """For an exception check, where its inline callable sits; None if not a check.
+
+    ``pytest.raises(E, f, *args)`` and ``self.assertRaises(E, f, *args)``: 1;
+    ``self.assertRaisesRegex(E, pattern, f, *args)``: 2.
+    """
     if not isinstance(call, ast.Call):
-        return False
+        return None
     func = call.func
     if isinstance(func, ast.Attribute):
-        return func.attr in ("raises", "warns") and _root_name(func.value) == "pytest"
-    return isinstance(func, ast.Name) and func.id == "raises"
+        if func.attr in ("raises", "warns") and _root_name(func.value) == "pytest":
+            return 1
+        if func.attr in _UNITTEST_RAISES and _root_name(func.value) == "self":
+            return _UNITTEST_RAISES[func.attr]
+        return None
+    return 1 if isinstance(func, ast.Name) and func.id == "raises" else None
+
+
+def _is_pytest_raises(call: ast.expr) -> bool:
+    """``pytest.raises``/``pytest.warns`` or unittest's ``assertRaises`` family."""
+    return _raises_callable_index(call) is not None
 
 
 def _is_unittest_assert(call: ast.Call) -> bool:
@@ -374,7 +392,7 @@ class _Analysis:
         self, function: FunctionNode, source: str, *, helpers: frozenset[str] = frozenset()
     ) -> None:
         self.function = function
-        self.source = source
+        self.lines = source.splitlines()
         self.helpers = helpers
         self.nodes = [node for statement in function.body for node in ast.walk(statement)]
         self.bindings = self._single_bindings()
@@ -384,9 +402,15 @@ class _Analysis:
 
     # -- collection
 
-    def _text(self, node: ast.AST) -> str:
-        segment = ast.get_source_segment(self.source, node) or ast.unparse(node)
-        return segment.strip().splitlines()[0]
+    def _text(self, node: ast.expr | ast.stmt) -> str:
+        """The first source line of ``node`` (offsets are UTF-8 byte offsets)."""
+        if 1 <= node.lineno <= len(self.lines):
+            line = self.lines[node.lineno - 1].encode("utf-8")
+            end = node.end_col_offset if node.end_lineno == node.lineno else None
+            text = line[node.col_offset : end].decode("utf-8", errors="replace").strip()
+            if text:
+                return text
+        return ast.unparse(node).splitlines()[0]
 
     def _assertions(self) -> Iterator[_Assertion]:
         for node in self.nodes:
@@ -394,8 +418,10 @@ class _Analysis:
                 yield _Assertion(
                     node=node, line=node.lineno, operands=(node.test,), text=self._text(node)
                 )
-            elif isinstance(node, ast.Call) and (
-                _is_unittest_assert(node) or self._is_helper_assert(node)
+            elif (
+                isinstance(node, ast.Call)
+                and (_is_unittest_assert(node) or self._is_helper_assert(node))
+                and not _is_pytest_raises(node)  # exception checks: see _raises_blocks
             ):
                 operands = (*node.args, *(keyword.value for keyword in node.keywords))
                 yield _Assertion(
@@ -406,15 +432,19 @@ class _Analysis:
         return isinstance(call.func, ast.Name) and call.func.id in self.helpers
 
     def _raises_blocks(self) -> Iterator[list[ast.AST]]:
-        """What each ``pytest.raises`` watches: a with-block's body or the inline call."""
+        """What each exception check watches: a with-block's body or the inline call."""
         for node in self.nodes:
             if isinstance(node, ast.With | ast.AsyncWith):
                 if any(_is_pytest_raises(item.context_expr) for item in node.items):
                     yield list(node.body)
-            elif isinstance(node, ast.Call) and _is_pytest_raises(node) and len(node.args) > 1:
-                # pytest.raises(Error, function, *args): the call under test is inline.
-                inline = ast.Call(func=node.args[1], args=node.args[2:], keywords=node.keywords)
-                yield [inline]
+            elif isinstance(node, ast.Call):
+                index = _raises_callable_index(node)
+                if index is not None and len(node.args) > index:
+                    # pytest.raises(Error, function, *args): the call under test is inline.
+                    inline = ast.Call(
+                        func=node.args[index], args=node.args[index + 1 :], keywords=node.keywords
+                    )
+                    yield [inline]
 
     def _single_bindings(self) -> dict[str, _Binding]:
         """Names bound exactly once, by ``name = expr``: what the name stands for."""

@@ -209,6 +209,28 @@ def test_inline_pytest_raises_counts_as_an_assertion() -> None:
     assert found == []
 
 
+@pytest.mark.parametrize(
+    "check",
+    [
+        "with self.assertRaises(ValueError):\n            parse('x')",
+        "with self.assertRaisesRegex(ValueError, 'bad'):\n            parse('x')",
+        "self.assertRaises(ValueError, parse, 'x')",
+        "self.assertRaisesRegex(ValueError, 'bad', parse, 'x')",
+        "with self.assertWarns(UserWarning):\n            parse('x')",
+    ],
+)
+def test_unittest_exception_checks_count_as_assertions(check: str) -> None:
+    source = f"class TestP:\n    def test_it(self):\n        {check}\n"
+    ref = parse_property_id("t.py::TestP::test_it")
+    assert static_findings(source, ref) == ()
+
+
+def test_unittest_exception_check_around_no_code_under_test() -> None:
+    source = "class TestP:\n    def test_it(self):\n        self.assertRaises(KeyError, dict)\n"
+    ref = parse_property_id("t.py::TestP::test_it")
+    assert [f.code.value for f in static_findings(source, ref)] == ["no_call_under_test"]
+
+
 def test_a_module_helper_that_asserts_counts_as_an_assertion_on_its_arguments() -> None:
     helper = """
         def assert_one_line_error(run, fragment):
