@@ -404,3 +404,36 @@ def test_a_private_fixture_file_is_still_read_in_the_container(tmp_path, repo):
     (entry,) = result.report["decisions"]
     assert entry["base_labels"] == entry["patch_labels"] == ["assert_pass"]
     assert list(result.scratch.iterdir()) == []
+
+
+def test_the_next_run_sweeps_what_a_killed_run_left(tmp_path, repo, docker_client):
+    path = init(tmp_path / "hang")
+    sha = commit(path, {"tests/test_hang.py": HANGS}, "hangs")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    killed = subprocess.Popen(
+        [
+            str(CLI), "replay", "--repo", str(path), "--base", sha, "--patch", sha,
+            "--image", "orchestrator-runner:latest", "--replays", "1", "--timeout", "100",
+            "--out", str(tmp_path / "killed"),
+        ],
+        env={**os.environ, "TMPDIR": str(scratch), "CI": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        left = _wait_for_running(docker_client, killed.pid, 2)
+    finally:
+        killed.kill()  # SIGKILL: no cleanup at all
+        killed.wait()
+    assert any(p.name.startswith("orchestrator-replay-") for p in scratch.iterdir())
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.same,
+        "--image", "orchestrator-runner:latest", "--property", ADD, "--replays", "1",
+        "--out", str(tmp_path / "next"), "--json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    run_id = left[0].labels[LABEL_RUN]
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}) == []
+    assert list(scratch.iterdir()) == []
