@@ -437,3 +437,34 @@ def test_the_next_run_sweeps_what_a_killed_run_left(tmp_path, repo, docker_clien
     run_id = left[0].labels[LABEL_RUN]
     assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}) == []
     assert list(scratch.iterdir()) == []
+
+
+def test_no_engine_is_exit_3_and_writes_nothing(tmp_path, repo, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    out = tmp_path / "run"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--out", str(out),
+    )  # fmt: skip
+    assert result.code == 3
+    assert "no Docker engine" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_without_json_a_table_names_property_labels_deltas_lane_and_code(tmp_path, repo):
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--property", STAMP, "--replays", "2",
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    header, row, *rest = result.stdout.splitlines()
+    assert header.split() == ["property", "base", "patch", "call", "deltas", "lane", "code"]
+    assert row.split() == [
+        STAMP, "assert_pass", "x2", "assert_pass", "x2", "clock", "{1}->{2}",
+        "property_regression", "call_budget",
+    ]  # fmt: skip
+    assert rest == [f"run folder: {tmp_path / 'run'}"]
