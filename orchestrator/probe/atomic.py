@@ -1,4 +1,4 @@
-"""Atomic JSON writes: a reader sees the whole document or no file at all."""
+"""Atomic writes: a reader sees the whole document or no file at all."""
 
 from __future__ import annotations
 
@@ -11,16 +11,19 @@ from typing import Any
 
 
 def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
-    """Write `document` as JSON to `path` via a temporary file in the same folder.
+    """Write `document` as JSON to `path` atomically (see `write_bytes_atomic`)."""
+    # Compact separators and no indent keep json on its C encoder (thousands of entries).
+    data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    write_bytes_atomic(path, data.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same folder.
 
     The temporary file is fsynced before the rename, so a crash mid-write leaves
     either the previous state or the complete file, never half of one.
     """
     target = Path(path)
-    # Compact separators and no indent keep json on its C encoder (thousands of entries).
-    data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         # mkstemp creates 0600; results are read by another user on the host side.

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from types import FrameType
 from typing import Any, Final
 
 from orchestrator.probe import DRIVER_SCHEMA, PROBE_VERSION, RESULT_SCHEMA, RUN_SCHEMA
-from orchestrator.probe.atomic import write_json_atomic
+from orchestrator.probe.atomic import write_bytes_atomic, write_json_atomic
 
 COMPLETED: Final = "completed"
 TIMEOUT: Final = "timeout"
@@ -121,21 +122,31 @@ def child_environment(base: dict[str, str], *, result_path: Path, seed: int) -> 
     return env
 
 
-def read_result(path: Path) -> tuple[str, Any]:
-    """(status, document) for the plugin's result file; never trusts a half or foreign file."""
+def read_result(path: Path) -> tuple[str, bytes | None]:
+    """(status, the result's validated JSON bytes); never trusts a half or foreign file."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return NO_RESULT, None
     try:
-        document = json.loads(raw)
-    except ValueError:
+        document = json.loads(raw.decode("utf-8"))
+    except ValueError:  # not UTF-8 or not JSON (a half-written file)
         return CORRUPT_RESULT, None
     if not isinstance(document, dict) or document.get("schema") != RESULT_SCHEMA:
         return CORRUPT_RESULT, None
     if not isinstance(document.get("tests"), list):
         return CORRUPT_RESULT, None
-    return COMPLETED, document
+    return COMPLETED, raw
+
+
+def encode_run(run: dict[str, Any], result: bytes | None) -> bytes:
+    """The replay-run/1 document with the probe's result spliced in as it was written.
+
+    The result was already parsed once to validate it; splicing its bytes saves
+    encoding thousands of test entries a second time.
+    """
+    head = json.dumps(run, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return head[:-1].encode("utf-8") + b',"result":' + (result or b"null") + b"}"
 
 
 class Driver:
@@ -152,7 +163,7 @@ class Driver:
             os.killpg(child.pid, signal.SIGKILL)
         child.wait()
 
-    def run_one(self, k: int) -> dict[str, Any]:
+    def run_one(self, k: int) -> tuple[dict[str, Any], bytes | None]:
         options = self.options
         result_path = options.out / f".probe-{k:03d}.json"
         log_path = options.out / f"replay-{k:03d}.log"
@@ -178,22 +189,18 @@ class Driver:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            timed_out = False
-            try:
-                exit_code: int | None = self.child.wait(timeout=options.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                exit_code = None
+            timed_out = self._wait(self.child, options.timeout_s)
+            exit_code: int | None = None if timed_out else self.child.returncode
             # Kill the whole group either way: a test's background processes die with it.
             self.kill_child_group()
             self.child = None
         wall_ms = (perf_counter() - started) * 1000.0
         if timed_out:
-            status, document = TIMEOUT, None
+            status, result = TIMEOUT, None
         else:
-            status, document = read_result(result_path)
+            status, result = read_result(result_path)
         result_path.unlink(missing_ok=True)
-        return {
+        run = {
             "schema": RUN_SCHEMA,
             "probe_version": PROBE_VERSION,
             "replay": k,
@@ -202,16 +209,40 @@ class Driver:
             "wall_ms": round(wall_ms, 3),
             "seed": options.seed,
             "timeout_s": options.timeout_s,
-            "result": document,
         }
+        return run, result
+
+    @staticmethod
+    def _wait(child: subprocess.Popen[bytes], timeout_s: float) -> bool:
+        """Block until the child exits; past the deadline kill its group. True if killed.
+
+        A timer thread does the killing so that the wait itself is one blocking
+        waitpid: the driver notices a finished replay at once, not at a poll tick.
+        """
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout_s, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            child.wait()
+        finally:
+            timer.cancel()
+        # A replay that exited on its own just as the timer fired still completed.
+        return expired.is_set() and child.returncode == -signal.SIGKILL
 
     def run(self) -> int:
         options = self.options
         options.out.mkdir(parents=True, exist_ok=True)
         try:
             for k in range(1, options.replays + 1):
-                run = self.run_one(k)
-                write_json_atomic(options.out / f"replay-{k:03d}.json", run)
+                run, result = self.run_one(k)
+                write_bytes_atomic(options.out / f"replay-{k:03d}.json", encode_run(run, result))
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
             self.kill_child_group()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.probe import PROBE_VERSION
-from orchestrator.probe.replay import child_environment, parse_args, read_result
+from orchestrator.probe.replay import child_environment, encode_run, parse_args, read_result
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -318,3 +318,13 @@ def test_read_result_never_trusts_a_half_or_foreign_file(tmp_path, content, stat
     if content is not None:
         path.write_bytes(content)
     assert read_result(path)[0] == status
+
+
+@pytest.mark.parametrize(
+    "result", [None, b'{"schema": "replay-probe/1", "tests": [{"n": "\xc3\xa9"}]}\n']
+)
+def test_encoded_run_is_the_run_with_the_result_spliced_in(result):
+    run = {"schema": "replay-run/1", "replay": 2, "status": "completed", "note": "é"}
+    decoded = json.loads(encode_run(run, result).decode("utf-8"))
+    expected_result = None if result is None else json.loads(result)
+    assert decoded == {**run, "result": expected_result}
