@@ -456,6 +456,7 @@ def replay_sides(
     # Completion is tracked with events, not Thread.join: a join interrupted by Ctrl-C can
     # leave the thread looking finished while it still cleans up (CPython bpo-45274).
     finished = {side.name: threading.Event() for side in sides}
+    started: list[threading.Event] = []  # only sides whose thread runs can finish
     try:
         if plan.fixture is not None:
             run.fixture_copy = _copy_fixture(run, plan.fixture)
@@ -466,17 +467,18 @@ def replay_sides(
                     args=(run, side, results, refusals, finished[side.name]),
                     name=f"side-{side.name}",
                 ).start()
-            for event in finished.values():
+                started.append(finished[side.name])
+            for event in started:
                 while not event.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
                     pass
     except KeyboardInterrupt:
         interrupted = True
     finally:
         with _DeferredSignals() as deferred:
-            if not all(event.is_set() for event in finished.values()):
+            if not all(event.is_set() for event in started):
                 run.cancelled.set()
                 run.live.kill_all()
-                for event in finished.values():
+                for event in started:
                     event.wait(timeout=60)
             run.live.remove_all()
             for folder in list(run.scratch):

@@ -281,3 +281,33 @@ def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(
         engine.replay_sides(plan, sides, client=docker_client, run_id=run_id)
     assert _ours(docker_client, run_id) == []
     assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
+
+
+def test_a_fixture_that_vanished_is_bad_input_at_once(
+    docker_client, runner_image_id, tmp_path, monkeypatch
+):
+    from orchestrator.errors import InputError
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    repo, sha = _lib_repo(tmp_path)
+    fixture = tmp_path / "fixture.json"
+    fixture.write_text("{}")
+    plan = engine.ReplayPlan(
+        image_id=runner_image_id,
+        pytest_args=(),
+        property_ids=("tests/test_lib.py::test_double",),
+        fixture=fixture,
+        replays=1,
+        timeout_s=30,
+        seed=0,
+        runner_id="local",
+    )
+    fixture.unlink()  # gone after planning, before the run
+    started = time.monotonic()
+    with pytest.raises(InputError, match="fixture"):
+        engine.replay_sides(
+            plan, [engine.SideSpec(name="base", repo=repo, rev=sha)], client=docker_client
+        )
+    assert time.monotonic() - started < 20
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
