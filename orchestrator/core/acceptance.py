@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -131,28 +131,66 @@ def find_function(source: str, ref: PropertyRef) -> FunctionNode:
     return _find(_parse(source, ref.path), ref)
 
 
-def assertion_helpers(module: ast.Module) -> frozenset[str]:
-    """Module-level helpers that assert (``assert_one_line_error(run, "...")``).
-
-    A call of one inside a test is an assertion on its arguments.
-    """
-    return frozenset(
-        node.name
-        for node in module.body
-        if isinstance(node, FunctionNode)
-        and not node.name.startswith("test")
-        and any(
-            isinstance(inner, ast.Assert)
-            or (isinstance(inner, ast.expr) and _is_pytest_raises(inner))
-            for inner in ast.walk(node)
+def _asserts(function: FunctionNode) -> bool:
+    return any(
+        isinstance(inner, ast.Assert)
+        or (
+            isinstance(inner, ast.Call) and (_is_unittest_assert(inner) or _is_pytest_raises(inner))
         )
+        for inner in ast.walk(function)
     )
+
+
+def _calls_code(function: FunctionNode) -> bool:
+    """Does a helper call anything beyond builtins, harness modules and assertions?"""
+    for inner in ast.walk(function):
+        if not isinstance(inner, ast.Call) or _is_unittest_assert(inner):
+            continue
+        if _is_pytest_raises(inner):
+            continue
+        func = inner.func
+        if isinstance(func, ast.Name) and func.id in _PURE_BUILTINS | _BUILTIN_EXCEPTIONS:
+            continue
+        if _root_name(func) in _HARNESS_ROOTS:
+            continue
+        return True
+    return False
+
+
+def assertion_helpers(module: ast.Module, classes: Sequence[str] = ()) -> dict[str, bool]:
+    """Helpers that assert: module functions (``name``) and methods of the test's classes
+    (``self.name``), each with whether it calls code itself (beyond builtins).
+
+    A call of one inside a test is an assertion on its arguments; when the helper calls
+    code itself, the assertion is fed by that call even with literal arguments.
+    """
+    helpers = {
+        node.name: _calls_code(node)
+        for node in module.body
+        if isinstance(node, FunctionNode) and not node.name.startswith("test") and _asserts(node)
+    }
+    body: list[ast.stmt] = module.body
+    for class_name in classes:
+        found = next(
+            (n for n in body if isinstance(n, ast.ClassDef) and n.name == class_name), None
+        )
+        if found is None:
+            break
+        body = found.body
+        helpers.update(
+            (f"self.{node.name}", _calls_code(node))
+            for node in body
+            if isinstance(node, FunctionNode)
+            and not node.name.startswith("test")
+            and _asserts(node)
+        )
+    return helpers
 
 
 def static_findings(source: str, ref: PropertyRef) -> tuple[Finding, ...]:
     """Every static reason to refuse the property, in ``STATIC_ORDER`` then line order."""
     module = _parse(source, ref.path)
-    analysis = _Analysis(_find(module, ref), source, helpers=assertion_helpers(module))
+    analysis = _Analysis(_find(module, ref), source, helpers=assertion_helpers(module, ref.classes))
     findings = analysis.findings()
     order = {code: index for index, code in enumerate(STATIC_ORDER)}
     return tuple(sorted(findings, key=lambda f: (order[f.code], f.line, f.detail)))
@@ -389,11 +427,11 @@ class _Analysis:
     """Everything the four static checks need to know about one test function."""
 
     def __init__(
-        self, function: FunctionNode, source: str, *, helpers: frozenset[str] = frozenset()
+        self, function: FunctionNode, source: str, *, helpers: Mapping[str, bool] | None = None
     ) -> None:
         self.function = function
         self.lines = source.splitlines()
-        self.helpers = helpers
+        self.helpers: Mapping[str, bool] = helpers or {}
         self.nodes = [node for statement in function.body for node in ast.walk(statement)]
         self.bindings = self._single_bindings()
         self.assertions = list(self._assertions())
@@ -428,8 +466,24 @@ class _Analysis:
                     node=node, line=node.lineno, operands=operands, text=self._text(node)
                 )
 
+    def _helper_name(self, call: ast.Call) -> str | None:
+        func = call.func
+        if isinstance(func, ast.Name):
+            name = func.id
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            name = f"{func.value.id}.{func.attr}"
+        else:
+            return None
+        return name if name in self.helpers else None
+
     def _is_helper_assert(self, call: ast.Call) -> bool:
-        return isinstance(call.func, ast.Name) and call.func.id in self.helpers
+        return self._helper_name(call) is not None
+
+    def _helper_calls_code(self, node: ast.AST) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        name = self._helper_name(node)
+        return name is not None and self.helpers[name]
 
     def _raises_blocks(self) -> Iterator[list[ast.AST]]:
         """What each exception check watches: a with-block's body or the inline call."""
@@ -635,9 +689,12 @@ class _Analysis:
             )
             return found
         fed = any(
-            self._calls_under_test(operand) or (_names(operand) & self.tainted)
+            self._helper_calls_code(assertion.node)
+            or any(
+                self._calls_under_test(operand) or (_names(operand) & self.tainted)
+                for operand in assertion.operands
+            )
             for assertion in meaningful
-            for operand in assertion.operands
         ) or any(
             self._calls_under_test(statement) for body in self.raises_blocks for statement in body
         )

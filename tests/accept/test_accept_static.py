@@ -247,6 +247,28 @@ def test_a_module_helper_that_asserts_counts_as_an_assertion_on_its_arguments() 
         """) == ["no_call_under_test"]  # fmt: skip
 
 
+def test_a_method_of_the_test_class_that_asserts_counts_as_an_assertion() -> None:
+    source = textwrap.dedent(
+        """
+        class TestP:
+            def check_round_trip(self, text):
+                self.assertEqual(parse(text).text, text)
+            def test_it(self):
+                self.check_round_trip(render(3))
+            def test_literal(self):
+                self.check_round_trip("abc")
+            def check_length(self, items, n):
+                self.assertEqual(len(items), n)
+            def test_length_of_a_literal(self):
+                self.check_length([1, 2], 2)
+        """
+    )
+    for name in ("test_it", "test_literal"):  # the helper calls parse itself
+        assert static_findings(source, parse_property_id(f"t.py::TestP::{name}")) == ()
+    literal = static_findings(source, parse_property_id("t.py::TestP::test_length_of_a_literal"))
+    assert [f.code.value for f in literal] == ["no_call_under_test"]
+
+
 def test_a_helper_without_assertions_is_just_a_call() -> None:
     found = codes(
         """
