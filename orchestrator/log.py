@@ -24,6 +24,22 @@ def resolve_format(requested: LogFormat, env: Mapping[str, str]) -> Literal["con
     return "json" if ci not in ("", "0", "false", "no") else "console"
 
 
+class _StderrLogger:
+    """Writes each line to whatever ``sys.stderr`` is *now* (it may have been replaced
+    since configuration, e.g. by a test harness capturing output)."""
+
+    def msg(self, message: str) -> None:
+        stream = sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
+def _stderr_logger_factory(*_args: object) -> _StderrLogger:
+    return _StderrLogger()
+
+
 def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = False) -> None:
     fmt = resolve_format(requested, env)
     renderer: structlog.typing.Processor
@@ -41,7 +57,7 @@ def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = Fals
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.DEBUG if verbose else logging.INFO
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger_factory,
         cache_logger_on_first_use=False,
     )
 
