@@ -90,9 +90,7 @@ def error_line(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
-        result = command.main(
-            args=argv, prog_name="orchestrator", standalone_mode=False
-        )
+        result = command.main(args=argv, prog_name="orchestrator", standalone_mode=False)
     except OrchestratorError as error:
         error_line(str(error))
         sys.exit(exit_code_for(error))
