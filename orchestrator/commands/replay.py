@@ -54,6 +54,14 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
             help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
         ),
     ] = None,
+    origin: Annotated[
+        Path | None,
+        typer.Option(
+            "--origin",
+            help="The unshrunk payload the shrink started from, when the shrink report does "
+            "not carry it (checked against its origin_digest; stored beside a freeze).",
+        ),
+    ] = None,
     replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 5,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds one replay may take.")
@@ -80,10 +88,18 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         str | None,
         typer.Option(
             "--ledger",
-            help="Record every decision in this ledger (SQLAlchemy URL; also "
-            "$ORCHESTRATOR_LEDGER). Without either, and without --freeze, nothing is recorded.",
+            help="The ledger that records every decision (SQLAlchemy URL; default "
+            "$ORCHESTRATOR_LEDGER, else the embedded .replay/ledger.db).",
         ),
     ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record/--no-record",
+            help="Append every decision to the ledger's event log and queue infra cases "
+            "(--no-record: write only the run folder).",
+        ),
+    ] = True,
     freeze: Annotated[
         bool,
         typer.Option(
@@ -134,6 +150,7 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         property_ids=tuple(property_ids or ()),
         fixture=fixture,
         shrink_report=shrink_report,
+        origin=origin,
         replays=replays,
         timeout_s=timeout,
         seed=seed,
@@ -146,8 +163,12 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         from orchestrator.errors import InputError
 
         raise InputError("--owner and --expires go with --freeze")
+    if freeze and not record:
+        from orchestrator.errors import InputError
+
+        raise InputError("--freeze writes to the ledger: it cannot go with --no-record")
     ledger_request = None
-    if freeze or ledger or os.environ.get("ORCHESTRATOR_LEDGER"):
+    if record:
         from orchestrator.adapters.ledger import ledger_url
 
         ledger_request = LedgerRequest(

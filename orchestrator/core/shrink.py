@@ -83,6 +83,7 @@ class ShrinkReport:
 
     minimal: Any
     minimal_digest: str
+    origin: Any  # the unshrunk payload: kept so a freeze can store the wide bytes too
     origin_digest: str
     shrink_path: tuple[Step, ...]
     property_calls: int  # of one shrink (every attempt starts with an empty memo)
@@ -96,6 +97,7 @@ class ShrinkReport:
             "schema": SHRINK_SCHEMA,
             "minimal": self.minimal,
             "minimal_digest": self.minimal_digest,
+            "origin": self.origin,
             "origin_digest": self.origin_digest,
             "shrink_path": [dict(step) for step in self.shrink_path],
             "property_calls": self.property_calls,
@@ -501,6 +503,7 @@ def shrink_report(payload: Any, prop: Property, attempts: int = 2) -> ShrinkRepo
     return ShrinkReport(
         minimal=first.minimal,
         minimal_digest=first.minimal_digest,
+        origin=payload,
         origin_digest=first.origin_digest,
         shrink_path=first.shrink_path,
         property_calls=first.property_calls,

@@ -78,6 +78,7 @@ class ReplayOptions:
     property_ids: tuple[str, ...] = ()
     fixture: Path | None = None
     shrink_report: Path | None = None
+    origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
     replays: int = 5
     timeout_s: float = 60.0
     seed: int = 0
@@ -109,6 +110,9 @@ class RunPlan:
     options: ReplayOptions
     pins: Pins
     replay_plan: ReplayPlan
+    # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
+    # the minimal fixture, because shrinking can hide a size-dependent failure.
+    origin_bytes: bytes | None = None
 
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
@@ -254,6 +258,31 @@ def shrink_from_report(doc: Any, fixture_digest: str) -> ShrinkSummary:
     return summary
 
 
+def origin_bytes_from(report_doc: Any, origin: Path | None, origin_digest: str) -> bytes | None:
+    """The unshrunk payload's bytes, from --origin or the report's ``origin``, checked
+    against the report's ``origin_digest``; None when neither carries it."""
+    from orchestrator.core.digest import canonical_json
+
+    if origin is not None:
+        data = origin.read_bytes() if origin.is_file() else None
+        if data is None:
+            raise InputError(f"--origin {origin}: no such file")
+        payload = files.read_json(str(origin))
+        source = f"--origin {origin}"
+    elif isinstance(report_doc, dict) and "origin" in report_doc:
+        payload = report_doc["origin"]
+        data = canonical_json(payload)
+        source = "--shrink-report's origin"
+    else:
+        return None
+    if digest(payload) != origin_digest:
+        raise InputError(
+            f"{source}: its digest {digest(payload)} is not the report's origin_digest"
+            f" {origin_digest}"
+        )
+    return data
+
+
 def probe_version() -> str:
     """The probe's version, as the driver will report it in every replay file."""
     from orchestrator.probe import PROBE_VERSION
@@ -306,9 +335,14 @@ def plan_replay(
         fixture_digest = digest(files.read_json(str(fixture)))
     shrink: ShrinkSummary | None = None
     origin_digest = fixture_digest
+    origin_bytes = fixture.read_bytes() if fixture is not None else None
     if options.shrink_report is not None:
-        shrink = shrink_from_report(files.read_json(str(options.shrink_report)), fixture_digest)
+        report_doc = files.read_json(str(options.shrink_report))
+        shrink = shrink_from_report(report_doc, fixture_digest)
         origin_digest = shrink.origin_digest or fixture_digest
+        origin_bytes = origin_bytes_from(report_doc, options.origin, origin_digest)
+    elif options.origin is not None:
+        raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
     image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
     run_id = run_id or new_run_id(now.timestamp())
@@ -319,6 +353,7 @@ def plan_replay(
         run_dir=run_dir,
         started_at=now,
         options=replace(options, repo=repo, fixture=fixture),
+        origin_bytes=origin_bytes,
         pins=Pins(
             base_rev=base_rev,
             patch_rev=patch_rev,
@@ -542,9 +577,9 @@ def record_in_ledger(
 
     fixture_bytes = plan.options.fixture.read_bytes() if plan.options.fixture is not None else None
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
-    # Nothing shrunk: the origin is the fixture itself. A shrink report does not carry the
-    # pre-shrink payload, so then the ledger gets none (and says so if it needs it).
-    origin_bytes = fixture_bytes if plan.pins.origin_digest == plan.pins.fixture_digest else None
+    # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
+    # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
+    origin_bytes = plan.origin_bytes
     entries = []
     with open_ledger(request.url, {}, Path.cwd()) as store:
         for item in properties:

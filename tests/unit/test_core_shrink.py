@@ -192,12 +192,14 @@ def test_a_holding_property_is_refused() -> None:
 
 
 def test_shrink_report_keys_and_stability() -> None:
-    report = shrink_report(wide_payload(random.Random(1), width=40), role_property, attempts=3)
+    payload = wide_payload(random.Random(1), width=40)
+    report = shrink_report(payload, role_property, attempts=3)
     doc = report.to_json()
     assert list(doc) == [
         "schema",
         "minimal",
         "minimal_digest",
+        "origin",
         "origin_digest",
         "shrink_path",
         "property_calls",
@@ -207,6 +209,9 @@ def test_shrink_report_keys_and_stability() -> None:
     ]
     assert (doc["attempts"], doc["identical_minima"], doc["stable"]) == (3, 3, True)
     assert report.summary().minimal_digest == doc["minimal_digest"]
+    # The wide payload travels with the report, so a freeze can keep its bytes too.
+    assert doc["origin"] == payload
+    assert digest(doc["origin"]) == doc["origin_digest"]
 
 
 def test_a_non_deterministic_property_gives_an_unstable_report() -> None:
