@@ -467,4 +467,27 @@ def test_without_json_a_table_names_property_labels_deltas_lane_and_code(tmp_pat
         STAMP, "assert_pass", "x2", "assert_pass", "x2", "clock", "{1}->{2}",
         "property_regression", "call_budget",
     ]  # fmt: skip
-    assert rest == [f"run folder: {tmp_path / 'run'}"]
+    ledger_line, folder_line = rest
+    assert folder_line == f"run folder: {tmp_path / 'run'}"
+    # Every decision lands in the embedded ledger by default (the tally reads them there).
+    assert ledger_line.startswith("ledger: ")
+    assert ledger_line.endswith(".replay/ledger.db")
+    from orchestrator.adapters.ledger import Ledger
+    from orchestrator.model import EventKind
+
+    with Ledger.open(f"sqlite:///{tmp_path / '.replay' / 'ledger.db'}") as store:
+        events = store.events(kinds=[EventKind.DECISION])
+    assert [(e.code, e.subject) for e in events] == [("call_budget", STAMP)]
+    assert events[0].detail["base_labels"] == ["assert_pass"] * 2
+
+
+def test_no_record_leaves_no_ledger(tmp_path, repo):
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--property", STAMP, "--replays", "1",
+        "--out", str(tmp_path / "run"), "--no-record",
+    )  # fmt: skip
+    assert result.code == 1, result.stderr
+    assert not (tmp_path / ".replay").exists()
+    assert "ledger:" not in result.stdout
