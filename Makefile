@@ -21,7 +21,7 @@ REPO ?=
 BASE ?= main
 PATCH ?= HEAD
 
-.PHONY: help venv engine image doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres doctor test lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -51,6 +51,11 @@ engine:
 image: engine
 	@scripts/build-images
 
+# The ledger tests start a throwaway PostgreSQL server: make sure its binaries exist.
+postgres:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+		|| scripts/apt-install postgresql-15 || scripts/apt-install postgresql
+
 doctor: venv engine image
 	$(BIN)/orchestrator doctor
 
@@ -59,7 +64,7 @@ lint: venv
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
-test: venv engine image
+test: venv engine image postgres
 	$(BIN)/python -m pytest
 
 replay: venv engine image
