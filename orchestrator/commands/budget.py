@@ -80,6 +80,7 @@ def budget(  # noqa: PLR0917 - one parameter per command-line option
     from orchestrator.adapters.git import resolve_rev
     from orchestrator.core.admission import AdmissionRequest, evaluate
     from orchestrator.core.digest import oracle_digest
+    from orchestrator.core.durations import parse_duration
     from orchestrator.core.timing import FreezeRequest
     from orchestrator.errors import ExitCode, InputError, VerdictError
     from orchestrator.files import dumps, read_json
@@ -88,7 +89,6 @@ def budget(  # noqa: PLR0917 - one parameter per command-line option
         BudgetSamples,
         Probe,
         budget_checks,
-        parse_duration,
         run_check,
     )
 

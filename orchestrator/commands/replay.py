@@ -132,12 +132,12 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
     """
     from orchestrator import log
     from orchestrator.adapters.engine import connect
+    from orchestrator.core.durations import parse_expiry
     from orchestrator.files import dumps
     from orchestrator.services.replay import (
         LedgerRequest,
         ReplayOptions,
         execute,
-        parse_expiry,
         plan_replay,
     )
 

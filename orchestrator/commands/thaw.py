@@ -56,10 +56,11 @@ def thaw(  # noqa: PLR0917 - one parameter per command-line option
     any freeze stays overdue, 0 otherwise, 3 when the engine or ledger is unavailable.
     """
     from orchestrator.adapters.git import resolve_rev
+    from orchestrator.core.durations import parse_duration
     from orchestrator.errors import ExitCode, VerdictError
     from orchestrator.files import dumps
     from orchestrator.services.ledger_jobs import open_ledger
-    from orchestrator.services.thaw import ThawOptions, parse_duration, run_thaw
+    from orchestrator.services.thaw import ThawOptions, run_thaw
 
     within = parse_duration(due_within, option="--due-within")
     repo = repo.resolve()

@@ -290,24 +290,6 @@ def probe_version() -> str:
     return str(PROBE_VERSION)
 
 
-def parse_expiry(text: str, now: datetime) -> datetime:
-    """``--expires``: an ISO-8601 instant (UTC when no zone is given) or ``<n>h`` / ``<n>d``
-    from ``now``. Pure."""
-    value = text.strip()
-    units = {"h": 3600, "d": 86400}
-    if value[-1:] in units and value[:-1].replace(".", "", 1).isdigit():
-        from datetime import timedelta
-
-        return now + timedelta(seconds=float(value[:-1]) * units[value[-1]])
-    try:
-        instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"--expires {text!r}: expected an ISO-8601 time or a duration like 72h or 3d"
-        ) from None
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
-
-
 # ---------------------------------------------------------------- imperative plan
 
 

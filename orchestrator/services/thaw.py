@@ -15,7 +15,6 @@ The verdicts (:func:`flake_thaw_verdict`, :func:`timing_thaw_verdict`) are pure.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import model
 from orchestrator.adapters.ledger import FreezeRow, Ledger
 from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary, thaw_allowed
-from orchestrator.errors import ImageNotFoundError, InputError
+from orchestrator.errors import ImageNotFoundError
 from orchestrator.log import get_logger
 
 if TYPE_CHECKING:
@@ -37,18 +36,6 @@ log = get_logger(__name__)
 THAW_SCHEMA = "thaw-report/1"
 BUDGET_SCHEMA = "budget-report/1"
 DEFAULT_THAW_REPLAYS = 5
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_duration(text: str, *, option: str) -> timedelta:
-    """``90s``, ``30m``, ``72h``, ``7d``, ``1w`` -> a timedelta; anything else is an InputError."""
-    match = _DURATION.match(text)
-    if not match:
-        raise InputError(f"{option}: not a duration like 30m, 72h or 7d: {text!r}")
-    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
-
-
 # --- pure verdicts ----------------------------------------------------------------------
 
 

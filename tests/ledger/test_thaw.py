@@ -23,8 +23,9 @@ from ledger_factories import (
 from orchestrator import cli, model
 from orchestrator.adapters.ledger import Ledger
 from orchestrator.core.digest import digest
+from orchestrator.core.durations import parse_duration
 from orchestrator.errors import InputError
-from orchestrator.services.thaw import flake_thaw_verdict, parse_duration, timing_thaw_verdict
+from orchestrator.services.thaw import flake_thaw_verdict, timing_thaw_verdict
 
 # --- pure verdicts ----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.git import property_files
+from orchestrator.core.durations import parse_expiry
 from orchestrator.errors import InputError
 from orchestrator.model import Decision, Lane, Replay
 from orchestrator.services import engine
@@ -321,10 +322,10 @@ def test_expiry_is_an_instant_or_a_duration_from_now(text, hours):
     from datetime import timedelta
 
     now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    assert service.parse_expiry(text, now) == now + timedelta(hours=hours)
+    assert parse_expiry(text, now) == now + timedelta(hours=hours)
 
 
 @pytest.mark.parametrize("text", ["", "soon", "h", "-3d", "2026-13-01"])
 def test_a_bad_expiry_is_bad_input(text):
     with pytest.raises(InputError, match="--expires"):
-        service.parse_expiry(text, datetime(2026, 1, 1, tzinfo=UTC))
+        parse_expiry(text, datetime(2026, 1, 1, tzinfo=UTC))
