@@ -20,7 +20,17 @@ from orchestrator.probe.replay import child_environment, encode_run, parse_args,
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def driver_command(out: Path, *pytest_args: str, replays: int = 1, timeout: float = 60) -> list:
+SPAWN_MODES = pytest.mark.parametrize("spawn", ["fork", "exec"])
+
+
+def driver_command(
+    out: Path,
+    *pytest_args: str,
+    replays: int = 1,
+    timeout: float = 60,
+    spawn: str = "fork",
+    seed: int = 5,
+) -> list:
     return [
         sys.executable,
         "-m",
@@ -32,7 +42,9 @@ def driver_command(out: Path, *pytest_args: str, replays: int = 1, timeout: floa
         "--out",
         str(out),
         "--seed",
-        "5",
+        str(seed),
+        "--spawn",
+        spawn,
         "--",
         "-p",
         "no:hypothesispytest",  # keeps each replay's start-up small
@@ -40,17 +52,21 @@ def driver_command(out: Path, *pytest_args: str, replays: int = 1, timeout: floa
     ]
 
 
-def driver_env() -> dict[str, str]:
+def driver_env(**extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("REPLAY_")}
+    env.pop("PYTHONHASHSEED", None)
     env["PYTHONPATH"] = PACKAGE_ROOT
+    env.update(extra)
     return env
 
 
-def run_driver(project: Path, out: Path, *pytest_args: str, **options: Any):
+def run_driver(
+    project: Path, out: Path, *pytest_args: str, env: dict[str, str] | None = None, **options: Any
+):
     return subprocess.run(
         driver_command(out, *pytest_args, **options),
         cwd=project,
-        env=driver_env(),
+        env=driver_env() if env is None else env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -67,7 +83,8 @@ def write(project: Path, name: str, source: str) -> None:
     (project / name).write_text(textwrap.dedent(source), encoding="utf-8")
 
 
-def test_replays_write_one_result_each_then_driver_json(tmp_path):
+@SPAWN_MODES
+def test_replays_write_one_result_each_then_driver_json(tmp_path, spawn):
     write(
         tmp_path,
         "test_mixed.py",
@@ -80,7 +97,7 @@ def test_replays_write_one_result_each_then_driver_json(tmp_path):
         """,
     )
     out = tmp_path / "out"
-    completed = run_driver(tmp_path, out, "test_mixed.py", replays=3)
+    completed = run_driver(tmp_path, out, "test_mixed.py", replays=3, spawn=spawn)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == [
         "replay 1/3 completed",
@@ -92,6 +109,7 @@ def test_replays_write_one_result_each_then_driver_json(tmp_path):
         run = load(out / f"replay-{k:03d}.json")
         assert run["schema"] == "replay-run/1"
         assert (run["replay"], run["status"], run["seed"]) == (k, "completed", 5)
+        assert run["spawn"] == spawn
         assert run["probe_version"] == PROBE_VERSION
         assert run["exit_code"] == 1  # pytest's "tests failed"
         assert run["wall_ms"] > 0
@@ -124,8 +142,23 @@ def test_replays_write_one_result_each_then_driver_json(tmp_path):
     ]
 
 
-def test_each_replay_is_a_fresh_interpreter(tmp_path):
-    # Module state that survived from one replay to the next would flip this test.
+@SPAWN_MODES
+def test_each_replay_is_a_fresh_process_that_imports_the_project_afresh(tmp_path, spawn):
+    # State that survived from one replay to the next would flip these tests: the
+    # project's own module already imported, a mark on sys or on pytest itself, a
+    # pytest-level setting changed by the previous session's conftest.
+    write(tmp_path, "helper_module.py", "LOADED_BY = []\n")
+    write(
+        tmp_path,
+        "conftest.py",
+        """
+        import pytest
+
+        def pytest_configure(config):
+            assert not hasattr(pytest, "_replay_leak"), "pytest mutated by an earlier replay"
+            pytest._replay_leak = True
+        """,
+    )
     write(
         tmp_path,
         "test_state.py",
@@ -133,18 +166,115 @@ def test_each_replay_is_a_fresh_interpreter(tmp_path):
         import os, sys
 
         def test_first_in_this_process():
+            assert "helper_module" not in sys.modules
+            import helper_module
+            assert helper_module.LOADED_BY == []
+            helper_module.LOADED_BY.append(os.getpid())
             assert not hasattr(sys, "_replay_marker")
             sys._replay_marker = os.getpid()
         """,
     )
     out = tmp_path / "out"
-    run_driver(tmp_path, out, "test_state.py", replays=2)
-    for k in (1, 2):
-        (entry,) = load(out / f"replay-{k:03d}.json")["result"]["tests"]
+    completed = run_driver(tmp_path, out, "test_state.py", replays=3, spawn=spawn)
+    assert completed.returncode == 0, completed.stderr
+    for k in (1, 2, 3):
+        run = load(out / f"replay-{k:03d}.json")
+        assert run["exit_code"] == 0, (out / f"replay-{k:03d}.log").read_text()
+        (entry,) = run["result"]["tests"]
         assert entry["label"] == "assert_pass"
+    # Nothing of the project is ever imported by the driver itself.
+    assert "helper_module" not in completed.stdout + completed.stderr
 
 
-def test_hanging_replay_is_killed_with_its_process_group_and_recorded_as_timeout(tmp_path):
+HASH_TEST = """
+    import os
+
+    def test_hash():
+        with open(os.environ["HASH_OUT"] + "-" + str(os.getpid()), "w") as handle:
+            handle.write(str(hash("replay-probe")))
+"""
+
+
+def _expected_hash(seed: int) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", "print(hash('replay-probe'))"],
+        env={**os.environ, "PYTHONHASHSEED": str(seed % 2**32)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout)
+
+
+@SPAWN_MODES
+@pytest.mark.parametrize("driver_hash_seed", [None, "0", "4242"])
+def test_every_replay_hashes_with_the_seed_whatever_the_driver_started_with(
+    tmp_path, spawn, driver_hash_seed
+):
+    write(tmp_path, "test_hash.py", HASH_TEST)
+    extra = {"HASH_OUT": str(tmp_path / "hash")}
+    if driver_hash_seed is not None:
+        extra["PYTHONHASHSEED"] = driver_hash_seed
+    out = tmp_path / "out"
+    completed = run_driver(
+        tmp_path, out, "test_hash.py", replays=2, seed=7, spawn=spawn, env=driver_env(**extra)
+    )
+    assert completed.returncode == 0, completed.stderr
+    written = sorted(tmp_path.glob("hash-*"))
+    assert len(written) == 2  # one per replay, each from its own process
+    assert {int(path.read_text()) for path in written} == {_expected_hash(7)}
+    assert _expected_hash(7) != _expected_hash(8)  # the check can tell seeds apart
+
+
+def test_counts_start_at_zero_in_every_forked_replay(tmp_path):
+    # The driver imported the probe (audit hook, sleep wrapper) before forking: each
+    # replay must count only its own calls, once each, from zero.
+    data = tmp_path / "data.txt"
+    data.write_text("x")
+    write(
+        tmp_path,
+        "test_counts.py",
+        f"""
+        import time
+
+        def test_effects():
+            for _ in range(3):
+                with open({str(data)!r}) as handle:
+                    handle.read()
+            time.sleep(0)
+        """,
+    )
+    out = tmp_path / "out"
+    completed = run_driver(tmp_path, out, "test_counts.py", replays=3)
+    assert completed.returncode == 0, completed.stderr
+    for k in (1, 2, 3):
+        (entry,) = load(out / f"replay-{k:03d}.json")["result"]["tests"]
+        assert (entry["calls"]["open"], entry["calls"]["sleep"]) == (3, 1)
+        assert entry["calls"]["subprocess"] == 0  # the driver's own fork is not counted
+
+
+def test_a_forked_replay_never_returns_into_the_driver(tmp_path):
+    # A test that raises SystemExit from an atexit hook, or otherwise unwinds, must end
+    # its own process: the driver writes each run file once and prints one line each.
+    write(
+        tmp_path,
+        "test_exit.py",
+        """
+        import atexit, sys
+
+        def test_registers_an_exit():
+            atexit.register(sys.exit, 3)
+        """,
+    )
+    out = tmp_path / "out"
+    completed = run_driver(tmp_path, out, "test_exit.py", replays=2)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["replay 1/2 completed", "replay 2/2 completed"]
+    assert load(out / "driver.json")["finished"] is True
+
+
+@SPAWN_MODES
+def test_hanging_replay_is_killed_with_its_process_group_and_recorded_as_timeout(tmp_path, spawn):
     pid_file = tmp_path / "background.pid"
     write(
         tmp_path,
@@ -161,7 +291,7 @@ def test_hanging_replay_is_killed_with_its_process_group_and_recorded_as_timeout
     )
     out = tmp_path / "out"
     started = time.monotonic()
-    completed = run_driver(tmp_path, out, "test_hang.py", replays=2, timeout=2)
+    completed = run_driver(tmp_path, out, "test_hang.py", replays=2, timeout=2, spawn=spawn)
     elapsed = time.monotonic() - started
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines() == ["replay 1/2 timeout", "replay 2/2 timeout"]
@@ -185,17 +315,19 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-def test_pytest_exiting_before_the_session_is_no_result(tmp_path):
+@SPAWN_MODES
+def test_pytest_exiting_before_the_session_is_no_result(tmp_path, spawn):
     write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
     out = tmp_path / "out"
-    completed = run_driver(tmp_path, out, "--no-such-option", "test_ok.py")
+    completed = run_driver(tmp_path, out, "--no-such-option", "test_ok.py", spawn=spawn)
     assert completed.stdout.splitlines() == ["replay 1/1 no_result"]
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"]) == ("no_result", None)
     assert run["exit_code"] == pytest.ExitCode.USAGE_ERROR
 
 
-def test_a_garbled_result_is_corrupt_result(tmp_path):
+@SPAWN_MODES
+def test_a_garbled_result_is_corrupt_result(tmp_path, spawn):
     # A conftest that clobbers the result after the probe wrote it.
     write(
         tmp_path,
@@ -210,7 +342,7 @@ def test_a_garbled_result_is_corrupt_result(tmp_path):
     )
     write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
     out = tmp_path / "out"
-    completed = run_driver(tmp_path, out, "test_ok.py")
+    completed = run_driver(tmp_path, out, "test_ok.py", spawn=spawn)
     assert completed.stdout.splitlines() == ["replay 1/1 corrupt_result"]
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"], run["exit_code"]) == ("corrupt_result", None, 0)
@@ -226,7 +358,8 @@ def test_unknown_node_id_is_completed_with_a_not_found_entry(tmp_path):
     assert (entry["nodeid"], entry["reason"]) == ("test_ok.py::test_absent", "not_found")
 
 
-def test_sigterm_kills_the_running_replay_and_exits(tmp_path):
+@SPAWN_MODES
+def test_sigterm_kills_the_running_replay_and_exits(tmp_path, spawn):
     marker = tmp_path / "running"
     write(
         tmp_path,
@@ -242,7 +375,7 @@ def test_sigterm_kills_the_running_replay_and_exits(tmp_path):
     )
     out = tmp_path / "out"
     driver = subprocess.Popen(
-        driver_command(out, "test_wait.py", replays=3, timeout=300),
+        driver_command(out, "test_wait.py", replays=3, timeout=300, spawn=spawn),
         cwd=tmp_path,
         env=driver_env(),
         stdout=subprocess.PIPE,
