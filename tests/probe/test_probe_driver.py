@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator.probe import PROBE_VERSION
-from orchestrator.probe.replay import child_environment, encode_run, parse_args, read_result
+from orchestrator.probe.driver import child_environment, encode_run, parse_args, read_result
+from orchestrator.probe.replay import wanted_hash_seed
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -461,3 +462,19 @@ def test_encoded_run_is_the_run_with_the_result_spliced_in(result):
     decoded = json.loads(encode_run(run, result).decode("utf-8"))
     expected_result = None if result is None else json.loads(result)
     assert decoded == {**run, "result": expected_result}
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "wanted"),
+    [
+        (["--replays", "1", "--seed", "7"], {}, "7"),
+        (["--seed=-3"], {}, str(-3 % 2**32)),
+        ([], {"REPLAY_SEED": "12"}, "12"),
+        ([], {}, "0"),
+        (["--seed", "7", "--spawn", "exec"], {}, None),  # exec: each replay sets its own
+        (["--seed", "x"], {}, None),  # the driver's parser reports this one
+        (["--", "--seed", "9"], {}, "0"),  # pytest's arguments are not the driver's
+    ],
+)
+def test_the_entry_module_pins_the_hash_seed_fork_mode_needs(argv, environ, wanted):
+    assert wanted_hash_seed(argv, environ) == wanted
