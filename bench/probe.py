@@ -3,8 +3,9 @@
 Two generated suites, each run in a fresh `python -m pytest` process with and without
 `-p orchestrator.probe.plugin`: 2,000 trivial tests, and 200 tests that each open 50
 files. Runs alternate (without, with, ...) and the median of 5 is reported, with the
-ratio with/without. A third row times the replay driver (one replay) against the
-plain probed pytest run it wraps. Goal: the probe adds under 5%.
+ratio with/without. Two more rows time the replay driver (one replay, forked from a
+driver that imported pytest, and one new interpreter per replay) against the plain
+probed pytest run it wraps. Goal: the probe adds under 5%.
 
     .venv/bin/python bench/probe.py [--runs 5] [--python /usr/bin/python3]
 
@@ -172,9 +173,13 @@ def main() -> int:
             "600",
             "--out",
             str(work / "driver-out"),
+            "--spawn",
+            "fork",
             "--",
             *PYTEST_OPTIONS,
         ]
+        exec_driver_cmd = [*driver_cmd]
+        exec_driver_cmd[exec_driver_cmd.index("fork")] = "exec"
         rows = [
             compare(
                 "2,000 trivial tests",
@@ -193,9 +198,17 @@ def main() -> int:
                 runs=options.runs,
             ),
             compare(
-                "driver, 1 replay (vs probed pytest)",
+                "driver --spawn fork, 1 replay (vs probed pytest)",
                 probe_cmd,
                 driver_cmd,
+                cwd=work / "trivial",
+                env=env,
+                runs=options.runs,
+            ),
+            compare(
+                "driver --spawn exec, 1 replay (vs probed pytest)",
+                probe_cmd,
+                exec_driver_cmd,
                 cwd=work / "trivial",
                 env=env,
                 runs=options.runs,

@@ -10,10 +10,13 @@ image ID:
     (2 x N container starts);
 (b) floor: a shell script that starts one `docker run` per side, both at once, each
     looping N bare `pytest` invocations;
-(c) `orchestrator replay` (source export, probe, evidence and decision included).
+(c) `orchestrator replay` (source export, probe, evidence, decision and the ledger
+    record, which is on by default, included);
+(c2) the same with `--no-record`, to show the ledger's share (not part of the goals).
 
-All three run the same property with the same probe plugin and fixture. Prints the
-median wall time of each over the rounds and the ratios (a)/(c) and (c)/(b);
+All of them run the same property with the same probe plugin and fixture. Prints the
+median wall time of each over the rounds and the ratios (a)/(c) and (c)/(b) (and the
+same for (c2));
 --markdown prints the table for bench/README.md.
 """
 
@@ -120,7 +123,14 @@ def floor_script(image: str, trees: dict[str, Path], fixture: Path, replays: int
 
 
 def orchestrator_command(
-    image: str, repo: Path, base: str, patch: str, fixture: Path, replays: int, out: Path
+    image: str,
+    repo: Path,
+    base: str,
+    patch: str,
+    fixture: Path,
+    replays: int,
+    out: Path,
+    *extra: str,
 ) -> list[str]:
     cli = ROOT / ".venv" / "bin" / "orchestrator"
     return [
@@ -145,12 +155,13 @@ def orchestrator_command(
         "--out",
         str(out),
         "--json",
+        *extra,
     ]
 
 
-def timed(command: list[str], *, expect: tuple[int, ...] = (0,)) -> float:
+def timed(command: list[str], *, expect: tuple[int, ...] = (0,), cwd: Path | None = None) -> float:
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd)
     elapsed = time.perf_counter() - started
     if done.returncode not in expect:
         tail = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]
@@ -178,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         fixture = repo.fixture
         naive = ["bash", "-c", naive_script(image, trees, fixture, args.replays)]
         floor = ["bash", "-c", floor_script(image, trees, fixture, args.replays)]
-        samples: dict[str, list[float]] = {"a": [], "b": [], "c": []}
+        samples: dict[str, list[float]] = {"a": [], "b": [], "c": [], "c2": []}
         # One warm-up of each, not counted (page cache, first container start).
         timed(naive)
         timed(floor)
@@ -190,15 +201,25 @@ def main(argv: list[str] | None = None) -> int:
                     image, repo.path, repo.base, patch, fixture, args.replays, out
                 ),
                 expect=(1,),
+                cwd=workdir,  # the default ledger, .replay/ledger.db, goes there
+            )
+            out_c2 = out.with_name(f"{round_no}-c2")
+            seconds_c2 = timed(
+                orchestrator_command(
+                    image, repo.path, repo.base, patch, fixture, args.replays, out_c2, "--no-record"
+                ),
+                expect=(1,),
+                cwd=workdir,
             )
             if round_no == 0:
                 continue  # warm-up
             samples["c"].append(seconds_c)
+            samples["c2"].append(seconds_c2)
             samples["a"].append(timed(naive))
             samples["b"].append(timed(floor))
             print(
                 f"round {round_no}: a {samples['a'][-1]:.2f} s  b {samples['b'][-1]:.2f} s  "
-                f"c {seconds_c:.2f} s",
+                f"c {seconds_c:.2f} s  c2 {seconds_c2:.2f} s",
                 file=sys.stderr,
             )
     finally:
@@ -209,9 +230,14 @@ def main(argv: list[str] | None = None) -> int:
         ("(a) naive: docker run per replay, sequential", median["a"], samples["a"]),
         ("(b) floor: one docker run per side, both at once", median["b"], samples["b"]),
         ("(c) orchestrator replay", median["c"], samples["c"]),
+        ("(c2) orchestrator replay --no-record", median["c2"], samples["c2"]),
     ]
     speedup = median["a"] / median["c"]
     overhead = median["c"] / median["b"]
+    no_record = (
+        f"without the ledger record: (a)/(c2) = {median['a'] / median['c2']:.2f}x, "
+        f"(c2)/(b) = {median['c2'] / median['b']:.2f}x"
+    )
     cpus = os.cpu_count()
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     conditions = (
@@ -224,12 +250,14 @@ def main(argv: list[str] | None = None) -> int:
         for name, value, values in rows:
             print(f"| {name} | {value:.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
         print(f"\n(a)/(c) = {speedup:.2f}x (goal >= 3)  ")
-        print(f"(c)/(b) = {overhead:.2f}x (goal <= 1.25)")
+        print(f"(c)/(b) = {overhead:.2f}x (goal <= 1.25)  ")
+        print(no_record)
     else:
         print(conditions)
         for name, value, _ in rows:
             print(f"{name:52s} {value:6.2f} s")
         print(f"(a)/(c) = {speedup:.2f}x (goal >= 3); (c)/(b) = {overhead:.2f}x (goal <= 1.25)")
+        print(no_record)
     return 0
 
 
