@@ -4,7 +4,9 @@ Used by ``replay``, ``thaw``, ``budget`` and ``accept``. Each side's revision is
 exported into its own temporary folder, mounted read-only into a container made
 from the pinned image ID; the container runs the probe's driver
 (``python3 -m orchestrator.probe.replay``), N fresh replays per container start
-(``isolation="side"``) or one container per replay (``isolation="container"``).
+(``isolation="side"``; each replay a process forked from a driver that imported
+pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
+(``isolation="container"``).
 Labels come from the result files and the engine's facts
 (:mod:`orchestrator.adapters.results`). Containers and folders are always
 removed, also on a second Ctrl-C.
