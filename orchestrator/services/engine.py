@@ -167,8 +167,11 @@ class _DeferredSignals:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self) -> None:
+    def __init__(self, *, interrupted: bool = False) -> None:
         self.hits = 0
+        # An interrupted run ends in Interrupted (exit 130) right after this cleanup: a
+        # further Ctrl-C or SIGTERM would only turn that exit into death by signal.
+        self.interrupted = interrupted
         self._previous: dict[int, Any] = {}
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
@@ -182,8 +185,9 @@ class _DeferredSignals:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        leaving = self.interrupted or self.hits > 0
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            signal.signal(signum, signal.SIG_IGN if leaving else previous)
 
 
 @contextlib.contextmanager
@@ -430,7 +434,8 @@ def replay_sides(
     any replay reported is a property. ``keep_raw`` keeps a copy of each side's
     raw ``replay-<k>.json`` files under ``keep_raw/<side>/``. Containers and
     exported sources are always removed; a Ctrl-C raises :class:`Interrupted`
-    after cleanup (a second Ctrl-C during cleanup is deferred).
+    after cleanup (a second Ctrl-C during cleanup is deferred, and from then on SIGINT
+    and SIGTERM are ignored: the caller is on its way out).
     """
     from orchestrator.adapters import docker as docker_adapter
 
@@ -476,7 +481,7 @@ def replay_sides(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        with _DeferredSignals() as deferred:
+        with _DeferredSignals(interrupted=interrupted) as deferred:
             if not all(event.is_set() for event in started):
                 run.cancelled.set()
                 run.live.kill_all()
