@@ -64,19 +64,9 @@ from orchestrator.errors import LedgerError
 SCHEMA_VERSION = 4
 DEFAULT_FLAKE_MAX_AGE = timedelta(days=7)
 DEFAULT_TIMING_MAX_AGE = timedelta(hours=72)
-ENV_VAR = "ORCHESTRATOR_LEDGER"
 # A claim older than this belongs to a thaw job that died; another job may take the row.
 CLAIM_TTL = timedelta(hours=6)
 _PG_MIGRATION_LOCK = 0x6C656467  # "ledg": serialises schema migrations across processes
-
-
-def ledger_url(option: str | None, env: Mapping[str, str], root: Path) -> str:
-    """``--ledger``, then ``$ORCHESTRATOR_LEDGER``, then ``sqlite:///<root>/.replay/ledger.db``."""
-    if option:
-        return option
-    if env.get(ENV_VAR):
-        return env[ENV_VAR]
-    return f"sqlite:///{(root / '.replay' / 'ledger.db').resolve()}"
 
 
 def display_url(url: str) -> str:

@@ -66,7 +66,7 @@ def accept(
     no_assertion, no_call_under_test, fails_unmutated, mutant_survived), 3 infra
     (a timeout or harness error: never an acceptance), 2 bad input.
     """
-    from orchestrator.adapters.ledger import ledger_url
+    from orchestrator.adapters.ledger_location import ledger_url
     from orchestrator.files import dumps
     from orchestrator.services.accept import AcceptOptions
     from orchestrator.services.accept import accept as run_accept

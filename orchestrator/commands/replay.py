@@ -169,7 +169,7 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         raise InputError("--freeze writes to the ledger: it cannot go with --no-record")
     ledger_request = None
     if record:
-        from orchestrator.adapters.ledger import ledger_url
+        from orchestrator.adapters.ledger_location import ledger_url
 
         ledger_request = LedgerRequest(
             url=ledger_url(ledger, os.environ, Path.cwd()),

@@ -53,7 +53,7 @@ def tally(
     matched while a call count moved (`call_budget` with every replay passing on both
     sides); (4) freezes still live after their expiry. An empty ledger prints zeros.
     """
-    from orchestrator.adapters.ledger import ledger_url
+    from orchestrator.adapters.ledger_location import ledger_url
     from orchestrator.core.tally import to_markdown, to_text
     from orchestrator.errors import InputError
     from orchestrator.files import dumps

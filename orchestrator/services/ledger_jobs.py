@@ -22,8 +22,8 @@ from orchestrator.adapters.ledger import (
     InfraEntry,
     Ledger,
     WriteOutcome,
-    ledger_url,
 )
+from orchestrator.adapters.ledger_location import ledger_url
 
 EXPORT_SCHEMA = "freeze-export/1"
 OPENED = "timing_debt_opened"
