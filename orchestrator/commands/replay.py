@@ -14,8 +14,9 @@ import click
 import typer
 
 ISOLATION_HELP = (
-    "side: one container per side runs the N replays (fresh pytest process each); "
-    "container: one container per replay (slower, stronger isolation)."
+    "side: one container per side runs the N replays, each a fresh pytest process "
+    "forked from a driver that imported pytest once (none of the project's modules); "
+    "container: one container per replay (slower; nothing shared, not even /tmp)."
 )
 
 
