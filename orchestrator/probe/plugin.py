@@ -19,6 +19,7 @@ import random
 import re
 import sys
 from collections.abc import Generator
+from json.encoder import encode_basestring
 from pathlib import Path
 from time import perf_counter
 from types import TracebackType
@@ -27,7 +28,7 @@ from typing import Any, Final
 import pytest
 
 from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
-from orchestrator.probe.atomic import write_json_atomic
+from orchestrator.probe.atomic import write_bytes_atomic
 from orchestrator.probe.deps import Deps
 from orchestrator.probe.meter import METER, STABLE_DEPENDENCIES, install
 
@@ -42,6 +43,14 @@ MESSAGE_LIMIT: Final = 4000
 ASSERT_PASS: Final = "assert_pass"
 ASSERT_FAIL: Final = "assert_fail"
 HARNESS_ERROR: Final = "harness_error"
+
+# Each entry is encoded when its test finishes: a finished test then holds one string
+# (which the garbage collector never scans) instead of nested dicts, and the document
+# is spliced together at the end. Same settings as the whole-document encoding used
+# before, so the bytes are identical.
+_encode_entry = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_STABLE_ZERO: Final = dict.fromkeys(STABLE_DEPENDENCIES, 0)
+_STABLE_ZERO_JSON: Final = _encode_entry(_STABLE_ZERO)
 
 _NOT_FOUND_LINE = re.compile(r"(?:not found|found no collectors for):?\s+(?P<arg>\S.*)$")
 
@@ -83,10 +92,33 @@ class _TestRecord:
 
     def final_calls(self) -> dict[str, int]:
         # Meter.start already put every stable name into the counts of a test that ran.
-        calls = dict.fromkeys(STABLE_DEPENDENCIES, 0) if self.calls is None else self.calls
+        calls = _STABLE_ZERO.copy() if self.calls is None else self.calls
         for name in self.declared:
             calls.setdefault(name, 0)
         return calls
+
+    def encoded(self) -> str | None:
+        """The entry as JSON (None when skipped or xfailed), the pass path without a dict.
+
+        The fast path writes exactly what `_encode_entry(self.entry())` would: keys in
+        sorted order, floats by `repr`, strings by json's own escaping.
+        """
+        if (
+            self.call == "passed"
+            and self.setup != "failed"
+            and self.skip_reason is None
+            and not self.network
+            and self.teardown != "failed"
+        ):
+            calls = self.final_calls()
+            calls_json = _STABLE_ZERO_JSON if calls == _STABLE_ZERO else _encode_entry(calls)
+            return (
+                f'{{"assertion_id":null,"calls":{calls_json},'
+                f'"duration_ms":{round(self.duration_ms, 3)!r},"label":"{ASSERT_PASS}",'
+                f'"message":null,"nodeid":{encode_basestring(self.nodeid)},"reason":null}}'
+            )
+        entry = self.entry()
+        return None if entry is None else _encode_entry(entry)
 
     def entry(self) -> dict[str, Any] | None:
         """The result entry, or None when the test was skipped or xfailed."""
@@ -125,16 +157,18 @@ class _TestRecord:
         }
 
 
-def _harness_entry(nodeid: str, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "nodeid": nodeid,
-        "label": HARNESS_ERROR,
-        "reason": reason,
-        "assertion_id": None,
-        "message": message[:MESSAGE_LIMIT],
-        "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
-        "duration_ms": 0.0,
-    }
+def _harness_entry(nodeid: str, reason: str, message: str) -> str:
+    return _encode_entry(
+        {
+            "nodeid": nodeid,
+            "label": HARNESS_ERROR,
+            "reason": reason,
+            "assertion_id": None,
+            "message": message[:MESSAGE_LIMIT],
+            "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
+            "duration_ms": 0.0,
+        }
+    )
 
 
 def _message(value: BaseException) -> str:
@@ -152,9 +186,17 @@ def read_seed(environ: dict[str, str] | os._Environ[str]) -> int:
         raise pytest.UsageError(f"{SEED_ENV} must be an integer, got {raw!r}") from None
 
 
-def seed_generators(seed: int) -> None:
-    """Seed `random`, and numpy's global generator when numpy is already imported."""
-    random.seed(seed)
+def seed_generators(seed: int, random_state: tuple[Any, ...] | None = None) -> None:
+    """Seed `random`, and numpy's global generator when numpy is already imported.
+
+    `random_state`, when given, is `random.getstate()` taken right after
+    `random.seed(seed)`: restoring it gives the same draws and skips re-running
+    Mersenne Twister's key schedule for every test.
+    """
+    if random_state is None:
+        random.seed(seed)
+    else:
+        random.setstate(random_state)
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         # A numpy stub or a partial import must not break the run.
@@ -189,12 +231,13 @@ class ProbeSession:
         self.seed = read_seed(os.environ)
         self.records: dict[str, _TestRecord] = {}
         self.current: _TestRecord | None = None
-        self.tests: list[dict[str, Any]] = []
+        self.tests: list[str] = []  # encoded entries (see _encode_entry)
         self.skipped: list[dict[str, Any]] = []
         self.written = False
         self._same_file = _SameFile()
         self._fixture_bytes: bytes | None = None
         seed_generators(self.seed)
+        self._random_state = random.getstate()
 
     # -- collection ---------------------------------------------------------------
 
@@ -241,7 +284,7 @@ class ProbeSession:
         self.records[nodeid] = record
         self.current = record
         # Every test starts from the same random state, whatever ran before it.
-        seed_generators(self.seed)
+        seed_generators(self.seed, self._random_state)
 
     @pytest.hookimpl(hookwrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
@@ -259,8 +302,10 @@ class ProbeSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         excinfo = call.excinfo
+        if excinfo is None:  # the pass path: nothing to record
+            return
         record = self.records.get(item.nodeid)
-        if excinfo is None or record is None:
+        if record is None:
             return
         value = excinfo.value
         assertion_id = self._assertion_id(item, value, excinfo.tb)
@@ -316,11 +361,11 @@ class ProbeSession:
             self._finish(record)
 
     def _finish(self, record: _TestRecord) -> None:
-        entry = record.entry()
-        if entry is None:
+        encoded = record.encoded()
+        if encoded is None:
             self.skipped.append({"nodeid": record.nodeid, "reason": record.skip_reason})
         else:
-            self.tests.append(entry)
+            self.tests.append(encoded)
         self.records.pop(record.nodeid, None)
         if self.current is record:
             self.current = None
@@ -347,10 +392,13 @@ class ProbeSession:
             "seed": self.seed,
             "fixture": self.fixture_path,
             "exit_status": exit_status,
-            "tests": self.tests,
             "skipped": self.skipped,
         }
-        write_json_atomic(self.result_path, document)
+        # "tests" sorts after every other key, so appending it to the encoded rest gives
+        # the bytes `json.dumps(..., sort_keys=True)` of the whole document would.
+        head = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = f'{head[:-1]},"tests":[{",".join(self.tests)}]}}'
+        write_bytes_atomic(self.result_path, text.encode("utf-8"))
 
     # -- fixture support ---------------------------------------------------------------
 
