@@ -16,10 +16,11 @@ ifneq ($(strip $(ORCHESTRATOR_DOCKERD_ROOT)),)
 export DOCKER_HOST ?= unix://$(abspath $(ORCHESTRATOR_DOCKERD_ROOT))/docker.sock
 endif
 
-# make replay REPO=path/to/repo [BASE=main] [PATCH=HEAD]
+# make replay REPO=path/to/repo [BASE=main] [PATCH=HEAD] [ARGS="--fixture f.json --replays 9"]
 REPO ?=
 BASE ?= main
 PATCH ?= HEAD
+ARGS ?=
 
 .PHONY: help venv engine image postgres doctor test lint replay stop-engine
 
@@ -71,7 +72,7 @@ replay: venv engine image
 ifeq ($(strip $(REPO)),)
 	ORCHESTRATOR=$(BIN)/orchestrator RUNNER_IMAGE=$(RUNNER_IMAGE) scripts/replay-example
 else
-	$(BIN)/orchestrator replay --repo $(REPO) --base $(BASE) --patch $(PATCH) --image $(RUNNER_IMAGE)
+	$(BIN)/orchestrator replay --repo $(REPO) --base $(BASE) --patch $(PATCH) --image $(RUNNER_IMAGE) $(ARGS)
 endif
 
 stop-engine:
