@@ -5,41 +5,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
+from seed004 import admission_request
 
 from orchestrator import cli, model
 from orchestrator.adapters.ledger import Ledger
-from orchestrator.core.digest import oracle_digest
-
-PAYLOAD = {"status": 200, "schema_version": 3, "body_sha256": "abc123", "request_id": "v"}
-ORACLE_KEYS = ["status", "schema_version", "body_sha256"]
-
-
-def request(**changes: Any) -> dict[str, Any]:
-    """Seed 004's case D: wide spread over budget, everything else green."""
-    doc: dict[str, Any] = {
-        "schema": "timing-admission-request/1",
-        "test_name": "list_latency",
-        "owner": "suite-owner",
-        "opened_at": "2026-09-24T11:00:00Z",
-        "max_age_hours": 24,
-        "samples": [840, 700, 1000, 820, 900],
-        "budget_ms": 400,
-        "checks": [
-            {"name": "status_in_set", "passed": True, "kind": "property"},
-            {"name": "known_bad_rejected", "passed": True, "kind": "property"},
-            {"name": "oracle_digest", "passed": True, "kind": "fixture"},
-            {"name": "list_latency", "passed": False, "kind": "timing"},
-        ],
-        "payload": PAYLOAD,
-        "oracle_keys": ORACLE_KEYS,
-        "locked_oracle_digest": oracle_digest(PAYLOAD, ORACLE_KEYS),
-        "now": "2026-09-24T12:00:00Z",
-    }
-    doc.update(changes)
-    return doc
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -53,7 +24,7 @@ def test_opened_timing_debt_is_recorded_with_the_owner_given(
     capsys: pytest.CaptureFixture[str], ledger_url: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "request.json"
-    path.write_text(json.dumps(request()))
+    path.write_text(json.dumps(admission_request()))
     code, out, err = run(
         capsys, "admit", str(path), "--record", "--owner", "lat-owner", "--ledger", ledger_url
     )
@@ -73,7 +44,7 @@ def test_opened_timing_debt_is_recorded_with_the_owner_given(
 def test_a_refused_admission_is_recorded_as_its_code_and_writes_no_freeze(
     capsys: pytest.CaptureFixture[str], ledger_url: str, tmp_path: Path
 ) -> None:
-    case_a = request()
+    case_a = admission_request()
     case_a["checks"][1]["passed"] = False  # seed 004 case A: a red property
     path = tmp_path / "request.json"
     path.write_text(json.dumps(case_a))
@@ -91,6 +62,6 @@ def test_without_record_nothing_touches_the_ledger(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ORCHESTRATOR_LEDGER", raising=False)
     path = tmp_path / "request.json"
-    path.write_text(json.dumps(request()))
+    path.write_text(json.dumps(admission_request()))
     assert run(capsys, "admit", str(path))[0] == 0
     assert not (tmp_path / ".replay").exists()

@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from seed004 import ORACLE_KEYS, PAYLOAD, admission_request
 from unit_factories import evidence_doc
 
 from orchestrator.cli import main
 from orchestrator.core.digest import digest, oracle_digest
-
-ORACLE_KEYS = ["status", "schema_version", "body_sha256"]
-PAYLOAD = {"status": 200, "schema_version": 3, "body_sha256": "abc123", "request_id": "v"}
 
 
 class Run:
@@ -233,30 +231,6 @@ def test_shrink_refuses_a_fixture_the_property_does_not_fail(
 
 
 # --- admit ------------------------------------------------------------------------------
-
-
-def admission_request(**overrides: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "schema": "timing-admission-request/1",
-        "test_name": "list_latency",
-        "owner": "suite-owner",
-        "opened_at": "2026-09-24T11:00:00Z",
-        "max_age_hours": 24,
-        "samples": [840, 700, 1000, 820, 900],
-        "budget_ms": 400,
-        "checks": [
-            {"name": "status_in_set", "passed": True, "kind": "property"},
-            {"name": "known_bad_rejected", "passed": True, "kind": "property"},
-            {"name": "oracle_digest", "passed": True, "kind": "fixture"},
-            {"name": "list_latency", "passed": False, "kind": "timing"},
-        ],
-        "payload": PAYLOAD,
-        "oracle_keys": ORACLE_KEYS,
-        "locked_oracle_digest": oracle_digest(PAYLOAD, ORACLE_KEYS),
-        "now": "2026-09-24T12:00:00Z",
-    }
-    doc.update(overrides)
-    return doc
 
 
 def test_admit_case_d_opens_timing_debt(cli: Any, tmp_path: Path) -> None:
