@@ -535,3 +535,25 @@ def test_a_side_the_tool_itself_breaks_is_internal_error_not_docker_api(
     run_id = json.loads((out / "run-log.json").read_text())["run_id"]
     assert_nothing_left(docker_client, result, run_id)
 
+
+def test_git_failing_on_a_good_revision_is_exit_3_not_bad_input(tmp_path, docker_client):
+    path = init(tmp_path / "corrupt")
+    sha = commit(path, {"tests/test_a.py": "def test_a():\n    assert True\n"}, "c")
+    blob = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", f"{sha}:tests/test_a.py"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (path / ".git" / "objects" / blob[:2] / blob[2:]).write_bytes(b"corrupt")
+    out = tmp_path / "run"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(path), "--base", sha, "--patch", sha,
+        "--image", "orchestrator-runner:latest", "--replays", "1", "--out", str(out),
+    )  # fmt: skip
+    assert result.code == 3, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("orchestrator:")]
+    assert len(errors) == 1, result.stderr
+    assert "git checkout-index failed" in errors[0]
+    assert "Traceback" not in result.stderr
+    run_id = json.loads((out / "run-log.json").read_text())["run_id"]
+    assert_nothing_left(docker_client, result, run_id)
