@@ -128,6 +128,12 @@ class Interrupted(OrchestratorError):
     exit_code = ExitCode.INTERRUPTED
 
 
+def one_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
 def exit_code_for(error: BaseException) -> ExitCode:
     """The one mapping from an exception to a process exit status."""
     if isinstance(error, OrchestratorError):

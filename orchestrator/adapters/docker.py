@@ -57,6 +57,7 @@ from orchestrator.errors import (
     EngineReason,
     EngineUnavailableError,
     ImageNotFoundError,
+    one_line,
 )
 from orchestrator.log import get_logger
 
@@ -92,11 +93,6 @@ log = get_logger(__name__)
 # ---------------------------------------------------------------- errors
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
-
-
 def _unreachable_reason(error: BaseException) -> str:
     """A short cause for an engine that does not answer (requests' messages are long)."""
     text = str(error)
@@ -109,7 +105,7 @@ def _unreachable_reason(error: BaseException) -> str:
     ):
         if needle in text:
             return reason
-    line = _one_line(error)
+    line = one_line(error)
     return line if len(line) <= 160 else line[:157] + "..."
 
 
@@ -126,7 +122,7 @@ def _translated(client: docker.DockerClient) -> Iterator[None]:
     try:
         yield
     except _FAILURES as error:
-        raise EngineError(_failure_reason(client, error), _one_line(error)) from error
+        raise EngineError(_failure_reason(client, error), one_line(error)) from error
 
 
 def _transient(error: BaseException) -> bool:
@@ -220,7 +216,7 @@ def resolve_image(client: docker.DockerClient, ref: str) -> ImagePin:
         ) from None
     except _FAILURES as error:
         raise EngineError(
-            _failure_reason(client, error), f"image {ref} cannot be inspected: {_one_line(error)}"
+            _failure_reason(client, error), f"image {ref} cannot be inspected: {one_line(error)}"
         ) from None
     return ImagePin(
         id=str(image.id),

@@ -54,6 +54,7 @@ from orchestrator.errors import (
     InternalError,
     Interrupted,
     OrchestratorError,
+    one_line,
 )
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
@@ -352,11 +353,6 @@ class LineTail:
         self.lines.append(line)
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
-
-
 def _line_handler(
     run: _Run, side: str, numbers: tuple[int, ...], tail: Callable[[str], None]
 ) -> Callable[[str], None]:
@@ -417,7 +413,7 @@ def _run_side_inner(
         run.failures[side.name] = error
         run.cancelled.set()
     except Exception as error:  # the tool's own fault: never an engine label, never silent
-        what = f"{type(error).__name__}: {_one_line(error)}"
+        what = f"{type(error).__name__}: {one_line(error)}"
         kept = _keep_traceback(run, side.name, traceback.format_exc())
         log.error("side.internal_error", side=side.name, error=what, traceback_file=kept)
         run.internal_errors[side.name] = (what, kept)
