@@ -8,6 +8,7 @@ nothing else in the package calls ``sys.exit``.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Literal
 
 
 class ExitCode(IntEnum):
@@ -61,16 +62,56 @@ class InfrastructureError(OrchestratorError):
     exit_code = ExitCode.UNDECIDED
 
 
-class EngineUnavailableError(InfrastructureError):
+# Why the engine failed us; the same words become a replay's harness sub-reason.
+EngineReason = Literal["engine_gone", "docker_api", "image_not_found"]
+
+
+class EngineError(InfrastructureError):
+    """The Docker engine failed us (exit 3).
+
+    Every Docker SDK and transport error (``docker.errors.*``,
+    ``requests.exceptions.*`` and the socket errors they wrap) is translated into
+    this one class inside the Docker adapter; nothing outside it sees the SDK's.
+    ``reason`` says what failed: ``engine_gone`` (nothing answers), ``docker_api``
+    (it answers and refused) or ``image_not_found``.
+    """
+
+    def __init__(self, reason: EngineReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: EngineReason = reason
+
+
+class EngineUnavailableError(EngineError):
     """No Docker engine answers."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__("engine_gone", message)
 
-class ImageNotFoundError(InfrastructureError):
+
+class ImageNotFoundError(EngineError):
     """The runner image is not present locally (the tool never pulls)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("image_not_found", message)
+
+
+class GitError(InfrastructureError):
+    """A git command failed on good input (a corrupt object, a full disk): exit 3.
+
+    Bad input (an unknown revision, a patch that does not apply) is an
+    :class:`InputError` instead.
+    """
 
 
 class LedgerError(InfrastructureError):
     """The ledger cannot be opened, or is of a newer schema than this tool."""
+
+
+class InternalError(OrchestratorError):
+    """The tool itself failed: a bug or a local fault (say, a full disk under the run
+    folder), neither the engine nor the input (exit 3). The traceback is kept."""
+
+    exit_code = ExitCode.UNDECIDED
 
 
 class VerdictError(OrchestratorError):
@@ -85,6 +126,12 @@ class Interrupted(OrchestratorError):
     """The user pressed Ctrl-C; cleanup has already run."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 def exit_code_for(error: BaseException) -> ExitCode:

@@ -16,7 +16,7 @@ import pytest
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
     """A docker.DockerClient for the engine at DOCKER_HOST (or the default socket)."""
-    from orchestrator.adapters.engine import connect
+    from orchestrator.adapters.docker import connect
     from orchestrator.errors import EngineUnavailableError
 
     try:
@@ -30,7 +30,7 @@ def docker_client() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def runner_image_id(docker_client: Any) -> str:
     """The ID (sha256:...) of orchestrator-runner:latest."""
-    from orchestrator.adapters.engine import RUNNER_IMAGE, resolve_image
+    from orchestrator.adapters.docker import RUNNER_IMAGE, resolve_image
     from orchestrator.errors import ImageNotFoundError
 
     try:

@@ -1,44 +1,71 @@
-"""Docker SDK, thin: hermetic container settings, owner labels, sweep, one container's life.
+"""The Docker engine, one adapter: connect, ping, pin an image, describe the engine,
+sweep leftovers, and run one hermetic container as a context manager.
 
-Containers are made with ``containers.create`` + ``start`` from an image *ID*
-(``run`` would pull; ``auto_remove`` races with ``wait``) and removed by the
-caller in a ``finally``. Each carries labels naming its run, this process's
-session, its owning pid (with the pid's start time, so a reused pid is not taken
-for the owner) and host; :func:`sweep_leftovers` removes the containers of
-owners that are gone, and never a live run's.
+Everything the Docker SDK and its transport raise (``docker.errors.*``,
+``requests.exceptions.*`` and the socket errors they wrap) is translated here into
+one :class:`~orchestrator.errors.EngineError` with a ``reason`` (``engine_gone``,
+``docker_api``, ``image_not_found``); no other module names an SDK exception.
+
+The tool never pulls: an image is either present locally (built by ``make image``)
+or an :class:`~orchestrator.errors.ImageNotFoundError`. Containers are made with
+``containers.create`` + ``start`` from an image *ID* (``run`` would pull;
+``auto_remove`` races with ``wait``) by :class:`Container`, which always removes
+them. Each carries labels naming its run, this process's session, its owning pid
+(with the pid's start time, so a reused pid is not taken for the owner) and host;
+:func:`sweep_leftovers` removes the containers of owners that are gone, and never a
+live run's.
 
 Tenacity retries only infrastructure calls (ping, inspect, create-by-name,
 remove). ``start``, ``wait`` and ``kill`` are never retried: retrying them could
 run a replay twice or hide the failure that decides a label.
+
+The SDK is imported at the top: only commands that talk to the engine import this
+module (``orchestrator --help`` and the engine-free commands never do).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
 import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import docker
 import docker.errors
-import requests
+import requests.exceptions
+import urllib3.exceptions
+from docker.models.containers import Container as SdkContainer
 from tenacity import (
     retry,
     retry_if_exception,
+    retry_if_exception_type,
     stop_after_attempt,
     wait_exponential,
+    wait_fixed,
 )
 
 from orchestrator.adapters.results import ContainerFacts
+from orchestrator.errors import (
+    EngineError,
+    EngineReason,
+    EngineUnavailableError,
+    ImageNotFoundError,
+    one_line,
+)
 from orchestrator.log import get_logger
+
+RUNNER_IMAGE = "orchestrator-runner:latest"
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+PING_ATTEMPTS = 3
+PING_WAIT_S = 0.5
+API_TIMEOUT_S = 60
 
 LABEL_MARK = "orchestrator.replay"
 LABEL_RUN = "orchestrator.run-id"
@@ -51,9 +78,51 @@ LABEL_SIDE = "orchestrator.side"
 # One id per process: every container this process makes shares it.
 SESSION = uuid.uuid4().hex[:12]
 
-PROGRESS_LINE = re.compile(r"^replay (\d+)/(\d+) (\S+)")
+# What the SDK and its transport raise. requests' exceptions are OSErrors, and so are
+# the socket errors urllib3 lets through on a streamed read; urllib3's own errors are not.
+_FAILURES: tuple[type[BaseException], ...] = (
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+    urllib3.exceptions.HTTPError,
+    OSError,
+)
 
 log = get_logger(__name__)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _unreachable_reason(error: BaseException) -> str:
+    """A short cause for an engine that does not answer (requests' messages are long)."""
+    text = str(error)
+    for needle, reason in (
+        ("FileNotFoundError", "no socket there"),
+        ("No such file or directory", "no socket there"),
+        ("Connection refused", "connection refused"),
+        ("Permission denied", "permission denied"),
+        ("timed out", "timed out"),
+    ):
+        if needle in text:
+            return reason
+    line = one_line(error)
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def _failure_reason(client: docker.DockerClient, error: BaseException) -> EngineReason:
+    """Why an engine call failed: the image is missing, the engine vanished, or it refused."""
+    if isinstance(error, docker.errors.ImageNotFound):
+        return "image_not_found"
+    return "docker_api" if ping(client) else "engine_gone"
+
+
+@contextlib.contextmanager
+def _translated(client: docker.DockerClient) -> Iterator[None]:
+    """Turn whatever the SDK raises inside the block into an :class:`EngineError`."""
+    try:
+        yield
+    except _FAILURES as error:
+        raise EngineError(_failure_reason(client, error), one_line(error)) from error
 
 
 def _transient(error: BaseException) -> bool:
@@ -62,12 +131,118 @@ def _transient(error: BaseException) -> bool:
     return isinstance(error, docker.errors.APIError) and bool(error.is_server_error())
 
 
-infra_retry = retry(
+_infra_retry = retry(
     retry=retry_if_exception(_transient),
     stop=stop_after_attempt(3),
     wait=wait_exponential(multiplier=0.1, max=1.0),
     reraise=True,
 )
+
+
+# ---------------------------------------------------------------- the engine
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePin:
+    """An image as the engine holds it: what a replay records instead of a mutable tag."""
+
+    id: str  # "sha256:..."
+    repo_digests: tuple[str, ...]
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineInfo:
+    server_version: str
+    api_version: str
+    storage_driver: str
+    operating_system: str
+
+
+def engine_url(env: Mapping[str, str]) -> str:
+    """``DOCKER_HOST`` when set (and not empty), else the default local socket."""
+    return env.get("DOCKER_HOST", "").strip() or DEFAULT_SOCKET
+
+
+def connect(env: Mapping[str, str], *, timeout_s: float = API_TIMEOUT_S) -> docker.DockerClient:
+    """A client for the engine at ``DOCKER_HOST`` (or the default socket) that answered a ping.
+
+    Raises :class:`EngineUnavailableError` with a one-line reason when nothing answers
+    after a few quick attempts (a daemon that is still starting gets them).
+    """
+    url = engine_url(env)
+
+    @retry(
+        retry=retry_if_exception_type(_FAILURES),
+        stop=stop_after_attempt(PING_ATTEMPTS),
+        wait=wait_fixed(PING_WAIT_S),
+        reraise=True,
+    )
+    def open_and_ping() -> docker.DockerClient:
+        # version="auto" asks the engine for its API version: a first round trip.
+        client = docker.DockerClient(base_url=url, version="auto", timeout=int(timeout_s))
+        try:
+            client.ping()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    try:
+        return open_and_ping()
+    except _FAILURES as error:
+        raise EngineUnavailableError(
+            f"no Docker engine answers at {url} ({_unreachable_reason(error)}); "
+            "start one with scripts/ensure-docker (or `make engine`)"
+        ) from None
+
+
+def ping(client: docker.DockerClient) -> bool:
+    """Does the engine answer? Never raises."""
+    try:
+        return bool(client.ping())
+    except _FAILURES:
+        return False
+
+
+def resolve_image(client: docker.DockerClient, ref: str) -> ImagePin:
+    """Pin ``ref`` (a tag or an ID) to the local image's ID. Never pulls."""
+    try:
+        image = client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        raise ImageNotFoundError(
+            f"image {ref} is not present on the engine (the tool never pulls); "
+            "build it with `make image`"
+        ) from None
+    except _FAILURES as error:
+        raise EngineError(
+            _failure_reason(client, error), f"image {ref} cannot be inspected: {one_line(error)}"
+        ) from None
+    return ImagePin(
+        id=str(image.id),
+        repo_digests=tuple(sorted(image.attrs.get("RepoDigests") or ())),
+        tags=tuple(sorted(image.tags)),
+    )
+
+
+def engine_info(client: docker.DockerClient) -> EngineInfo:
+    """Server version, API version, storage driver and OS of the engine ``client`` talks to."""
+    try:
+        version = client.version()
+        info = client.info()
+    except _FAILURES as error:
+        raise EngineUnavailableError(
+            f"the Docker engine stopped answering ({_unreachable_reason(error)})"
+        ) from None
+    return EngineInfo(
+        server_version=str(version.get("Version", "unknown")),
+        api_version=str(version.get("ApiVersion", "unknown")),
+        storage_driver=str(info.get("Driver", "unknown")),
+        operating_system=str(info.get("OperatingSystem", "unknown")),
+    )
+
+
+# ---------------------------------------------------------------- owners and the sweep
 
 
 def process_start(pid: int) -> str | None:
@@ -147,11 +322,17 @@ def sweep_leftovers(
     host: str | None = None,
     is_alive: Callable[..., bool] = pid_alive,
 ) -> list[str]:
-    """Remove containers left by killed runs on this host; a live run's are never touched."""
+    """Remove containers left by killed runs on this host; a live run's are never touched.
+
+    Returns the names removed. A container that cannot be removed is logged and left
+    for the next sweep; an engine that cannot list containers is an :class:`EngineError`.
+    """
     host = host or socket.gethostname()
     removed: list[str] = []
+    with _translated(client):
+        summaries = _list_ours(client)
     # The low-level list carries labels without one inspect per container.
-    for summary in _list_ours(client):
+    for summary in summaries:
         labels = summary.get("Labels") or {}
         if not owner_gone(labels, host=host, is_alive=is_alive):
             continue
@@ -159,22 +340,25 @@ def sweep_leftovers(
         try:
             _remove_by_id(client, summary["Id"])
             removed.append(name)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+        except _FAILURES as error:
             log.warning("sweep.remove_failed", container=name, error=str(error))
     if removed:
         log.info("sweep.removed", containers=removed)
     return removed
 
 
-@infra_retry
+@_infra_retry
 def _list_ours(client: docker.DockerClient) -> list[dict[str, Any]]:
     return list(client.api.containers(all=True, filters={"label": f"{LABEL_MARK}=1"}))
 
 
-@infra_retry
+@_infra_retry
 def _remove_by_id(client: docker.DockerClient, container_id: str) -> None:
     with contextlib.suppress(docker.errors.NotFound):
         client.api.remove_container(container_id, force=True, v=True)
+
+
+# ---------------------------------------------------------------- one container
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,202 +421,258 @@ def container_config(
     }
 
 
-def engine_alive(client: docker.DockerClient) -> bool:
-    try:
-        return bool(client.ping())
-    except (docker.errors.DockerException, requests.exceptions.RequestException):
-        return False
+@dataclass(frozen=True, kw_only=True)
+class Exit:
+    """How waiting for a container ended."""
+
+    status_code: int | None
+    killed_at_deadline: bool
+    cancelled: bool
 
 
-def failure_reason(client: docker.DockerClient, error: BaseException) -> str:
-    """The harness sub-reason of an engine failure: the engine vanished, or it refused."""
-    if isinstance(error, docker.errors.ImageNotFound):
-        return "image_not_found"
-    return "docker_api" if engine_alive(client) else "engine_gone"
+class Cancelled(Exception):
+    """The run was cancelled after the container was created and before it started."""
 
 
-@dataclass
-class LiveContainers:
-    """Containers this process has created and not yet removed (for Ctrl-C cleanup)."""
+class Container:
+    """One hermetic container as a context manager (cibuildwheel's ``OCIContainer`` style).
 
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _containers: dict[str, Any] = field(default_factory=dict)
+    On enter it is created from ``config`` (see :func:`container_config`; created by
+    name, so a retried create adopts the container it made) and started. On exit it
+    is killed unless it already stopped, and removed with its volumes - always: when
+    the body returns, raises, or is interrupted (``KeyboardInterrupt``). A removal
+    the engine refuses is logged, never raised over the body's outcome; the
+    container stays in ``live`` for a later :meth:`LiveContainers.remove_all`, and its
+    owner labels let :func:`sweep_leftovers` remove it after a crash.
 
-    def add(self, container: Any) -> None:
-        with self._lock:
-            self._containers[container.id] = container
+    ``cancelled`` (set by another thread) stops it from starting (:class:`Cancelled`)
+    and ends :meth:`wait` early. Engine failures raise :class:`EngineError`.
+    """
 
-    def discard(self, container: Any) -> None:
-        with self._lock:
-            self._containers.pop(container.id, None)
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        config: Mapping[str, Any],
+        *,
+        live: LiveContainers | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        self.name = str(config["name"])
+        self._client = client
+        self._config = dict(config)
+        self._live = live
+        self._cancelled = cancelled if cancelled is not None else threading.Event()
+        self._handle: SdkContainer | None = None
+        self._stopped = False  # it exited, or we killed it: nothing left to kill
+        self._removed = False
 
-    def snapshot(self) -> list[Any]:
-        with self._lock:
-            return list(self._containers.values())
+    def __enter__(self) -> Container:
+        with _translated(self._client):
+            self._handle = _create(self._client, self._config)
+        if self._live is not None:
+            self._live.add(self)
+        try:
+            if self._cancelled.is_set():
+                raise Cancelled(f"{self.name}: cancelled before start")
+            with _translated(self._client):
+                self._handle.start()  # never retried: a retry could run the replay twice
+        except BaseException:
+            self.close()
+            raise
+        return self
 
-    def kill_all(self) -> None:
-        for container in self.snapshot():
-            # Already stopped, or the engine is gone: the removal below decides.
-            with contextlib.suppress(
-                docker.errors.DockerException, requests.exceptions.RequestException
-            ):
-                container.kill()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
-    def remove_all(self) -> None:
-        for container in self.snapshot():
+    def _sdk(self) -> SdkContainer:
+        if self._handle is None:
+            raise RuntimeError(f"{self.name}: not created (use the container as a context)")
+        return self._handle
+
+    @property
+    def id(self) -> str:
+        return str(self._sdk().id)
+
+    def follow_logs(self, on_line: Callable[[str], None]) -> threading.Thread:
+        """Feed the container's output, line by line, to ``on_line`` on a daemon thread."""
+        handle = self._sdk()
+
+        def pump() -> None:
+            pending = b""
             try:
-                remove(container)
-            except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-                log.warning("container.remove_failed", container=container.name, error=str(error))
-            self.discard(container)
+                for chunk in handle.logs(stream=True, follow=True, stdout=True, stderr=True):
+                    pending += chunk
+                    while b"\n" in pending:
+                        line, pending = pending.split(b"\n", 1)
+                        on_line(line.decode("utf-8", errors="replace"))
+            except Exception:  # the stream ends however the container ends
+                return
+            if pending:
+                on_line(pending.decode("utf-8", errors="replace"))
+
+        thread = threading.Thread(target=pump, name=f"logs-{self.name}", daemon=True)
+        thread.start()
+        return thread
+
+    def wait(self, *, deadline: float, poll_s: float = 2.0) -> Exit:
+        """Wait for the container against our own monotonic deadline; kill it past the
+        deadline, or as soon as ``cancelled`` is set.
+
+        ``wait(timeout=…)`` only bounds one HTTP read (and raises a connection error,
+        not a timeout), so we loop with short waits. A wait returns as soon as the
+        container exits, so polling adds no latency.
+        """
+        handle = self._sdk()
+        with _translated(self._client):
+            while True:
+                if self._cancelled.is_set():
+                    self._kill_or_raise()
+                    return Exit(
+                        status_code=self._final_status(), killed_at_deadline=False, cancelled=True
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._kill_or_raise()
+                    return Exit(
+                        status_code=self._final_status(), killed_at_deadline=True, cancelled=False
+                    )
+                try:
+                    result = handle.wait(timeout=max(0.05, min(poll_s, remaining)))
+                except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
+                    if ping(self._client):
+                        continue  # our own short read timed out; the container still runs
+                    raise EngineError("engine_gone", str(error)) from error
+                self._stopped = True
+                status = result.get("StatusCode") if isinstance(result, Mapping) else None
+                return Exit(
+                    status_code=int(status) if isinstance(status, int) else None,
+                    killed_at_deadline=False,
+                    cancelled=self._cancelled.is_set(),
+                )
+
+    def facts(self, exit_: Exit) -> ContainerFacts:
+        """The container's final state as facts: image ID, exit code, OOM kill. Never raises:
+        an engine that fails the inspection is a fact too."""
+        try:
+            attrs = _inspect(self._sdk())
+        except _FAILURES as error:
+            return ContainerFacts(
+                engine_error=_failure_reason(self._client, error),
+                message=f"inspect after exit failed: {error}",
+                killed_at_deadline=exit_.killed_at_deadline,
+                cancelled=exit_.cancelled,
+            )
+        state = attrs.get("State", {})
+        exit_code = state.get("ExitCode", exit_.status_code)
+        return ContainerFacts(
+            image_id=attrs.get("Image"),
+            exit_code=exit_code if isinstance(exit_code, int) else exit_.status_code,
+            oom_killed=bool(state.get("OOMKilled")),
+            killed_at_deadline=exit_.killed_at_deadline,
+            cancelled=exit_.cancelled,
+        )
+
+    def kill(self) -> None:
+        """Kill it now (from any thread); a container that already stopped, or an engine
+        that is gone, is left to the removal to decide."""
+        if self._handle is None or self._stopped:
+            return
+        with contextlib.suppress(*_FAILURES):
+            self._handle.kill()
+
+    def close(self) -> None:
+        """Kill unless stopped, then remove (with its volumes). Idempotent; never raises
+        an engine failure (it is logged, and the container stays in ``live``)."""
+        if self._handle is None or self._removed:
+            return
+        try:
+            self.kill()
+        finally:
+            try:
+                _remove(self._handle)
+            except _FAILURES as error:
+                log.warning("container.remove_failed", container=self.name, error=str(error))
+            else:
+                self._removed = True
+                if self._live is not None:
+                    self._live.discard(self)
+
+    def _kill_or_raise(self) -> None:
+        try:
+            self._sdk().kill()
+        except docker.errors.APIError as error:
+            if error.status_code != 409:  # 409: it already stopped
+                raise
+        self._stopped = True
+
+    def _final_status(self) -> int | None:
+        try:
+            result = self._sdk().wait(timeout=10)
+        except _FAILURES:
+            return None
+        status = result.get("StatusCode") if isinstance(result, Mapping) else None
+        return int(status) if isinstance(status, int) else None
 
 
-def create(client: docker.DockerClient, config: Mapping[str, Any]) -> Any:
+def _create(client: docker.DockerClient, config: Mapping[str, Any]) -> SdkContainer:
     """Create by name; a retry that finds the name taken adopts the container it made."""
     attempts = 0
 
-    @infra_retry
-    def attempt() -> Any:
+    @_infra_retry
+    def attempt() -> SdkContainer:
         nonlocal attempts
         attempts += 1
         try:
             return client.containers.create(**config)
         except docker.errors.APIError as error:
             if error.status_code == 409 and attempts > 1:
-                return client.containers.get(config["name"])
+                return client.containers.get(str(config["name"]))
             raise
 
     return attempt()
 
 
-@infra_retry
-def remove(container: Any) -> None:
+@_infra_retry
+def _remove(handle: SdkContainer) -> None:
     with contextlib.suppress(docker.errors.NotFound):
-        container.remove(force=True, v=True)
+        handle.remove(force=True, v=True)
 
 
-@infra_retry
-def inspect(container: Any) -> Mapping[str, Any]:
-    container.reload()
-    return dict(container.attrs)
+@_infra_retry
+def _inspect(handle: SdkContainer) -> Mapping[str, Any]:
+    handle.reload()
+    return dict(handle.attrs)
 
 
-def follow_logs(container: Any, on_line: Callable[[str], None]) -> threading.Thread:
-    """Read the container's output line by line on a daemon thread (progress, diagnostics)."""
+@dataclass
+class LiveContainers:
+    """Containers this process has created and not yet removed (for Ctrl-C cleanup from
+    the main thread while other threads own them)."""
 
-    def pump() -> None:
-        pending = b""
-        try:
-            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
-                pending += chunk
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    on_line(line.decode("utf-8", errors="replace"))
-        except Exception:  # the stream ends however the container ends
-            return
-        if pending:
-            on_line(pending.decode("utf-8", errors="replace"))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _containers: dict[int, Container] = field(default_factory=dict)
 
-    thread = threading.Thread(target=pump, name=f"logs-{container.name}", daemon=True)
-    thread.start()
-    return thread
+    def add(self, container: Container) -> None:
+        with self._lock:
+            self._containers[id(container)] = container
 
+    def discard(self, container: Container) -> None:
+        with self._lock:
+            self._containers.pop(id(container), None)
 
-@dataclass(frozen=True, kw_only=True)
-class Exit:
-    status_code: int | None
-    killed_at_deadline: bool
-    cancelled: bool
+    def snapshot(self) -> list[Container]:
+        with self._lock:
+            return list(self._containers.values())
 
+    def kill_all(self) -> None:
+        for container in self.snapshot():
+            container.kill()
 
-class EngineGone(Exception):
-    """The engine stopped answering while we waited for a container."""
-
-
-def wait_until(
-    client: docker.DockerClient,
-    container: Any,
-    *,
-    deadline: float,
-    cancelled: threading.Event,
-    poll_s: float = 2.0,
-) -> Exit:
-    """Wait for the container against our own monotonic deadline; kill it past the deadline.
-
-    ``wait(timeout=…)`` only bounds one HTTP read (and raises a connection error,
-    not a timeout), so we loop with short waits. A wait returns as soon as the
-    container exits, so polling adds no latency.
-    """
-    while True:
-        if cancelled.is_set():
-            _kill(container)
-            return Exit(
-                status_code=_final_status(container), killed_at_deadline=False, cancelled=True
-            )
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            _kill(container)
-            return Exit(
-                status_code=_final_status(container), killed_at_deadline=True, cancelled=False
-            )
-        try:
-            result = container.wait(timeout=max(0.05, min(poll_s, remaining)))
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
-            if engine_alive(client):
-                continue  # our own short read timed out; the container is still running
-            raise EngineGone(str(error)) from None
-        status = result.get("StatusCode") if isinstance(result, Mapping) else None
-        return Exit(
-            status_code=int(status) if isinstance(status, int) else None,
-            killed_at_deadline=False,
-            cancelled=cancelled.is_set(),
-        )
-
-
-def _kill(container: Any) -> None:
-    try:
-        container.kill()
-    except docker.errors.APIError as error:
-        if error.status_code != 409:  # 409: it already stopped
-            raise
-
-
-def _final_status(container: Any) -> int | None:
-    try:
-        result = container.wait(timeout=10)
-    except (requests.exceptions.RequestException, docker.errors.DockerException):
-        return None
-    status = result.get("StatusCode") if isinstance(result, Mapping) else None
-    return int(status) if isinstance(status, int) else None
-
-
-def facts_after_exit(client: docker.DockerClient, container: Any, exit_: Exit) -> ContainerFacts:
-    """The container's final state as facts: image ID, exit code, OOM kill."""
-    try:
-        attrs = inspect(container)
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-        return ContainerFacts(
-            engine_error=failure_reason(client, error),
-            message=f"inspect after exit failed: {error}",
-            killed_at_deadline=exit_.killed_at_deadline,
-            cancelled=exit_.cancelled,
-        )
-    state = attrs.get("State", {})
-    exit_code = state.get("ExitCode", exit_.status_code)
-    return ContainerFacts(
-        image_id=attrs.get("Image"),
-        exit_code=exit_code if isinstance(exit_code, int) else exit_.status_code,
-        oom_killed=bool(state.get("OOMKilled")),
-        killed_at_deadline=exit_.killed_at_deadline,
-        cancelled=exit_.cancelled,
-    )
-
-
-class LineTail:
-    """The last lines a container printed, for diagnostics on a harness error."""
-
-    def __init__(self, keep: int = 40) -> None:
-        self.lines: deque[str] = deque(maxlen=keep)
-
-    def __call__(self, line: str) -> None:
-        self.lines.append(line)
+    def remove_all(self) -> None:
+        for container in self.snapshot():
+            container.close()

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import InputError, UnknownRevisionError
+from orchestrator.errors import GitError, InputError, UnknownRevisionError
 
 if TYPE_CHECKING:
     import git
@@ -129,13 +129,19 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
         umask=READABLE_UMASK,
     )
     if completed.returncode != 0:
+        # Only resolved SHAs of a repository that opened get here: the input was good, so
+        # a failure is the machine's (a corrupt object, a full disk), not the user's.
         detail = (completed.stderr or completed.stdout).strip().splitlines()
         verb = next((arg for arg in args if not arg.startswith("-")), "")
-        raise InputError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
+        raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
 
 
 def export_tree(repo: Path, sha: str, dest: Path, index_file: Path) -> None:
-    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), via a private index."""
+    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), via a private index.
+
+    ``sha`` is a resolved commit (:func:`resolve_rev`): a git command that fails here
+    is a :class:`GitError` (exit 3), not bad input.
+    """
     env = {"GIT_INDEX_FILE": str(index_file)}
     _git(repo, "read-tree", sha, env=env)
     dest.mkdir(parents=True, exist_ok=True)

@@ -76,7 +76,7 @@ def budget(  # noqa: PLR0917 - one parameter per command-line option
     event log; timing_debt_opened also writes the timing freeze. Exit 0 when the
     property lane is green (and, with --admit, the freeze was opened), 1 otherwise.
     """
-    from orchestrator.adapters.engine import connect, resolve_image
+    from orchestrator.adapters.docker import connect, resolve_image
     from orchestrator.adapters.git import resolve_rev
     from orchestrator.core.admission import AdmissionRequest, evaluate
     from orchestrator.core.digest import oracle_digest

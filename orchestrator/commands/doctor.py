@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import typer
 
 from orchestrator.errors import (
+    EngineError,
     EngineUnavailableError,
     ImageNotFoundError,
     InfrastructureError,
     OrchestratorError,
 )
 
-RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.engine.RUNNER_IMAGE (kept light)
+RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.docker.RUNNER_IMAGE (kept light)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,11 +34,11 @@ class Check:
 
 
 def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, Check]:
-    from orchestrator.adapters import engine
+    from orchestrator.adapters import docker as docker_adapter
 
-    url = engine.engine_url(env)
+    url = docker_adapter.engine_url(env)
     try:
-        client = engine.connect(env, timeout_s=10)  # a hung engine: answer within ~30 s
+        client = docker_adapter.connect(env, timeout_s=10)  # a hung engine: answer within ~30 s
     except EngineUnavailableError as error:
         return (
             Check(name="engine", ok=False, detail=str(error), facts={"url": url}),
@@ -45,7 +46,7 @@ def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, C
         )
     try:
         try:
-            info = engine.engine_info(client)
+            info = docker_adapter.engine_info(client)
         except EngineUnavailableError as error:
             lost = Check(name="engine", ok=False, detail=str(error), facts={"url": url})
             return lost, Check(name="runner image", ok=False, detail="engine unavailable", facts={})
@@ -64,8 +65,8 @@ def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, C
             },
         )
         try:
-            pin = engine.resolve_image(client, image)
-        except ImageNotFoundError as error:
+            pin = docker_adapter.resolve_image(client, image)
+        except EngineError as error:  # not there, or the engine refused to say
             image_check = Check(name="runner image", ok=False, detail=str(error), facts={})
         else:
             image_check = Check(

@@ -132,7 +132,7 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
     infrastructure failure), 2 for bad input.
     """
     from orchestrator import log
-    from orchestrator.adapters.engine import connect
+    from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
     from orchestrator.files import dumps
     from orchestrator.services.replay import (

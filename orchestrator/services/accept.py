@@ -7,7 +7,7 @@ Plan first (pure checks on pinned inputs), then execute:
 2. read the property's test file at the pinned revision and run the static checks
    (``orchestrator.core.acceptance``); a finding ends it there, no container starts;
 3. replay the property on the revision and on the mutant, concurrently, in hermetic
-   containers from one pinned image ID (``orchestrator.services.engine``);
+   containers from one pinned image ID (``orchestrator.services.sides``);
 4. judge (pure) and append one ACCEPT event to the ledger, whatever the outcome.
 """
 
@@ -220,8 +220,8 @@ def _replay(
     progress: Callable[[str, int, int], None] | None,
 ) -> tuple[str, dict[str, tuple[Replay, ...]]]:
     """Both sides at once, same image ID; returns the image ID and the labels per side."""
-    from orchestrator.adapters.engine import connect, resolve_image
-    from orchestrator.services.engine import ReplayPlan, SideSpec, replay_sides
+    from orchestrator.adapters.docker import connect, resolve_image
+    from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
 
     options = plan.options
     if client is None:

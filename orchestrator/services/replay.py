@@ -3,7 +3,7 @@
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
 image ID (never pulled), digests the fixture, checks a shrink report against it
 and writes ``run-log.json`` into the run folder before anything runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.engine.replay_sides`),
+``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
 checks the oracle, builds one evidence document per property, decides with the
 pure core and writes ``evidence-<n>.json``, ``decision-<n>.json`` and
 ``summary.json``. The result is a frozen :class:`ReplayOutcome` that other
@@ -34,7 +34,7 @@ from orchestrator.model import (
     Replay,
     ShrinkSummary,
 )
-from orchestrator.services.engine import (
+from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
@@ -46,7 +46,7 @@ from orchestrator.services.engine import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from orchestrator.services.engine import Progress
+    from orchestrator.services.sides import Progress
 
 BASE = "base"
 PATCH = "patch"
@@ -303,7 +303,7 @@ def plan_replay(
     default_root: Path | None = None,
 ) -> RunPlan:
     """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
-    from orchestrator.adapters.engine import resolve_image
+    from orchestrator.adapters.docker import resolve_image
 
     validate_options(options)
     pytest_args = pytest_args_from_command(options.command, options.property_ids)

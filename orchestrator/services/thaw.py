@@ -122,8 +122,8 @@ def run_check(
     client: DockerClient,
 ) -> tuple[model.Replay, ...]:
     """Replay one property ``probe.replays`` times on one revision; returns its replays."""
-    from orchestrator.services.engine import ReplayPlan, SideSpec, replay_sides
     from orchestrator.services.replay import pytest_args_from_command
+    from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
 
     with tempfile.TemporaryDirectory(prefix="orchestrator-thaw-") as scratch:
         fixture: Path | None = None
@@ -209,7 +209,7 @@ class ThawOptions:
 def _probe_one(
     row: FreezeRow, options: ThawOptions, client: DockerClient
 ) -> tuple[Verdict, tuple[str, ...], tuple[float, ...]]:
-    from orchestrator.adapters.engine import RUNNER_IMAGE, resolve_image
+    from orchestrator.adapters.docker import RUNNER_IMAGE, resolve_image
 
     record = row.record
     if row.kind is model.FreezeKind.FLAKE:
@@ -270,7 +270,7 @@ def run_thaw(
     pending = {row.id for row in rows}
     try:
         if rows and client is None:
-            from orchestrator.adapters.engine import connect
+            from orchestrator.adapters.docker import connect
 
             client = connect(os.environ)
         for row in rows:

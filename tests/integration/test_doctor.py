@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.docker
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +26,7 @@ def doctor(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Co
     )
 
 
+@pytest.mark.docker
 def test_doctor_reports_each_part_on_one_line(docker_client, runner_image_id):
     result = doctor()
     assert result.returncode == 0, result.stderr
@@ -41,6 +40,7 @@ def test_doctor_reports_each_part_on_one_line(docker_client, runner_image_id):
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in lines[3]
 
 
+@pytest.mark.docker
 def test_doctor_json_document(runner_image_id):
     result = doctor("--json")
     assert result.returncode == 0, result.stderr
@@ -53,6 +53,7 @@ def test_doctor_json_document(runner_image_id):
 
 
 def test_doctor_with_no_engine_exits_3_with_one_line_reason(tmp_path):
+    # No engine needed (and no docker mark): `-m "not docker"` runs it too.
     dead = f"unix://{tmp_path / 'docker.sock'}"  # nothing listens there
     result = doctor(env_extra={"DOCKER_HOST": dead})
     assert result.returncode == 3
@@ -63,6 +64,7 @@ def test_doctor_with_no_engine_exits_3_with_one_line_reason(tmp_path):
     assert result.stdout.splitlines()[0].startswith("engine: MISSING")
 
 
+@pytest.mark.docker
 def test_doctor_with_a_missing_image_exits_3_naming_it(docker_client):
     result = doctor("--image", "orchestrator-absent/never-built:0", "--json")
     assert result.returncode == 3

@@ -1,11 +1,12 @@
-"""The container adapter against the real engine: deadline, signals, OOM, sweep, image loss."""
+"""The container adapter against the real engine: deadline, signals, OOM, sweep, image loss,
+and a side that fails in the tool itself."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from replay_gitrepo import commit, init
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ReplayFile, label_replay
-from orchestrator.services import engine
+from orchestrator.services import sides
 
 pytestmark = pytest.mark.docker
 
@@ -34,29 +35,25 @@ def _config(image_id: str, name: str, command: list[str], labels: dict[str, str]
 
 @pytest.fixture
 def owner() -> docker_adapter.Owner:
-    return docker_adapter.Owner.current(engine.new_run_id())
+    return docker_adapter.Owner.current(sides.new_run_id())
 
 
 @pytest.fixture
 def made(docker_client, owner):
-    """Create containers through the adapter; remove whatever a test left."""
-    containers = []
+    """Create and start containers through the adapter; each is removed when the test ends."""
+    with contextlib.ExitStack() as stack:
 
-    def make(image_id: str, command: list[str], suffix: str, **limits):
-        config = _config(
-            image_id,
-            f"orchestrator-test-{owner.run_id}-{suffix}",
-            command,
-            owner.labels("t"),
-            **limits,
-        )
-        container = docker_adapter.create(docker_client, config)
-        containers.append(container)
-        return container
+        def make(image_id: str, command: list[str], suffix: str, **limits):
+            config = _config(
+                image_id,
+                f"orchestrator-test-{owner.run_id}-{suffix}",
+                command,
+                owner.labels("t"),
+                **limits,
+            )
+            return stack.enter_context(docker_adapter.Container(docker_client, config))
 
-    yield make
-    for container in containers:
-        docker_adapter.remove(container)
+        yield make
     assert _ours(docker_client, owner.run_id) == []
 
 
@@ -73,14 +70,11 @@ def test_past_our_deadline_the_container_is_killed_and_labelled_timeout(
     docker_client, runner_image_id, made
 ):
     container = made(runner_image_id, ["sleep", "60"], "deadline")
-    container.start()
     started = time.monotonic()
-    exit_ = docker_adapter.wait_until(
-        docker_client, container, deadline=started + 1.0, cancelled=threading.Event(), poll_s=0.3
-    )
+    exit_ = container.wait(deadline=started + 1.0, poll_s=0.3)
     assert time.monotonic() - started < 15
     assert exit_.killed_at_deadline
-    facts = docker_adapter.facts_after_exit(docker_client, container, exit_)
+    facts = container.facts(exit_)
     assert facts.image_id == runner_image_id
     replay = label_replay(ReplayFile(replay=1, state="missing"), facts, "t.py::t")
     assert (replay.label, replay.reason) == ("timeout", "deadline")
@@ -89,11 +83,8 @@ def test_past_our_deadline_the_container_is_killed_and_labelled_timeout(
 def test_a_signal_we_did_not_send_is_harness_error_signal(docker_client, runner_image_id, made):
     command = ["python3", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
     container = made(runner_image_id, command, "signal")
-    container.start()
-    exit_ = docker_adapter.wait_until(
-        docker_client, container, deadline=time.monotonic() + 30, cancelled=threading.Event()
-    )
-    facts = docker_adapter.facts_after_exit(docker_client, container, exit_)
+    exit_ = container.wait(deadline=time.monotonic() + 30)
+    facts = container.facts(exit_)
     assert not facts.killed_at_deadline
     assert facts.exit_code == 137
     replay = label_replay(ReplayFile(replay=1, state="missing"), facts, "t.py::t")
@@ -107,11 +98,8 @@ def test_past_the_memory_limit_is_harness_error_oom(docker_client, runner_image_
         "x = bytearray(400 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096])",
     ]
     container = made(runner_image_id, command, "oom", memory="64m")
-    container.start()
-    exit_ = docker_adapter.wait_until(
-        docker_client, container, deadline=time.monotonic() + 60, cancelled=threading.Event()
-    )
-    facts = docker_adapter.facts_after_exit(docker_client, container, exit_)
+    exit_ = container.wait(deadline=time.monotonic() + 60)
+    facts = container.facts(exit_)
     assert facts.oom_killed
     replay = label_replay(ReplayFile(replay=1, state="missing"), facts, "t.py::t")
     assert (replay.label, replay.reason) == ("harness_error", "oom")
@@ -131,11 +119,11 @@ def test_the_container_runs_hermetic(docker_client, runner_image_id, made):
         "except OSError: print('no network')\n"
     )
     container = made(runner_image_id, ["python3", "-c", probe], "hermetic")
-    container.start()
-    docker_adapter.wait_until(
-        docker_client, container, deadline=time.monotonic() + 30, cancelled=threading.Event()
-    )
-    output = container.logs().decode()
+    lines: list[str] = []
+    reader = container.follow_logs(lines.append)
+    container.wait(deadline=time.monotonic() + 30)
+    reader.join()  # the stream ends when the container does
+    output = "\n".join(lines)
     assert "uid 1000" in output
     assert "root read-only" in output
     assert "tmp writable" in output
@@ -153,17 +141,16 @@ def test_sweep_removes_a_dead_owners_container_and_keeps_a_live_ones(
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     ghost_labels = {**owner.labels("t"), docker_adapter.LABEL_PID: str(dead.pid)}
-    ghost = docker_adapter.create(
-        docker_client,
-        _config(runner_image_id, f"orchestrator-test-{owner.run_id}-ghost", ["true"], ghost_labels),
-    )
-    live = made(runner_image_id, ["true"], "live")
+    ghost_name = f"orchestrator-test-{owner.run_id}-ghost"
+    # Left behind as a killed run leaves it: created, never removed by its owner.
+    docker_client.containers.create(**_config(runner_image_id, ghost_name, ["true"], ghost_labels))
+    live = made(runner_image_id, ["sleep", "60"], "live")
     removed = docker_adapter.sweep_leftovers(docker_client, host=owner.host)
     # Another run starting at the same moment may sweep the ghost first: what matters is
     # that it is gone and that the live run's container is still there.
     assert live.name not in removed
     assert _ours(docker_client, owner.run_id) == [live.name]
-    assert ghost.name not in {c.name for c in docker_client.containers.list(all=True)}
+    assert ghost_name not in {c.name for c in docker_client.containers.list(all=True)}
 
 
 def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
@@ -174,7 +161,7 @@ def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
     repo = init(tmp_path / "repo")
     sha = commit(repo, {"tests/test_a.py": "def test_a():\n    assert True\n"}, "c")
     missing = "sha256:" + "0" * 64
-    plan = engine.ReplayPlan(
+    plan = sides.ReplayPlan(
         image_id=missing,
         pytest_args=(),
         property_ids=("tests/test_a.py::test_a",),
@@ -184,9 +171,9 @@ def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
         seed=0,
         runner_id="local",
     )
-    sides = [engine.SideSpec(name=n, repo=repo, rev=sha) for n in ("base", "patch")]
-    run_id = engine.new_run_id()
-    labelled = engine.replay_sides(plan, sides, client=docker_client, run_id=run_id)
+    specs = [sides.SideSpec(name=n, repo=repo, rev=sha) for n in ("base", "patch")]
+    run_id = sides.new_run_id()
+    labelled = sides.replay_sides(plan, specs, client=docker_client, run_id=run_id)
     for side in ("base", "patch"):
         replays = labelled[side]["tests/test_a.py::test_a"]
         assert [(r.label, r.reason) for r in replays] == [("harness_error", "image_not_found")] * 2
@@ -225,7 +212,7 @@ def test_a_side_with_a_mutant_runs_the_mutated_sources(
     repo, sha = _lib_repo(tmp_path)
     mutant = tmp_path / "mutant.diff"
     mutant.write_text(MUTANT)
-    plan = engine.ReplayPlan(
+    plan = sides.ReplayPlan(
         image_id=runner_image_id,
         pytest_args=("-q",),
         property_ids=("tests/test_lib.py::test_double",),
@@ -235,13 +222,13 @@ def test_a_side_with_a_mutant_runs_the_mutated_sources(
         seed=0,
         runner_id="local",
     )
-    sides = [
-        engine.SideSpec(name="original", repo=repo, rev=sha),
-        engine.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
+    specs = [
+        sides.SideSpec(name="original", repo=repo, rev=sha),
+        sides.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
     ]
     seen: list[tuple[str, int, int]] = []
-    labelled = engine.replay_sides(
-        plan, sides, client=docker_client, progress=lambda *a: seen.append(a)
+    labelled = sides.replay_sides(
+        plan, specs, client=docker_client, progress=lambda *a: seen.append(a)
     )
     assert [r.label for r in labelled["original"]["tests/test_lib.py::test_double"]] == [
         "assert_pass"
@@ -264,7 +251,7 @@ def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(
     repo, sha = _lib_repo(tmp_path)
     mutant = tmp_path / "mutant.diff"
     mutant.write_text(MUTANT.replace("2 * x", "5 * x"))
-    plan = engine.ReplayPlan(
+    plan = sides.ReplayPlan(
         image_id=runner_image_id,
         pytest_args=(),
         property_ids=("tests/test_lib.py::test_double",),
@@ -274,13 +261,13 @@ def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(
         seed=0,
         runner_id="local",
     )
-    sides = [
-        engine.SideSpec(name="original", repo=repo, rev=sha),
-        engine.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
+    specs = [
+        sides.SideSpec(name="original", repo=repo, rev=sha),
+        sides.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
     ]
-    run_id = engine.new_run_id()
+    run_id = sides.new_run_id()
     with pytest.raises(InputError, match="does not apply"):
-        engine.replay_sides(plan, sides, client=docker_client, run_id=run_id)
+        sides.replay_sides(plan, specs, client=docker_client, run_id=run_id)
     assert _ours(docker_client, run_id) == []
     assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
 
@@ -295,7 +282,7 @@ def test_a_fixture_that_vanished_is_bad_input_at_once(
     repo, sha = _lib_repo(tmp_path)
     fixture = tmp_path / "fixture.json"
     fixture.write_text("{}")
-    plan = engine.ReplayPlan(
+    plan = sides.ReplayPlan(
         image_id=runner_image_id,
         pytest_args=(),
         property_ids=("tests/test_lib.py::test_double",),
@@ -308,8 +295,47 @@ def test_a_fixture_that_vanished_is_bad_input_at_once(
     fixture.unlink()  # gone after planning, before the run
     started = time.monotonic()
     with pytest.raises(InputError, match="fixture"):
-        engine.replay_sides(
-            plan, [engine.SideSpec(name="base", repo=repo, rev=sha)], client=docker_client
+        sides.replay_sides(
+            plan, [sides.SideSpec(name="base", repo=repo, rev=sha)], client=docker_client
         )
     assert time.monotonic() - started < 20
     assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
+
+
+def test_a_side_that_fails_in_the_tool_is_internal_error_not_docker_api(
+    docker_client, runner_image_id, tmp_path, monkeypatch
+):
+    from orchestrator.errors import ExitCode, InternalError
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    repo, sha = _lib_repo(tmp_path)
+    plan = sides.ReplayPlan(
+        image_id=runner_image_id,
+        pytest_args=("-q",),
+        property_ids=("tests/test_lib.py::test_double",),
+        fixture=None,
+        replays=2,
+        timeout_s=30,
+        seed=0,
+        runner_id="local",
+    )
+    raw = tmp_path / "raw"
+    # The broken side's raw copy cannot be written: a directory stands in its place.
+    (raw / "broken" / "replay-001.json").mkdir(parents=True)
+    specs = [sides.SideSpec(name=n, repo=repo, rev=sha) for n in ("fine", "broken")]
+    run_id = sides.new_run_id()
+    with pytest.raises(InternalError) as caught:
+        sides.replay_sides(plan, specs, client=docker_client, run_id=run_id, keep_raw=raw)
+    error = caught.value
+    assert error.exit_code == ExitCode.UNDECIDED
+    assert "\n" not in str(error)
+    assert "internal error in side broken: IsADirectoryError" in str(error)
+    replays = error.labelled["broken"]["tests/test_lib.py::test_double"]
+    assert [(r.label, r.reason) for r in replays] == [("harness_error", "internal_error")] * 2
+    assert "IsADirectoryError" in (raw / "broken" / "internal-error.txt").read_text()
+    assert not (raw / "fine" / "internal-error.txt").exists()
+    assert _ours(docker_client, run_id) == []
+    assert list(scratch.iterdir()) == []

@@ -12,7 +12,7 @@ import pytest
 from replay_gitrepo import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
-from orchestrator.errors import InputError, UnknownRevisionError
+from orchestrator.errors import ExitCode, GitError, InputError, UnknownRevisionError
 
 
 @pytest.fixture
@@ -129,6 +129,32 @@ def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(repo, tmp_
         git_adapter.checkout(path, second, mutant=mutant),
     ):
         pass
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_bad_input_is_exit_2_and_git_failing_on_good_input_is_exit_3(repo, tmp_path, private_tmp):
+    path, first, second = repo
+    with pytest.raises(UnknownRevisionError) as unknown:
+        git_adapter.resolve_rev(path, "no-such-branch")
+    assert unknown.value.exit_code == ExitCode.USAGE
+    mutant = tmp_path / "stale.diff"
+    mutant.write_text("--- a/lib.py\n+++ b/lib.py\n@@ -1 +1 @@\n-VALUE = 7\n+VALUE = 8\n")
+    with pytest.raises(InputError) as stale, git_adapter.checkout(path, second, mutant=mutant):
+        pass
+    assert stale.value.exit_code == ExitCode.USAGE
+
+    # Good input, broken machine: the revision resolves, but a blob it needs is corrupt on
+    # disk, so checkout-index fails. That is the infrastructure's failure, not the user's.
+    blob = git(path, "rev-parse", f"{first}:lib.py")
+    loose = path / ".git" / "objects" / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(b"not a zlib stream")
+    assert git_adapter.resolve_rev(path, first) == first
+    with pytest.raises(GitError) as broken, git_adapter.checkout(path, first):
+        pass
+    assert broken.value.exit_code == ExitCode.UNDECIDED
+    assert "checkout-index" in str(broken.value)
+    assert "\n" not in str(broken.value)
     assert list(private_tmp.iterdir()) == []
 
 

@@ -14,10 +14,10 @@ from orchestrator.adapters.git import property_files
 from orchestrator.core.durations import parse_expiry
 from orchestrator.errors import InputError
 from orchestrator.model import Decision, Lane, Replay
-from orchestrator.services import engine
 from orchestrator.services import replay as service
+from orchestrator.services import sides
 
-PLAN = engine.ReplayPlan(
+PLAN = sides.ReplayPlan(
     image_id="sha256:" + "a" * 64,
     pytest_args=("-q",),
     property_ids=("tests/test_x.py::test_y",),
@@ -51,28 +51,28 @@ def test_a_command_that_is_not_pytest_is_bad_input(command):
 
 
 def test_driver_command_runs_the_probe_driver_with_the_plan():
-    command = engine.driver_command(PLAN, 3)
+    command = sides.driver_command(PLAN, 3)
     assert command[:3] == ["python3", "-m", "orchestrator.probe.replay"]
     separator = command.index("--")
     options = command[:separator]
     assert options[options.index("--replays") + 1] == "3"
     assert options[options.index("--timeout") + 1] == "7.5"
     assert options[options.index("--seed") + 1] == "11"
-    assert options[options.index("--out") + 1] == engine.OUT
+    assert options[options.index("--out") + 1] == sides.OUT
     assert command[separator + 1 :] == ["-p", "no:cacheprovider", "-q", "tests/test_x.py::test_y"]
 
 
 def test_environment_holds_only_the_replays_own_variables():
-    env = engine.replay_environment(PLAN)
+    env = sides.replay_environment(PLAN)
     assert env == {
         "REPLAY_SEED": "11",
-        "REPLAY_FIXTURE": engine.FIXTURE,
+        "REPLAY_FIXTURE": sides.FIXTURE,
         "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": engine.PROBE_ROOT,
+        "PYTHONPATH": sides.PROBE_ROOT,
         "HOME": "/tmp",
     }
-    without_fixture = engine.replay_environment(
-        engine.ReplayPlan(**{**PLAN.__dict__, "fixture": None})
+    without_fixture = sides.replay_environment(
+        sides.ReplayPlan(**{**PLAN.__dict__, "fixture": None})
     )
     assert "REPLAY_FIXTURE" not in without_fixture
 
@@ -110,18 +110,18 @@ def test_container_config_is_hermetic():
 
 
 def test_isolation_side_is_one_container_container_is_one_per_replay():
-    assert engine.container_units(PLAN) == ((1, 2, 3),)
-    per_replay = engine.ReplayPlan(**{**PLAN.__dict__, "isolation": "container"})
-    assert engine.container_units(per_replay) == ((1,), (2,), (3,))
+    assert sides.container_units(PLAN) == ((1, 2, 3),)
+    per_replay = sides.ReplayPlan(**{**PLAN.__dict__, "isolation": "container"})
+    assert sides.container_units(per_replay) == ((1,), (2,), (3,))
 
 
 def test_side_deadline_grows_with_replays_and_timeout():
-    assert engine.side_deadline_s(PLAN, 3) > 3 * PLAN.timeout_s
-    assert engine.side_deadline_s(PLAN, 3) > engine.side_deadline_s(PLAN, 1)
+    assert sides.side_deadline_s(PLAN, 3) > 3 * PLAN.timeout_s
+    assert sides.side_deadline_s(PLAN, 3) > sides.side_deadline_s(PLAN, 1)
 
 
 def test_container_names_are_docker_safe():
-    name = engine.container_name("20260101T000000Z-abc", "base side/1", 2)
+    name = sides.container_name("20260101T000000Z-abc", "base side/1", 2)
     assert name == "orchestrator-20260101T000000Z-abc-base-side-1-2"
 
 

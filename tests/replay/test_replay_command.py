@@ -491,3 +491,69 @@ def test_no_record_leaves_no_ledger(tmp_path, repo):
     assert result.code == 1, result.stderr
     assert not (tmp_path / ".replay").exists()
     assert "ledger:" not in result.stdout
+
+
+def test_a_side_the_tool_itself_breaks_is_internal_error_not_docker_api(
+    tmp_path, repo, docker_client
+):
+    from orchestrator.adapters.ledger import Ledger
+
+    out = tmp_path / "run"
+    # A real fault on the host, in the tool's own work: a directory stands where the patch
+    # side's first raw result is copied, so that copy fails (IsADirectoryError, an OSError)
+    # after the engine did everything right - as a full disk under the run folder would.
+    (out / "raw" / "patch" / "replay-001.json").mkdir(parents=True)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.same,
+        "--image", "orchestrator-runner:latest", "--property", ADD, "--replays", "2",
+        "--out", str(out), "--ledger", url, "--json",
+    )  # fmt: skip
+    assert result.code == 3, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("orchestrator:")]
+    assert len(errors) == 1, result.stderr
+    assert "internal error in side patch" in errors[0]
+    assert "IsADirectoryError" in errors[0]
+    assert "not of the Docker engine" in errors[0]
+    assert "docker_api" not in result.stderr
+    assert "Traceback" not in result.stderr  # one line; the traceback went to the run folder
+    kept = out / "raw" / "patch" / "internal-error.txt"
+    assert str(kept) in errors[0]
+    trace = kept.read_text()
+    assert trace.startswith("Traceback")
+    assert "IsADirectoryError" in trace
+    events = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    failed = [event for event in events if event.get("event") == "side.internal_error"]
+    assert [(event["side"], event["traceback_file"]) for event in failed] == [("patch", str(kept))]
+    # Not an engine case: nothing decided, nothing queued as infrastructure.
+    assert result.stdout == ""
+    assert not (out / "summary.json").exists()
+    if (tmp_path / "ledger.db").exists():
+        with Ledger.open(url) as store:
+            assert store.infra_entries() == []
+    run_id = json.loads((out / "run-log.json").read_text())["run_id"]
+    assert_nothing_left(docker_client, result, run_id)
+
+
+def test_git_failing_on_a_good_revision_is_exit_3_not_bad_input(tmp_path, docker_client):
+    path = init(tmp_path / "corrupt")
+    sha = commit(path, {"tests/test_a.py": "def test_a():\n    assert True\n"}, "c")
+    blob = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", f"{sha}:tests/test_a.py"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (path / ".git" / "objects" / blob[:2] / blob[2:]).write_bytes(b"corrupt")
+    out = tmp_path / "run"
+    result = run_cli(
+        tmp_path,
+        "--repo", str(path), "--base", sha, "--patch", sha,
+        "--image", "orchestrator-runner:latest", "--replays", "1", "--out", str(out),
+    )  # fmt: skip
+    assert result.code == 3, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("orchestrator:")]
+    assert len(errors) == 1, result.stderr
+    assert "git checkout-index failed" in errors[0]
+    assert "Traceback" not in result.stderr
+    run_id = json.loads((out / "run-log.json").read_text())["run_id"]
+    assert_nothing_left(docker_client, result, run_id)

@@ -208,9 +208,9 @@ def test_image_mismatch_turns_every_replay_into_harness_error():
 
 
 def test_sides_that_ran_different_images_are_all_image_mismatch():
-    from orchestrator.services import engine
+    from orchestrator.services import sides
 
-    plan = engine.ReplayPlan(
+    plan = sides.ReplayPlan(
         image_id=IMAGE,
         pytest_args=(),
         property_ids=(PROP,),
@@ -220,15 +220,15 @@ def test_sides_that_ran_different_images_are_all_image_mismatch():
         seed=0,
         runner_id="local",
     )
-    sides = [engine.SideSpec(name=n, repo=Path("."), rev="0" * 40) for n in ("base", "patch")]
+    specs = [sides.SideSpec(name=n, repo=Path("."), rev="0" * 40) for n in ("base", "patch")]
     good = ReplayFile(replay=1, state="ok", doc=run_doc(result=probe_doc(entry())))
     same = {
         "base": [(good, ContainerFacts(image_id=IMAGE))],
         "patch": [(good, ContainerFacts(image_id=IMAGE))],
     }
-    assert engine._label_sides(plan, sides, same)["patch"][PROP][0].label == "assert_pass"
+    assert sides._label_sides(plan, specs, same)["patch"][PROP][0].label == "assert_pass"
     other = {**same, "patch": [(good, ContainerFacts(image_id="sha256:" + "d" * 64))]}
-    labelled = engine._label_sides(plan, sides, other)
+    labelled = sides._label_sides(plan, specs, other)
     for side in ("base", "patch"):
         assert [(r.label, r.reason) for r in labelled[side][PROP]] == [
             ("harness_error", "image_mismatch")
@@ -236,9 +236,9 @@ def test_sides_that_ran_different_images_are_all_image_mismatch():
 
 
 def test_without_properties_every_reported_test_is_a_property():
-    from orchestrator.services import engine
+    from orchestrator.services import sides
 
-    plan = engine.ReplayPlan(
+    plan = sides.ReplayPlan(
         image_id=IMAGE,
         pytest_args=(),
         property_ids=(),
@@ -248,20 +248,18 @@ def test_without_properties_every_reported_test_is_a_property():
         seed=0,
         runner_id="r",
     )
-    sides = [engine.SideSpec(name=n, repo=Path("."), rev="0" * 40) for n in ("base", "patch")]
+    specs = [sides.SideSpec(name=n, repo=Path("."), rev="0" * 40) for n in ("base", "patch")]
     base = ReplayFile(replay=1, state="ok", doc=run_doc(result=probe_doc(entry())))
     patch = ReplayFile(replay=1, state="ok", doc=run_doc(result=probe_doc(entry(), entry(OTHER))))
     facts = ContainerFacts(image_id=IMAGE)
-    labelled = engine._label_sides(
-        plan, sides, {"base": [(base, facts)], "patch": [(patch, facts)]}
-    )
+    labelled = sides._label_sides(plan, specs, {"base": [(base, facts)], "patch": [(patch, facts)]})
     assert list(labelled["base"]) == [PROP, OTHER]
     assert labelled["base"][OTHER][0].reason == "not_found"  # a test only the patch has
     nothing = ReplayFile(replay=1, state="missing")
-    empty = engine._label_sides(
-        plan, sides, {"base": [(nothing, facts)], "patch": [(nothing, facts)]}
+    empty = sides._label_sides(
+        plan, specs, {"base": [(nothing, facts)], "patch": [(nothing, facts)]}
     )
-    assert list(empty["base"]) == [engine.NO_TEST_REPORTED]
+    assert list(empty["base"]) == [sides.NO_TEST_REPORTED]
 
 
 def test_a_collection_error_wins_over_the_not_found_it_causes(tmp_path):

@@ -10,6 +10,13 @@ pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 Labels come from the result files and the engine's facts
 (:mod:`orchestrator.adapters.results`). Containers and folders are always
 removed, also on a second Ctrl-C.
+
+The engine is reached through :mod:`orchestrator.adapters.docker` only, and its
+failures arrive as :class:`~orchestrator.errors.EngineError`: they become the
+labels of the replays they cost (``harness_error`` with the error's reason). Any
+other failure of a side is the tool's own fault: its replays are labelled
+``harness_error`` / ``internal_error``, its traceback is kept, and the run ends in
+:class:`~orchestrator.errors.InternalError` (exit 3) once everything is removed.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import shutil
 import signal
 import threading
 import time
+import traceback
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +37,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import orchestrator
+from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.results import (
     ContainerFacts,
@@ -38,7 +48,14 @@ from orchestrator.adapters.results import (
     read_replay_files,
     replay_file_name,
 )
-from orchestrator.errors import InputError, Interrupted
+from orchestrator.errors import (
+    EngineError,
+    InputError,
+    InternalError,
+    Interrupted,
+    OrchestratorError,
+    one_line,
+)
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
 
@@ -49,6 +66,8 @@ log = get_logger(__name__)
 
 ISOLATIONS = ("side", "container")
 NO_TEST_REPORTED = "<no test reported>"
+INTERNAL_ERROR = "internal_error"  # the harness sub-reason of a side the tool itself broke
+INTERNAL_ERROR_FILE = "internal-error.txt"  # its traceback, under keep_raw/<side>/
 # Time for a container to start and the driver to import, on top of N x --timeout.
 STARTUP_SLACK_S = 15.0
 PER_REPLAY_SLACK_S = 2.0
@@ -59,6 +78,9 @@ FIXTURE = "/replay/fixture.json"
 PROBE_ROOT = "/opt/orchestrator"
 
 Progress = Callable[[str, int, int], None]
+
+# The driver's progress line on the container's output (orchestrator/probe/driver.py).
+PROGRESS_LINE = re.compile(r"^replay (\d+)/(\d+) (\S+)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,13 +235,16 @@ class _Run:
 
     plan: ReplayPlan
     client: DockerClient
-    owner: Any
+    owner: docker_adapter.Owner
     progress: Progress | None
     keep_raw: Path | None
     cancelled: threading.Event = field(default_factory=threading.Event)
-    live: Any = None
+    live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
     fixture_copy: Path | None = None
     scratch: list[Path] = field(default_factory=list)
+    # Written by the side threads, read after they finished.
+    failures: dict[str, OrchestratorError] = field(default_factory=dict)
+    internal_errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def make_scratch(self, purpose: str) -> Path:
@@ -238,69 +263,37 @@ class _Run:
 def _run_container(
     run: _Run, side: SideSpec, tree: Path, unit_index: int, numbers: tuple[int, ...]
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
-    """One container's life: create, start, follow, wait to our deadline, read results, remove."""
-    import docker.errors
-    import requests
-
-    from orchestrator.adapters import docker as docker_adapter
-
+    """One container's life: create, start, follow, wait to our deadline, remove; then
+    read the results it left."""
     plan = run.plan
     out_dir = run.make_scratch("out")
-    out_dir.chmod(0o777)  # written by the container's uid 1000
-    mounts = [
-        docker_adapter.Mount(source=tree, target=SRC),
-        docker_adapter.Mount(
-            source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
-        ),
-        docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
-    ]
-    if run.fixture_copy is not None:
-        mounts.append(docker_adapter.Mount(source=run.fixture_copy, target=FIXTURE))
-    config = docker_adapter.container_config(
-        image_id=plan.image_id,
-        name=container_name(run.owner.run_id, side.name, unit_index),
-        command=driver_command(plan, len(numbers)),
-        mounts=mounts,
-        environment=replay_environment(plan),
-        labels=run.owner.labels(side.name),
-        limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
-    )
-    tail = docker_adapter.LineTail()
-    container = None
     try:
+        out_dir.chmod(0o777)  # written by the container's uid 1000
+        mounts = [
+            docker_adapter.Mount(source=tree, target=SRC),
+            docker_adapter.Mount(
+                source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
+            ),
+            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
+        ]
+        if run.fixture_copy is not None:
+            mounts.append(docker_adapter.Mount(source=run.fixture_copy, target=FIXTURE))
+        config = docker_adapter.container_config(
+            image_id=plan.image_id,
+            name=container_name(run.owner.run_id, side.name, unit_index),
+            command=driver_command(plan, len(numbers)),
+            mounts=mounts,
+            environment=replay_environment(plan),
+            labels=run.owner.labels(side.name),
+            limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+        )
+        tail = LineTail()
         try:
-            t0 = time.monotonic()
-            container = docker_adapter.create(run.client, config)
-            run.live.add(container)
-            if run.cancelled.is_set():
-                raise _Cancelled
-            t1 = time.monotonic()
-            container.start()
-            started = time.monotonic()
-            docker_adapter.follow_logs(container, _line_handler(run, side.name, numbers, tail))
-            exit_ = docker_adapter.wait_until(
-                run.client,
-                container,
-                deadline=started + side_deadline_s(plan, len(numbers)),
-                cancelled=run.cancelled,
-            )
-            exited = time.monotonic()
-            facts = docker_adapter.facts_after_exit(run.client, container, exit_)
-            log.debug(
-                "container.timing",
-                side=side.name,
-                create_ms=round((t1 - t0) * 1000),
-                start_ms=round((started - t1) * 1000),
-                run_ms=round((exited - started) * 1000),
-                inspect_ms=round((time.monotonic() - exited) * 1000),
-            )
-        except _Cancelled:
+            facts = _observe(run, side.name, config, numbers, tail)
+        except docker_adapter.Cancelled:
             facts = ContainerFacts(cancelled=True, message="interrupted before start")
-        except docker_adapter.EngineGone as error:
-            facts = ContainerFacts(engine_error="engine_gone", message=str(error))
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-            reason = docker_adapter.failure_reason(run.client, error)
-            facts = ContainerFacts(engine_error=reason, message=_one_line(error))
+        except EngineError as error:
+            facts = ContainerFacts(engine_error=error.reason, message=error.message)
         if facts.engine_error or facts.oom_killed or (facts.exit_code or 0) != 0:
             log.info(
                 "container.facts",
@@ -320,29 +313,49 @@ def _run_container(
             for replay_file, number in zip(files, numbers, strict=True)
         ]
     finally:
-        if container is not None:
-            try:
-                docker_adapter.remove(container)
-                run.live.discard(container)
-            except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-                log.warning("container.remove_failed", container=container.name, error=str(error))
         run.drop_scratch(out_dir)
 
 
-class _Cancelled(Exception):
-    pass
+def _observe(
+    run: _Run,
+    side: str,
+    config: Mapping[str, Any],
+    numbers: tuple[int, ...],
+    tail: Callable[[str], None],
+) -> ContainerFacts:
+    """Run one container to its end (or our deadline) and return the engine's facts."""
+    entered = time.monotonic()
+    with docker_adapter.Container(
+        run.client, config, live=run.live, cancelled=run.cancelled
+    ) as container:
+        started = time.monotonic()
+        container.follow_logs(_line_handler(run, side, numbers, tail))
+        exit_ = container.wait(deadline=started + side_deadline_s(run.plan, len(numbers)))
+        exited = time.monotonic()
+        facts = container.facts(exit_)
+        log.debug(
+            "container.timing",
+            side=side,
+            create_start_ms=round((started - entered) * 1000),
+            run_ms=round((exited - started) * 1000),
+            inspect_ms=round((time.monotonic() - exited) * 1000),
+        )
+    return facts
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+class LineTail:
+    """The last lines a container printed, for diagnostics on a harness error."""
+
+    def __init__(self, keep: int = 40) -> None:
+        self.lines: deque[str] = deque(maxlen=keep)
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
 
 
 def _line_handler(
     run: _Run, side: str, numbers: tuple[int, ...], tail: Callable[[str], None]
 ) -> Callable[[str], None]:
-    from orchestrator.adapters.docker import PROGRESS_LINE
-
     def handle(line: str) -> None:
         tail(line)
         match = PROGRESS_LINE.match(line.strip())
@@ -366,12 +379,11 @@ def _run_side(
     run: _Run,
     side: SideSpec,
     results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
-    refusals: dict[str, InputError],
     finished: threading.Event,
 ) -> None:
     """Export the side's sources (in parallel with the other sides), then run its containers."""
     try:
-        _run_side_inner(run, side, results, refusals)
+        _run_side_inner(run, side, results)
     finally:
         finished.set()  # only after the sources are removed
 
@@ -380,7 +392,6 @@ def _run_side_inner(
     run: _Run,
     side: SideSpec,
     results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
-    refusals: dict[str, InputError],
 ) -> None:
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
@@ -391,19 +402,75 @@ def _run_side_inner(
                     observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
                     continue
                 observed.extend(_run_container(run, side, tree, unit_index, numbers))
-    except InputError as error:  # e.g. a mutant that does not apply: bad input, not a label
-        refusals[side.name] = error
-        run.cancelled.set()
-    except Exception as error:  # a side never dies silently: its replays say why
-        log.error("side.failed", side=side.name, error=_one_line(error))
-        facts = ContainerFacts(engine_error="docker_api", message=_one_line(error))
-        done = {replay_file.replay for replay_file, _ in observed}
-        observed.extend(
-            (ReplayFile(replay=n, state="missing"), facts)
-            for n in range(1, run.plan.replays + 1)
-            if n not in done
+    except EngineError as error:  # the engine failed us outside a container's life
+        log.error("side.failed", side=side.name, reason=error.reason, error=error.message)
+        _fill_missing(
+            run, observed, ContainerFacts(engine_error=error.reason, message=error.message)
         )
+    except OrchestratorError as error:
+        # Bad input (a mutant that does not apply: exit 2) or git failing on good input
+        # (exit 3): no label, the run ends with this error once everything is removed.
+        run.failures[side.name] = error
+        run.cancelled.set()
+    except Exception as error:  # the tool's own fault: never an engine label, never silent
+        what = f"{type(error).__name__}: {one_line(error)}"
+        kept = _keep_traceback(run, side.name, traceback.format_exc())
+        log.error("side.internal_error", side=side.name, error=what, traceback_file=kept)
+        run.internal_errors[side.name] = (what, kept)
+        _fill_missing(run, observed, ContainerFacts(engine_error=INTERNAL_ERROR, message=what))
+        run.cancelled.set()  # the run ends in InternalError: stop the other sides early
     results[side.name] = observed
+
+
+def _fill_missing(
+    run: _Run, observed: list[tuple[ReplayFile, ContainerFacts]], facts: ContainerFacts
+) -> None:
+    """Every replay the side did not get to is missing, for the reason ``facts`` give."""
+    done = {replay_file.replay for replay_file, _ in observed}
+    observed.extend(
+        (ReplayFile(replay=n, state="missing"), facts)
+        for n in range(1, run.plan.replays + 1)
+        if n not in done
+    )
+
+
+def _keep_traceback(run: _Run, side: str, text: str) -> str | None:
+    """Write a side's traceback to ``keep_raw/<side>/internal-error.txt``; where it went.
+
+    Without ``keep_raw``, or when that write fails too (the disk that broke the side
+    may be full), the traceback goes to the log instead and ``None`` is returned.
+    """
+    if run.keep_raw is not None:
+        path = run.keep_raw / side / INTERNAL_ERROR_FILE
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as error:
+            log.warning("side.traceback_not_kept", side=side, path=str(path), error=str(error))
+        else:
+            return str(path)
+    log.error("side.traceback", side=side, traceback=text)
+    return None
+
+
+def internal_error_message(side: str, what: str, kept: str | None) -> str:
+    """The one line a run ends with when the tool itself broke one of its sides. Pure."""
+    where = f"traceback in {kept}" if kept is not None else "traceback in the log"
+    return (
+        f"internal error in side {side}: {what} - a fault of orchestrator itself, "
+        f"not of the Docker engine or the tested code ({INTERNAL_ERROR}; {where})"
+    )
+
+
+class SideInternalError(InternalError):
+    """A side failed in the tool itself. ``labelled`` holds the labels replay_sides had
+    (that side's unfinished replays are ``harness_error`` / ``internal_error``)."""
+
+    def __init__(
+        self, message: str, labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]]
+    ) -> None:
+        super().__init__(message)
+        self.labelled = labelled
 
 
 def _copy_fixture(run: _Run, fixture: Path) -> Path:
@@ -436,14 +503,16 @@ def replay_sides(
     exported sources are always removed; a Ctrl-C raises :class:`Interrupted`
     after cleanup (a second Ctrl-C during cleanup is deferred, and from then on SIGINT
     and SIGTERM are ignored: the caller is on its way out).
-    """
-    from orchestrator.adapters import docker as docker_adapter
 
+    Engine failures are labels (``harness_error`` with the engine's reason). After
+    cleanup, a side's bad input raises its :class:`InputError` (exit 2), git failing
+    on good input its :class:`~orchestrator.errors.GitError` (exit 3), and any other
+    failure of a side :class:`SideInternalError` (exit 3), its traceback kept under
+    ``keep_raw/<side>/internal-error.txt``.
+    """
     validate_plan(plan, sides)
     if client is None:
-        from orchestrator.adapters.engine import connect
-
-        client = connect(os.environ)
+        client = docker_adapter.connect(os.environ)
     run_id = run_id or new_run_id()
     owner = docker_adapter.Owner.current(run_id)
     docker_adapter.sweep_leftovers(client, host=owner.host)
@@ -455,11 +524,9 @@ def replay_sides(
         owner=owner,
         progress=progress,
         keep_raw=keep_raw,
-        live=docker_adapter.LiveContainers(),
     )
     results: dict[str, list[tuple[ReplayFile, ContainerFacts]]] = {}
     interrupted = False
-    refusals: dict[str, InputError] = {}
     # Completion is tracked with events, not Thread.join: a join interrupted by Ctrl-C can
     # leave the thread looking finished while it still cleans up (CPython bpo-45274).
     finished = {side.name: threading.Event() for side in sides}
@@ -471,7 +538,7 @@ def replay_sides(
             for side in sides:
                 threading.Thread(
                     target=_run_side,
-                    args=(run, side, results, refusals, finished[side.name]),
+                    args=(run, side, results, finished[side.name]),
                     name=f"side-{side.name}",
                 ).start()
                 started.append(finished[side.name])
@@ -494,9 +561,14 @@ def replay_sides(
     if interrupted:
         raise Interrupted("interrupted; containers and sources removed")
     for side in sides:
-        if side.name in refusals:
-            raise refusals[side.name]
-    return _label_sides(plan, sides, results)
+        if side.name in run.failures:
+            raise run.failures[side.name]
+    labelled = _label_sides(plan, sides, results)
+    for side in sides:
+        if side.name in run.internal_errors:
+            what, kept = run.internal_errors[side.name]
+            raise SideInternalError(internal_error_message(side.name, what, kept), labelled)
+    return labelled
 
 
 def _label_sides(
