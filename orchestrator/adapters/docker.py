@@ -37,7 +37,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from orchestrator.adapters.results import ContainerFacts
+from orchestrator.core.labels import ContainerFacts
 from orchestrator.log import get_logger
 
 LABEL_MARK = "orchestrator.replay"
