@@ -17,7 +17,6 @@ CANONICALIZATION = "json-sort-keys"
 
 EVIDENCE_SCHEMA = "replay-evidence/1"
 DECISION_SCHEMA = "replay-decision/1"
-PROBE_SCHEMA = "replay-probe/1"
 RUN_LOG_SCHEMA = "replay-run-log/1"
 REPORT_SCHEMA = "replay-report/1"
 SHRINK_SCHEMA = "shrink-report/1"
@@ -35,6 +34,15 @@ class Label(StrEnum):
     @property
     def completed(self) -> bool:
         return self in (Label.ASSERT_PASS, Label.ASSERT_FAIL)
+
+    @classmethod
+    def is_completed(cls, raw: str) -> bool:
+        """``completed`` for a raw label string (an unknown label never completed)."""
+        return raw in COMPLETED_LABELS
+
+
+KNOWN_LABELS = frozenset(label.value for label in Label)
+COMPLETED_LABELS = frozenset(label.value for label in Label if label.completed)
 
 
 class Lane(StrEnum):

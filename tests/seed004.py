@@ -1,5 +1,6 @@
 """Seed 004's synthetic harness as a request document: case D (wide spread over budget,
-every other gate green), shared by the admit tests of the core and of the ledger."""
+every other gate green), shared by the admit tests of the core and of the ledger; and
+its thaw sample lists."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from orchestrator.core.digest import oracle_digest
 
 ORACLE_KEYS = ["status", "schema_version", "body_sha256"]
 PAYLOAD = {"status": 200, "schema_version": 3, "body_sha256": "abc123", "request_id": "v"}
+SAMPLES_STILL_SLOW = (410.0, 390.0, 420.0, 400.0, 405.0)  # fails thaw at 400 ms
+SAMPLES_THAWED = (310.0, 320.0, 300.0, 330.0, 315.0)  # passes thaw at 400 ms
 
 
 def admission_request(**overrides: Any) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from tenacity import (
     wait_fixed,
 )
 
-from orchestrator.adapters.results import ContainerFacts
+from orchestrator.core.labels import ContainerFacts
 from orchestrator.errors import (
     EngineError,
     EngineReason,

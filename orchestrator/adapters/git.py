@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import GitError, InputError, UnknownRevisionError
@@ -76,23 +76,6 @@ def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | 
             except KeyError:
                 found[path] = None
     return found
-
-
-def property_files(nodeid: str) -> tuple[str, ...]:
-    """The files that define a property: its test file and the conftest.py files above it.
-
-    Pure. ``tests/unit/test_x.py::test_y[a]`` -> ``conftest.py``,
-    ``tests/conftest.py``, ``tests/unit/conftest.py``, ``tests/unit/test_x.py``.
-    """
-    test_file = nodeid.split("::", 1)[0].strip()
-    if not test_file:
-        return ()
-    path = PurePosixPath(test_file)
-    parents = list(reversed(path.parents))  # "." first, then deeper
-    conftests = [
-        str(parent / "conftest.py") if str(parent) != "." else "conftest.py" for parent in parents
-    ]
-    return (*conftests, str(path))
 
 
 def make_scratch(purpose: str) -> Path:

@@ -134,10 +134,10 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
     from orchestrator import log
     from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
+    from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.files import dumps
     from orchestrator.services.replay import (
         LedgerRequest,
-        ReplayOptions,
         execute,
         plan_replay,
     )
@@ -241,7 +241,7 @@ def _progress(
 
 
 def _print_table(outcome: Any) -> None:
-    from orchestrator.services.replay import call_deltas, label_summary
+    from orchestrator.core.replay_run import call_deltas, label_summary
 
     header = ("property", "base", "patch", "call deltas", "lane", "code")
     rows: list[Sequence[str]] = [header]

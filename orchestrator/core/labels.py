@@ -1,21 +1,264 @@
-"""Seed 000's replay-label classifier, on its own.
+"""Replay labels from facts: one probe result file plus the engine's facts -> one label.
 
-The seed gates one side's replay list: the list must have the fixed length, hold
-only the four labels, and mix ``assert_pass`` with ``assert_fail`` to be eligible
-for a freeze. The composed two-sided rule is ``orchestrator.core.lanes.decide``;
-this function keeps the seed's own vocabulary so its examples can be checked.
+:func:`label_replay` combines what a ``replay-<k>.json`` file says (read by
+``orchestrator.adapters.results`` into a :class:`ReplayFile`: ``ok``, ``missing``
+or ``corrupt``) with what the engine says about the container that ran it
+(:class:`ContainerFacts`) into one :class:`~orchestrator.model.Replay` for one
+property. Labels come from facts, never from an exit status alone. The documents'
+schema ids are the probe's own (``orchestrator.probe``), never copied.
+
+Seed 000's classifier of one side's label list (:func:`classify_labels`) lives here
+too: it keeps the seed's vocabulary so that its examples can be checked; the
+composed two-sided rule is ``orchestrator.core.lanes.decide``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from orchestrator.model import Label
+from orchestrator.model import KNOWN_LABELS, Label, Replay
+from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
+
+FileState = Literal["ok", "missing", "corrupt"]
+RUN_STATUSES = ("completed", "timeout", "no_result", "corrupt_result")
+SESSION_NODES = ("", "<session>")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayFile:
+    """What one ``replay-<k>.json`` holds, or that it is missing or unusable.
+
+    ``doc`` is set exactly when ``state`` is ``ok``, and is then a document that
+    :func:`run_doc_problem` accepts.
+    """
+
+    replay: int
+    state: FileState
+    doc: Mapping[str, Any] | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerFacts:
+    """What the engine reported about the container that ran a replay.
+
+    ``engine_error`` is a harness sub-reason (``docker_api``, ``engine_gone``,
+    ``image_not_found``) when the engine failed us; ``killed_at_deadline`` is set
+    only when *we* killed the container at the side's deadline; ``cancelled`` when
+    we killed it because the user interrupted the run.
+    """
+
+    image_id: str | None = None
+    exit_code: int | None = None
+    oom_killed: bool = False
+    killed_at_deadline: bool = False
+    cancelled: bool = False
+    engine_error: str | None = None
+    message: str | None = None
+
+
+# ------------------------------------------------------------------ document checks
+
+
+def run_doc_problem(doc: Any) -> str | None:
+    """Why a ``replay-run/1`` document cannot be used (``None`` when it can)."""
+    if not isinstance(doc, Mapping):
+        return "not a JSON object"
+    if doc.get("schema") != RUN_SCHEMA:
+        return f"schema is {doc.get('schema')!r}, expected {RUN_SCHEMA!r}"
+    status = doc.get("status")
+    if status not in RUN_STATUSES:
+        return f"unknown status {status!r}"
+    if status == "completed":
+        return probe_doc_problem(doc.get("result"))
+    return None
+
+
+def probe_doc_problem(result: Any) -> str | None:
+    """Why a ``replay-probe/1`` document cannot be used (``None`` when it can)."""
+    if not isinstance(result, Mapping):
+        return "completed without a result"
+    if result.get("schema") != RESULT_SCHEMA:
+        return f"result schema is {result.get('schema')!r}, expected {RESULT_SCHEMA!r}"
+    tests = result.get("tests")
+    if not isinstance(tests, list):
+        return "result has no tests list"
+    for entry in tests:
+        if not isinstance(entry, Mapping):
+            return "a test entry is not an object"
+        if not isinstance(entry.get("nodeid"), str) or not isinstance(entry.get("label"), str):
+            return "a test entry lacks nodeid or label"
+        calls = entry.get("calls", {})
+        if not isinstance(calls, Mapping) or not all(
+            isinstance(name, str) and isinstance(count, int) and not isinstance(count, bool)
+            for name, count in calls.items()
+        ):
+            return f"{entry['nodeid']}: calls is not a map of counts"
+        duration = entry.get("duration_ms")
+        if duration is not None and not isinstance(duration, int | float):
+            return f"{entry['nodeid']}: duration_ms is not a number"
+    return None
+
+
+def _tests(doc: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    if doc is None or doc.get("status") != "completed":
+        return []
+    return list(doc["result"]["tests"])
+
+
+def nodeids_seen(files: Iterable[ReplayFile]) -> tuple[str, ...]:
+    """Every test node id any completed replay reported, in first-seen order."""
+    seen: dict[str, None] = {}
+    for replay_file in files:
+        if replay_file.state == "ok":
+            for entry in _tests(replay_file.doc):
+                seen.setdefault(entry["nodeid"], None)
+    return tuple(seen)
+
+
+# ------------------------------------------------------------------ one replay
+
+
+def _encloses(parent: str, property_id: str) -> bool:
+    """Is ``parent`` (a module, a directory, the session) a node above ``property_id``?"""
+    return (
+        parent in SESSION_NODES
+        or property_id.startswith(parent + "::")
+        or property_id.startswith(parent.rstrip("/") + "/")
+    )
+
+
+def _entry_for(tests: Sequence[Mapping[str, Any]], property_id: str) -> Mapping[str, Any] | None:
+    """The entry that tells what happened to ``property_id`` in one replay.
+
+    A collection error is reported against the module (or a directory, or the
+    session), not the test; pytest then also reports the test as not found. The
+    collection error is the cause, so it wins over that ``not_found``.
+    """
+    exact = [entry for entry in tests if entry["nodeid"] == property_id]
+    above = [
+        entry
+        for entry in tests
+        if entry["label"] == Label.HARNESS_ERROR
+        and entry["nodeid"] != property_id
+        and _encloses(entry["nodeid"], property_id)
+    ]
+    if exact and not (exact[-1].get("reason") == "not_found" and above):
+        return exact[-1]
+    if above:
+        return above[0]
+    return None
+
+
+def _harness(reason: str, message: str | None) -> Replay:
+    return Replay(label=Label.HARNESS_ERROR, reason=reason, message=message)
+
+
+def _unfinished(facts: ContainerFacts, driver_status: str | None, exit_code: Any) -> Replay:
+    """The label of a replay without a usable result, from the container's facts."""
+    if facts.engine_error is not None:
+        return _harness(facts.engine_error, facts.message)
+    if facts.oom_killed:
+        return _harness("oom", "the container hit its memory limit and was OOM-killed")
+    if driver_status is None and facts.killed_at_deadline:
+        return Replay(label=Label.TIMEOUT, reason="deadline", message="side deadline passed")
+    if driver_status is None and facts.cancelled:
+        return _harness("interrupted", "the run was interrupted")
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code < 0:
+        return _harness("signal", f"the replay process was killed by signal {-exit_code}")
+    if driver_status is None and facts.exit_code is not None and facts.exit_code > 128:
+        signal_number = facts.exit_code - 128
+        return _harness("signal", f"the container exited by signal {signal_number}")
+    if driver_status is not None:
+        return _harness(driver_status, f"the driver reported {driver_status}")
+    return _harness("no_result", "no result file was written")
+
+
+def _from_entry(entry: Mapping[str, Any], property_id: str) -> Replay:
+    duration = entry.get("duration_ms")
+    reason = entry.get("reason")
+    message = entry.get("message")
+    assertion_id = entry.get("assertion_id")
+    if entry["nodeid"] != property_id and entry["label"] == Label.HARNESS_ERROR:
+        reason = reason or "collection_error"
+    return Replay(
+        label=entry["label"],
+        assertion_id=assertion_id if isinstance(assertion_id, str) else None,
+        calls=dict(entry.get("calls", {})),
+        duration_ms=float(duration) if duration is not None else None,
+        reason=reason if isinstance(reason, str) else None,
+        message=message if isinstance(message, str) else None,
+    )
+
+
+def label_replay(replay_file: ReplayFile, facts: ContainerFacts, property_id: str) -> Replay:
+    """The label of one property in one replay (without image/runner stamps)."""
+    if replay_file.state == "corrupt":
+        if facts.oom_killed:
+            return _harness("oom", "the container hit its memory limit and was OOM-killed")
+        return _harness("corrupt_result", replay_file.problem)
+    if replay_file.state == "missing" or replay_file.doc is None:
+        return _unfinished(facts, None, None)
+    doc = replay_file.doc
+    status = doc["status"]
+    if status == "timeout":
+        return Replay(
+            label=Label.TIMEOUT, reason="replay_timeout", message="the replay passed --timeout"
+        )
+    if status != "completed":
+        return _unfinished(facts, status, doc.get("exit_code"))
+    entry = _entry_for(_tests(doc), property_id)
+    if entry is None:
+        return _harness("not_found", f"{property_id} was not collected")
+    return _from_entry(entry, property_id)
+
+
+def label_replays(
+    observed: Sequence[tuple[ReplayFile, ContainerFacts]],
+    property_ids: Sequence[str],
+    *,
+    runner_id: str,
+) -> dict[str, tuple[Replay, ...]]:
+    """One :class:`Replay` per property per replay, stamped with image and runner."""
+    return {
+        property_id: tuple(
+            replace(
+                label_replay(replay_file, facts, property_id),
+                image_digest=facts.image_id,
+                runner_id=runner_id,
+            )
+            for replay_file, facts in observed
+        )
+        for property_id in property_ids
+    }
+
+
+def mark_image_mismatch(
+    labelled: Mapping[str, tuple[Replay, ...]], expected: str, observed: Iterable[str | None]
+) -> dict[str, tuple[Replay, ...]]:
+    """Every replay becomes ``harness_error``/``image_mismatch``."""
+    seen = ", ".join(sorted({image or "none" for image in observed}))
+    message = f"containers ran images {seen}, the run pinned {expected}"
+    return {
+        property_id: tuple(
+            replace(
+                replay,
+                label=Label.HARNESS_ERROR,
+                assertion_id=None,
+                reason="image_mismatch",
+                message=message,
+            )
+            for replay in replays
+        )
+        for property_id, replays in labelled.items()
+    }
+
+
+# ------------------------------------------------------------------ seed 000
 
 SEED_REPLAYS = 5  # the seed's proposal, not a tuned threshold
-
-KNOWN_LABELS = frozenset(label.value for label in Label)
-INFRA_LABELS = frozenset({Label.TIMEOUT.value, Label.HARNESS_ERROR.value})
 
 
 def classify_labels(runs: Sequence[str], replays: int = SEED_REPLAYS) -> str:
@@ -23,7 +266,7 @@ def classify_labels(runs: Sequence[str], replays: int = SEED_REPLAYS) -> str:
     ``freeze_eligible`` for one replay list (seed 000)."""
     if len(runs) != replays or any(run not in KNOWN_LABELS for run in runs):
         return "reject_malformed"
-    if any(run in INFRA_LABELS for run in runs):
+    if not all(Label.is_completed(run) for run in runs):
         return "infra_queue"
     fails = sum(run == Label.ASSERT_FAIL for run in runs)
     if fails == replays:

@@ -1,9 +1,11 @@
 """The composed decision of lanes.md section 3: evidence in, one lane out.
 
-``decide`` is total and pure: whatever ``Evidence`` it is given it returns a
-``Decision`` (malformed evidence is itself a lane, ``reject_malformed``). The rows
-are tried top to bottom and the first match wins. Nothing here depends on the
-order of replays within a side: every side is reduced to counts and sets first.
+``decide`` is total and pure over well-typed evidence (what ``parse_evidence``
+builds): whatever ``Evidence`` it is given it returns a ``Decision`` (malformed
+evidence is itself a lane, ``reject_malformed``). A value of the wrong type is a
+programming error and raises; it never becomes a verdict. The rows are tried top to
+bottom and the first match wins. Nothing here depends on the order of replays within
+a side: every side is reduced to counts and sets first.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
-from orchestrator.model import Decision, Evidence, Label, Lane, Replay
-
-KNOWN_LABELS = frozenset(label.value for label in Label)
+from orchestrator.core.calls import budget_changes, describe_change
+from orchestrator.model import KNOWN_LABELS, Decision, Evidence, Label, Lane, Replay
 
 # lanes.md row 1, in the order their codes are reported.
 REQUIRED_FIELDS = (
@@ -102,8 +103,7 @@ def _pins(evidence: Evidence, attribute: str) -> list[str]:
 
 
 def _infra(side: str, replays: Sequence[Replay]) -> str | None:
-    completed = (Label.ASSERT_PASS, Label.ASSERT_FAIL)
-    counts = Counter(r.label for r in replays if r.label not in completed)
+    counts = Counter(r.label for r in replays if not Label.is_completed(r.label))
     if not counts:
         return None
     parts = []
@@ -113,27 +113,6 @@ def _infra(side: str, replays: Sequence[Replay]) -> str | None:
             detail = f" ({', '.join(sub)})" if sub else ""
             parts.append(f"{counts[label]} {label.value}{detail}")
     return f"{side}: {', '.join(parts)} of {len(replays)} replays"
-
-
-def _count_set(replays: Sequence[Replay], dependency: str) -> frozenset[int]:
-    return frozenset(int(r.calls.get(dependency, 0)) for r in replays)
-
-
-def _format_set(counts: frozenset[int]) -> str:
-    return "{" + ", ".join(str(c) for c in sorted(counts)) + "}"
-
-
-def budget_changes(base: Sequence[Replay], patch: Sequence[Replay]) -> tuple[str, ...]:
-    """Row 5: one reason per dependency whose *set* of call counts moved."""
-    dependencies = sorted({name for r in (*base, *patch) for name in r.calls})
-    reasons = []
-    for dependency in dependencies:
-        on_base, on_patch = _count_set(base, dependency), _count_set(patch, dependency)
-        if on_base != on_patch:
-            reasons.append(
-                f"{dependency}: base {_format_set(on_base)} vs patch {_format_set(on_patch)}"
-            )
-    return tuple(reasons)
 
 
 def side_state(replays: Sequence[Replay]) -> SideState:
@@ -155,20 +134,7 @@ def _format_ids(ids: frozenset[str | None]) -> str:
 
 
 def decide(evidence: Evidence) -> Decision:
-    """The lane for one property's evidence (lanes.md section 3, first match wins).
-
-    Total: evidence built in code with values of the wrong type (which
-    ``parse_evidence`` never produces) is malformed evidence, not a crash.
-    """
-    try:
-        return _decide(evidence)
-    except (TypeError, ValueError, AttributeError) as error:
-        return _decision(
-            Lane.REJECT_MALFORMED, "malformed_evidence", [f"unusable evidence value: {error}"]
-        )
-
-
-def _decide(evidence: Evidence) -> Decision:
+    """The lane for one property's evidence (lanes.md section 3, first match wins)."""
     # Row 1: the evidence itself is unusable.
     problems = _malformed(evidence)
     if problems:
@@ -208,7 +174,9 @@ def _decide(evidence: Evidence) -> Decision:
     # Row 5: same output with a moved call budget is still a regression.
     moved = budget_changes(base, patch)
     if moved:
-        return _decision(Lane.PROPERTY_REGRESSION, "call_budget", moved)
+        return _decision(
+            Lane.PROPERTY_REGRESSION, "call_budget", (describe_change(c) for c in moved)
+        )
 
     on_base, on_patch = side_state(base), side_state(patch)
     states = f"base {on_base.value}, patch {on_patch.value}"

@@ -1,4 +1,5 @@
-"""Freeze-record validation (lanes.md section 5) and the rows' canonical JSON.
+"""Freeze records (lanes.md section 5): validation, the rows' canonical JSON, and the
+flake freeze a replay's evidence makes.
 
 A missing or empty field is a hard reject with its own code, never a default.
 Validators return every rejection code in a fixed order; an empty tuple means the
@@ -7,14 +8,17 @@ record may be written. ``now`` is passed in: nothing here reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orchestrator.core.lanes import failing_assertions
 from orchestrator.core.timing import TIMING_DEBT_OPENED
 from orchestrator.model import (
+    CANONICALIZATION,
     FREEZE_SCHEMA,
     Decision,
+    Evidence,
     FlakeFreeze,
     FreezeKind,
     Lane,
@@ -223,4 +227,43 @@ def timing_freeze_from_json(doc: Mapping[str, Any]) -> TimingFreeze:
         budget_ms=doc.get("budget_ms"),
         oracle_digest=doc.get("oracle_digest"),
         expires_at=parse_iso(doc.get("expires_at")),
+    )
+
+
+def failing_assertion(evidence: Evidence) -> str | None:
+    """The one assertion the patch's failing replays share (row 12 needs one), else None."""
+    ids = sorted(i for i in failing_assertions(evidence.patch) if i)
+    return ids[0] if len(ids) == 1 else None
+
+
+def flake_freeze_from_replay(
+    evidence: Evidence,
+    *,
+    owner: str | None,
+    expires_at: datetime | None,
+    shrink_path: Sequence[Mapping[str, Any]],
+    now: datetime,
+) -> FlakeFreeze:
+    """The freeze record a replay's pinned facts make (validated by
+    :func:`validate_flake_freeze` before it is written)."""
+    return FlakeFreeze(
+        property_id=evidence.property_id,
+        assertion_id=failing_assertion(evidence),
+        seed=evidence.seed,
+        fixture_digest=evidence.fixture_digest,
+        origin_digest=evidence.origin_digest,
+        shrink_path=tuple(dict(step) for step in shrink_path),
+        canonicalization=CANONICALIZATION,
+        replays={
+            "base": tuple(replay.label for replay in evidence.base),
+            "patch": tuple(replay.label for replay in evidence.patch),
+        },
+        base_rev=evidence.base_rev,
+        patch_rev=evidence.patch_rev,
+        image_digest=evidence.image_digest,
+        runner_id=evidence.runner_id,
+        command=evidence.command,
+        owner=owner,
+        opened_at=now,
+        expires_at=expires_at,
     )

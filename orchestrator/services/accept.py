@@ -5,7 +5,7 @@ Plan first (pure checks on pinned inputs), then execute:
 1. pin ``--rev`` to a full SHA and the mutant to a patch file or a second SHA; refuse
    a mutant that edits the property's own files (that changes the oracle, not the code);
 2. read the property's test file at the pinned revision and run the static checks
-   (``orchestrator.core.acceptance``); a finding ends it there, no container starts;
+   (``orchestrator.core.property_lint``); a finding ends it there, no container starts;
 3. replay the property on the revision and on the mutant, concurrently, in hermetic
    containers from one pinned image ID (``orchestrator.services.sides``);
 4. judge (pure) and append one ACCEPT event to the ledger, whatever the outcome.
@@ -21,19 +21,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import git as git_adapter
-from orchestrator.core.acceptance import (
-    ACCEPTANCE_SCHEMA,
+from orchestrator.core.acceptance import ACCEPTANCE_SCHEMA, Outcome, judge_replays, patch_paths
+from orchestrator.core.property_lint import (
     Finding,
-    Outcome,
     find_function,
-    judge_replays,
     parse_property_id,
-    patch_paths,
     static_findings,
 )
+from orchestrator.core.pytest_command import property_files
 from orchestrator.errors import InfrastructureError, InputError
 from orchestrator.log import get_logger
-from orchestrator.model import Event, EventKind, Replay
+from orchestrator.model import Event, EventKind, Label, Replay
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -188,7 +186,7 @@ def plan_accept(options: AcceptOptions) -> AcceptPlan:
         raise InputError(f"--fixture {options.fixture}: no such file")
     repo = options.repo.resolve()
     rev = git_adapter.resolve_rev(repo, options.rev)
-    own_files = git_adapter.property_files(options.property_id)
+    own_files = property_files(options.property_id)
     mutant = pin_mutant(repo, options.mutant, own_files)
     at_rev = git_adapter.read_blobs(repo, rev, own_files)
     if mutant.rev is not None:
@@ -257,7 +255,7 @@ def _replay(
 def _infra_reason(replays: Mapping[str, Sequence[Replay]]) -> str | None:
     for side, side_replays in replays.items():
         for replay in side_replays:
-            if replay.label not in ("assert_pass", "assert_fail"):
+            if not Label.is_completed(replay.label):
                 reason = f"{side}: {replay.label}"
                 if replay.reason:
                     reason += f" ({replay.reason})"

@@ -24,6 +24,7 @@ from orchestrator.adapters.ledger import (
     WriteOutcome,
 )
 from orchestrator.adapters.ledger_location import ledger_url
+from orchestrator.core.records import flake_freeze_from_replay
 
 EXPORT_SCHEMA = "freeze-export/1"
 OPENED = "timing_debt_opened"
@@ -92,7 +93,7 @@ def queue_infra(
             f"{side}:{replay.label}:{replay.reason or 'unspecified'}"
             for side, replays in (("base", evidence.base), ("patch", evidence.patch))
             for replay in replays
-            if replay.label in (model.Label.TIMEOUT, model.Label.HARNESS_ERROR)
+            if not model.Label.is_completed(replay.label)
         }
     )
     runners = sorted(
@@ -113,47 +114,6 @@ def queue_infra(
             record={"evidence": evidence.to_json(), "decision": decision.to_json()},
             run_id=run_id,
         )
-    )
-
-
-def _failing_assertion(evidence: model.Evidence) -> str | None:
-    """The assertion the patch's failing replays share (row 12 needs one)."""
-    ids = sorted(
-        {
-            r.assertion_id
-            for r in evidence.patch
-            if r.label == model.Label.ASSERT_FAIL and r.assertion_id
-        }
-    )
-    return ids[0] if len(ids) == 1 else None
-
-
-def flake_freeze_from_replay(
-    evidence: model.Evidence,
-    *,
-    owner: str | None,
-    expires_at: datetime | None,
-    shrink_path: Sequence[Mapping[str, Any]],
-    now: datetime,
-) -> model.FlakeFreeze:
-    """The freeze record a replay's pinned facts make (validated later by the core)."""
-    return model.FlakeFreeze(
-        property_id=evidence.property_id,
-        assertion_id=_failing_assertion(evidence),
-        seed=evidence.seed,
-        fixture_digest=evidence.fixture_digest,
-        origin_digest=evidence.origin_digest,
-        shrink_path=tuple(dict(step) for step in shrink_path),
-        canonicalization=model.CANONICALIZATION,
-        replays={"base": tuple(_labels(evidence.base)), "patch": tuple(_labels(evidence.patch))},
-        base_rev=evidence.base_rev,
-        patch_rev=evidence.patch_rev,
-        image_digest=evidence.image_digest,
-        runner_id=evidence.runner_id,
-        command=evidence.command,
-        owner=owner,
-        opened_at=now,
-        expires_at=expires_at,
     )
 
 

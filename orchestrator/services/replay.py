@@ -5,35 +5,36 @@ image ID (never pulled), digests the fixture, checks a shrink report against it
 and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
 checks the oracle, builds one evidence document per property, decides with the
-pure core and writes ``evidence-<n>.json``, ``decision-<n>.json`` and
-``summary.json``. The result is a frozen :class:`ReplayOutcome` that other
-services (the ledger) build on.
+pure core (:mod:`orchestrator.core.replay_run`) and writes ``evidence-<n>.json``,
+``decision-<n>.json`` and ``summary.json``. The result is a frozen
+:class:`ReplayOutcome` that other services (the ledger) build on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
-from orchestrator.errors import InputError, SchemaError
-from orchestrator.model import (
-    REPORT_SCHEMA,
-    RUN_LOG_SCHEMA,
-    Decision,
-    Evidence,
-    Label,
-    Lane,
-    Replay,
-    ShrinkSummary,
+from orchestrator.core.pytest_command import property_files, pytest_args, split_node_id
+from orchestrator.core.replay_run import (
+    BASE,
+    PATCH,
+    Pins,
+    PropertyOutcome,
+    ReplayOptions,
+    RunPlan,
+    decide_all,
+    report_document,
 )
+from orchestrator.errors import InputError, SchemaError
+from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
@@ -48,76 +49,6 @@ if TYPE_CHECKING:
 
     from orchestrator.services.sides import Progress
 
-BASE = "base"
-PATCH = "patch"
-PYTEST_LAUNCHERS = (
-    ("pytest",),
-    ("py.test",),
-    ("python", "-m", "pytest"),
-    ("python3", "-m", "pytest"),
-)
-# pytest options whose value is the next argument (so it is not taken for a path).
-PYTEST_VALUE_OPTIONS = frozenset(
-    {
-        "-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
-        "--deselect", "--ignore", "--ignore-glob", "--maxfail", "--tb", "--durations",
-        "--import-mode", "--override-ini", "--log-level", "--junitxml", "--timeout",
-        "--capture", "--color",
-    }
-)  # fmt: skip
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplayOptions:
-    """The command line, as values."""
-
-    repo: Path
-    base: str
-    patch: str
-    image: str
-    command: str = "pytest -q"
-    property_ids: tuple[str, ...] = ()
-    fixture: Path | None = None
-    shrink_report: Path | None = None
-    origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
-    replays: int = 5
-    timeout_s: float = 60.0
-    seed: int = 0
-    runner_id: str = "local"
-    out: Path | None = None
-    isolation: str = "side"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Pins:
-    """Everything fixed before the first replay starts."""
-
-    base_rev: str
-    patch_rev: str
-    image_ref: str
-    image_id: str
-    repo_digests: tuple[str, ...]
-    fixture_digest: str
-    origin_digest: str
-    shrink: ShrinkSummary | None
-    probe_version: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunPlan:
-    run_id: str
-    run_dir: Path
-    started_at: datetime
-    options: ReplayOptions
-    pins: Pins
-    replay_plan: ReplayPlan
-    # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
-    # the minimal fixture, because shrinking can hide a size-dependent failure.
-    origin_bytes: bytes | None = None
-
-    def run_log(self) -> dict[str, Any]:
-        return run_log_document(self)
-
 
 @dataclass(frozen=True, kw_only=True)
 class LedgerRequest:
@@ -130,13 +61,6 @@ class LedgerRequest:
     freeze: bool = False
     owner: str | None = None
     expires_at: datetime | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class PropertyOutcome:
-    index: int
-    evidence: Evidence
-    decision: Decision
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,66 +89,7 @@ class ReplayOutcome:
         return tuple(item.decision for item in self.properties)
 
 
-# ---------------------------------------------------------------- pure planning
-
-
-def pytest_args_from_command(command: str, property_ids: Sequence[str]) -> tuple[str, ...]:
-    """The pytest arguments of ``--command``; with properties, its paths give way to them. Pure.
-
-    ``pytest -q tests/`` -> ``("-q", "tests/")``. When properties are selected, the
-    command's positional paths are dropped (the node ids select the tests) and its
-    options are kept.
-    """
-    try:
-        words = shlex.split(command)
-    except ValueError as error:
-        raise InputError(f"--command: {error}") from None
-    for launcher in PYTEST_LAUNCHERS:
-        if tuple(words[: len(launcher)]) == launcher:
-            args = words[len(launcher) :]
-            break
-    else:
-        raise InputError(f"--command must start with pytest (got {command!r})")
-    if not property_ids:
-        return tuple(args)
-    kept: list[str] = []
-    takes_value = False
-    for word in args:
-        if takes_value:
-            kept.append(word)
-            takes_value = False
-        elif word.startswith("-"):
-            kept.append(word)
-            takes_value = word in PYTEST_VALUE_OPTIONS
-    return tuple(kept)
-
-
-def run_log_document(plan: RunPlan) -> dict[str, Any]:
-    """records.md "Run log", plus what else was pinned. Pure."""
-    pins, options = plan.pins, plan.options
-    return {
-        "schema": RUN_LOG_SCHEMA,
-        "run_id": plan.run_id,
-        "base_rev": pins.base_rev,
-        "patch_rev": pins.patch_rev,
-        "command": options.command,
-        "image_digest": pins.image_id,
-        "image_ref": pins.image_ref,
-        "repo_digests": list(pins.repo_digests),
-        "runner_id": options.runner_id,
-        "fixture_digest": pins.fixture_digest,
-        "origin_digest": pins.origin_digest,
-        "shrink": None if pins.shrink is None else pins.shrink.to_json(),
-        "seed": options.seed,
-        "replays": options.replays,
-        "timeout_s": options.timeout_s,
-        "isolation": options.isolation,
-        "property_ids": list(options.property_ids),
-        "pytest_args": list(plan.replay_plan.pytest_args),
-        "probe_version": pins.probe_version,
-        "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "repo": str(options.repo),
-    }
+# ---------------------------------------------------------------- checks on the inputs
 
 
 def validate_options(options: ReplayOptions) -> None:
@@ -239,7 +104,7 @@ def validate_options(options: ReplayOptions) -> None:
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
     for property_id in options.property_ids:
-        if not property_id.strip() or "::" not in property_id:
+        if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
 
 
@@ -306,7 +171,7 @@ def plan_replay(
     from orchestrator.adapters.docker import resolve_image
 
     validate_options(options)
-    pytest_args = pytest_args_from_command(options.command, options.property_ids)
+    args = pytest_args(options.command, options.property_ids)
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
@@ -348,22 +213,28 @@ def plan_replay(
             shrink=shrink,
             probe_version=probe_version(),
         ),
-        replay_plan=ReplayPlan(
-            image_id=image.id,
-            pytest_args=pytest_args,
-            property_ids=options.property_ids,
-            fixture=fixture,
-            replays=options.replays,
-            timeout_s=options.timeout_s,
-            seed=options.seed,
-            runner_id=options.runner_id,
-            isolation=options.isolation,
-        ),
+        pytest_args=args,
     )
     if (run_dir / "run-log.json").exists():
         raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
+
+
+def sides_plan(plan: RunPlan) -> ReplayPlan:
+    """What the engine needs to replay the plan's sides."""
+    options = plan.options
+    return ReplayPlan(
+        image_id=plan.pins.image_id,
+        pytest_args=plan.pytest_args,
+        property_ids=options.property_ids,
+        fixture=options.fixture,
+        replays=options.replays,
+        timeout_s=options.timeout_s,
+        seed=options.seed,
+        runner_id=options.runner_id,
+        isolation=options.isolation,
+    )
 
 
 # ---------------------------------------------------------------- evidence and decision
@@ -378,9 +249,7 @@ def oracle_changes(
     same on both by construction; only the property's files can move. Each
     revision's files are read once for all properties.
     """
-    files_of = {
-        property_id: git_adapter.property_files(property_id) for property_id in property_ids
-    }
+    files_of = {property_id: property_files(property_id) for property_id in property_ids}
     paths = sorted({path for files_ in files_of.values() for path in files_})
     if not paths:
         return dict.fromkeys(property_ids, False)
@@ -390,119 +259,6 @@ def oracle_changes(
         property_id: any(on_base[path] != on_patch[path] for path in files_)
         for property_id, files_ in files_of.items()
     }
-
-
-def build_evidence(
-    plan: RunPlan,
-    property_id: str,
-    base: Sequence[Replay],
-    patch: Sequence[Replay],
-    *,
-    oracle_moved: bool,
-) -> Evidence:
-    """records.md "Evidence" for one property. Pure."""
-    pins, options = plan.pins, plan.options
-    return Evidence(
-        base_rev=pins.base_rev,
-        patch_rev=pins.patch_rev,
-        image_digest=pins.image_id,
-        runner_id=options.runner_id,
-        command=options.command,
-        property_id=property_id,
-        seed=options.seed,
-        fixture_digest=pins.fixture_digest,
-        origin_digest=pins.origin_digest,
-        oracle_changed=oracle_moved,
-        shrink=pins.shrink,
-        replays=options.replays,
-        base=tuple(base),
-        patch=tuple(patch),
-    )
-
-
-def call_sets(replays: Sequence[Replay]) -> dict[str, list[int]]:
-    """Dependency -> the distinct call counts seen over a side's replays. Pure."""
-    names = sorted({name for replay in replays for name in replay.calls})
-    return {name: sorted({replay.calls.get(name, 0) for replay in replays}) for name in names}
-
-
-def call_deltas(base: Sequence[Replay], patch: Sequence[Replay]) -> list[str]:
-    """``clock {1}->{2}`` for every dependency whose set of counts moved. Pure."""
-    on_base, on_patch = call_sets(base), call_sets(patch)
-    deltas = []
-    for name in sorted(set(on_base) | set(on_patch)):
-        before, after = on_base.get(name, [0]), on_patch.get(name, [0])
-        if before != after:
-            deltas.append(f"{name} {_set(before)}->{_set(after)}")
-    return deltas
-
-
-def _set(values: Sequence[int]) -> str:
-    return "{" + ",".join(str(v) for v in values) + "}"
-
-
-def report_entry(item: PropertyOutcome) -> dict[str, Any]:
-    evidence, decision = item.evidence, item.decision
-    return {
-        "property_id": evidence.property_id,
-        "lane": decision.lane.value,
-        "code": decision.code,
-        "blocking": decision.blocking,
-        "freeze_allowed": decision.freeze_allowed,
-        "reasons": list(decision.reasons),
-        "base_labels": [replay.label for replay in evidence.base],
-        "patch_labels": [replay.label for replay in evidence.patch],
-        "base_reasons": [replay.reason for replay in evidence.base],
-        "patch_reasons": [replay.reason for replay in evidence.patch],
-        "calls_base": call_sets(evidence.base),
-        "calls_patch": call_sets(evidence.patch),
-        "call_deltas": call_deltas(evidence.base, evidence.patch),
-        "oracle_changed": evidence.oracle_changed,
-        "evidence_file": f"evidence-{item.index}.json",
-        "decision_file": f"decision-{item.index}.json",
-        "decision": decision.to_json(),
-    }
-
-
-def worst_exit(decisions: Sequence[Decision]) -> int:
-    """The exit status of the worst lane (undecided beats non-blocking, blocking beats both)."""
-    if not decisions:
-        return Lane.INFRA_QUEUE.exit_status
-    return max(decisions, key=lambda decision: decision.lane.severity).lane.exit_status
-
-
-def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
-    """The replay-report/1 document (summary.json, and ``--json``). Pure."""
-    decisions = [item.decision for item in properties]
-    return {
-        "schema": REPORT_SCHEMA,
-        "run_id": plan.run_id,
-        "run_dir": str(plan.run_dir),
-        "run_log": plan.run_log(),
-        "exit_status": worst_exit(decisions),
-        "decisions": [report_entry(item) for item in properties],
-    }
-
-
-def decide_all(
-    plan: RunPlan,
-    labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
-    oracle: Mapping[str, bool],
-) -> tuple[PropertyOutcome, ...]:
-    """Evidence and a decision per property, in the order the properties were named. Pure."""
-    from orchestrator.core.lanes import decide
-
-    outcomes = []
-    for index, property_id in enumerate(labelled[BASE], start=1):
-        evidence = build_evidence(
-            plan,
-            property_id,
-            labelled[BASE][property_id],
-            labelled[PATCH].get(property_id, ()),
-            oracle_moved=oracle.get(property_id, False),
-        )
-        outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
-    return tuple(outcomes)
 
 
 def _import_in_background(module: str) -> None:
@@ -536,7 +292,7 @@ def execute(
         SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
     )
     labelled = replay_sides(
-        plan.replay_plan,
+        sides_plan(plan),
         sides,
         client=client,
         progress=progress,
@@ -610,14 +366,3 @@ def record_in_ledger(
                 entry["freeze_refusals"] = list(written.codes)
             entries.append(entry)
     return {"url": display_url(request.url), "entries": entries}
-
-
-def label_summary(replays: Sequence[Replay]) -> str:
-    """``assert_pass x5`` / ``assert_pass x3, assert_fail x2`` for the table. Pure."""
-    counts: dict[str, int] = {}
-    for replay in replays:
-        name = replay.label
-        if replay.label in (Label.HARNESS_ERROR, Label.TIMEOUT) and replay.reason:
-            name = f"{replay.label}({replay.reason})"
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{name} x{count}" for name, count in counts.items()) or "-"

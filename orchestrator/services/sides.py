@@ -39,14 +39,13 @@ from typing import TYPE_CHECKING, Any
 import orchestrator
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.results import (
+from orchestrator.adapters.results import read_replay_files, replay_file_name
+from orchestrator.core.labels import (
     ContainerFacts,
     ReplayFile,
     label_replays,
     mark_image_mismatch,
     nodeids_seen,
-    read_replay_files,
-    replay_file_name,
 )
 from orchestrator.errors import (
     EngineError,

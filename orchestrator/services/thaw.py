@@ -9,14 +9,14 @@ deleted, the THAWED event kept) or leave it ``overdue`` (an OVERDUE event; the j
 report median, spread and ``classify_latency``; with an admission request, run seed 004's
 ``admit`` and record the code (and the timing freeze it opens) in the ledger.
 
-The verdicts (:func:`flake_thaw_verdict`, :func:`timing_thaw_verdict`) are pure.
+The verdicts are pure and live in :mod:`orchestrator.core.thaw`.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import model
 from orchestrator.adapters.ledger import FreezeRow, Ledger
-from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary, thaw_allowed
+from orchestrator.core.pytest_command import pytest_args
+from orchestrator.core.thaw import Verdict, flake_thaw_verdict, timing_thaw_verdict
+from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary
 from orchestrator.errors import ImageNotFoundError
 from orchestrator.log import get_logger
 
@@ -36,61 +38,6 @@ log = get_logger(__name__)
 THAW_SCHEMA = "thaw-report/1"
 BUDGET_SCHEMA = "budget-report/1"
 DEFAULT_THAW_REPLAYS = 5
-# --- pure verdicts ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Verdict:
-    thawed: bool
-    code: str
-    reasons: tuple[str, ...] = ()
-
-
-def flake_thaw_verdict(replays: Sequence[model.Replay], expected: int) -> Verdict:
-    """All ``assert_pass`` with one call budget thaws; anything else stays overdue. Pure."""
-    labels = [replay.label for replay in replays]
-    if len(labels) != expected:
-        return Verdict(thawed=False, code="replay_count", reasons=(f"{len(labels)}/{expected}",))
-    infra = sorted(
-        {f"{r.label}:{r.reason or 'unspecified'}" for r in replays if not _completed(r.label)}
-    )
-    if infra:
-        return Verdict(thawed=False, code="probe_infra_error", reasons=tuple(infra))
-    failing = sorted({r.assertion_id or "?" for r in replays if r.label != model.Label.ASSERT_PASS})
-    if failing:
-        count = labels.count(model.Label.ASSERT_FAIL)
-        return Verdict(
-            thawed=False,
-            code="still_failing",
-            reasons=(f"{count}/{len(labels)} replays failed", *failing),
-        )
-    budgets = {}
-    for dependency in sorted({name for r in replays for name in r.calls}):
-        seen = sorted({r.calls.get(dependency, 0) for r in replays})
-        if len(seen) > 1:
-            budgets[dependency] = seen
-    if budgets:
-        reasons = tuple(f"{dep}: counts {values}" for dep, values in budgets.items())
-        return Verdict(thawed=False, code="call_budget_unstable", reasons=reasons)
-    return Verdict(thawed=True, code="all_pass")
-
-
-def timing_thaw_verdict(
-    labels: Sequence[str], samples_ms: Sequence[float], budget_ms: float
-) -> Verdict:
-    """The property must pass in every sample, then seed 004's ``thaw_allowed``. Pure."""
-    red = [label for label in labels if label != model.Label.ASSERT_PASS]
-    if red:
-        return Verdict(thawed=False, code="property_red", reasons=tuple(sorted(set(red))))
-    if len(samples_ms) < MIN_SAMPLES:
-        return Verdict(thawed=False, code="sample_too_small", reasons=(str(len(samples_ms)),))
-    if thaw_allowed(samples_ms, budget_ms):
-        return Verdict(thawed=True, code="within_budget")
-    spread = latency_summary(samples_ms)[1]
-    reason = f"max {max(samples_ms):g} ms, spread {spread:g} ms, budget {budget_ms:g} ms"
-    if max(samples_ms) > budget_ms:
-        return Verdict(thawed=False, code="over_budget", reasons=(reason,))
-    return Verdict(thawed=False, code="spread_too_wide", reasons=(reason,))
 
 
 # --- sampling in the replay engine --------------------------------------------------------
@@ -108,10 +55,6 @@ class Probe:
     runner_id: str = "local"
 
 
-def _completed(label: str) -> bool:
-    return label in (model.Label.ASSERT_PASS, model.Label.ASSERT_FAIL)
-
-
 def run_check(
     probe: Probe,
     *,
@@ -122,7 +65,6 @@ def run_check(
     client: DockerClient,
 ) -> tuple[model.Replay, ...]:
     """Replay one property ``probe.replays`` times on one revision; returns its replays."""
-    from orchestrator.services.replay import pytest_args_from_command
     from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
 
     with tempfile.TemporaryDirectory(prefix="orchestrator-thaw-") as scratch:
@@ -134,7 +76,7 @@ def run_check(
             fixture.chmod(0o644)
         plan = ReplayPlan(
             image_id=probe.image_id,
-            pytest_args=pytest_args_from_command(command, [property_id]),
+            pytest_args=pytest_args(command, [property_id]),
             property_ids=(property_id,),
             fixture=fixture,
             replays=probe.replays,

@@ -8,21 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.acceptance import (
+from orchestrator.core.acceptance import Outcome, patch_paths
+from orchestrator.core.property_lint import (
     STATIC_ORDER,
-    Outcome,
-    PropertyRef,
     find_function,
     parse_property_id,
-    patch_paths,
     static_findings,
 )
+from orchestrator.core.pytest_command import NodeId
 from orchestrator.errors import InputError
 
 
 def codes(body: str, name: str = "test_it") -> list[str]:
     source = textwrap.dedent(body)
-    ref = PropertyRef(node_id=f"t.py::{name}", path="t.py", classes=(), function=name)
+    ref = NodeId(node_id=f"t.py::{name}", path="t.py", names=(name,))
     return [finding.code.value for finding in static_findings(source, ref)]
 
 

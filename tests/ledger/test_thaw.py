@@ -1,4 +1,5 @@
-"""Thaw and the budget probe: pure verdicts, then real thaws and samples in the replay engine."""
+"""Thaw and the budget probe: real thaws and samples in the replay engine (the pure verdicts
+are tests/unit/test_core_thaw.py)."""
 
 from __future__ import annotations
 
@@ -24,56 +25,8 @@ from orchestrator import cli, model
 from orchestrator.adapters.ledger import Ledger
 from orchestrator.core.digest import digest
 from orchestrator.core.durations import parse_duration
+from orchestrator.core.thaw import timing_thaw_verdict
 from orchestrator.errors import InputError
-from orchestrator.services.thaw import flake_thaw_verdict, timing_thaw_verdict
-
-# --- pure verdicts ----------------------------------------------------------------------
-
-
-def replays(*labels: str, calls: tuple[int, ...] | None = None) -> tuple[model.Replay, ...]:
-    counts = calls or (1,) * len(labels)
-    return tuple(
-        model.Replay(
-            label=label,
-            assertion_id="t.py::t@t.py:3:AssertionError" if label == "assert_fail" else None,
-            calls={"clock": count},
-            reason="deadline" if label == "timeout" else None,
-        )
-        for label, count in zip(labels, counts, strict=True)
-    )
-
-
-def test_a_flake_thaws_only_on_all_pass_with_one_call_budget() -> None:
-    assert flake_thaw_verdict(replays(*["assert_pass"] * 5), 5).thawed
-    still = flake_thaw_verdict(replays("assert_pass", "assert_fail", *["assert_pass"] * 3), 5)
-    assert (still.thawed, still.code) == (False, "still_failing")
-    assert still.reasons[0] == "1/5 replays failed"
-    infra = flake_thaw_verdict(replays("assert_pass", "timeout", *["assert_pass"] * 3), 5)
-    assert (infra.thawed, infra.code, infra.reasons) == (
-        False,
-        "probe_infra_error",
-        ("timeout:deadline",),
-    )
-    moved = flake_thaw_verdict(replays(*["assert_pass"] * 5, calls=(1, 1, 2, 1, 1)), 5)
-    assert (moved.thawed, moved.code, moved.reasons) == (
-        False,
-        "call_budget_unstable",
-        ("clock: counts [1, 2]",),
-    )
-    short = flake_thaw_verdict(replays(*["assert_pass"] * 4), 5)
-    assert (short.thawed, short.code) == (False, "replay_count")
-
-
-def test_timing_thaw_with_seed_004_sample_lists() -> None:
-    passes = ["assert_pass"] * 5
-    slow = timing_thaw_verdict(passes, SAMPLES_STILL_SLOW, 400.0)
-    assert (slow.thawed, slow.code) == (False, "over_budget")
-    assert timing_thaw_verdict(passes, SAMPLES_THAWED, 400.0).thawed
-    assert timing_thaw_verdict(["assert_pass"], [200.0], 400.0).code == "sample_too_small"
-    red = timing_thaw_verdict([*passes[:4], "assert_fail"], SAMPLES_THAWED, 400.0)
-    assert (red.thawed, red.code) == (False, "property_red")
-    wide = timing_thaw_verdict(passes, (100.0, 390.0, 200.0, 250.0, 300.0), 400.0)
-    assert (wide.thawed, wide.code) == (False, "spread_too_wide")
 
 
 def test_durations_parse_or_name_the_option() -> None:

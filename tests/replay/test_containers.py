@@ -14,7 +14,7 @@ import pytest
 from replay_gitrepo import commit, init
 
 from orchestrator.adapters import docker as docker_adapter
-from orchestrator.adapters.results import ReplayFile, label_replay
+from orchestrator.core.labels import ReplayFile, label_replay
 from orchestrator.services import sides
 
 pytestmark = pytest.mark.docker

@@ -6,14 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from orchestrator.adapters import docker as docker_adapter
-from orchestrator.adapters.git import property_files
 from orchestrator.core.durations import parse_expiry
+from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError
-from orchestrator.model import Decision, Lane, Replay
 from orchestrator.services import replay as service
 from orchestrator.services import sides
 
@@ -27,27 +24,6 @@ PLAN = sides.ReplayPlan(
     seed=11,
     runner_id="ci-7",
 )
-
-
-@pytest.mark.parametrize(
-    ("command", "properties", "expected"),
-    [
-        ("pytest -q tests/", (), ("-q", "tests/")),
-        ("python -m pytest -x tests/a.py", (), ("-x", "tests/a.py")),
-        ("python3 -m pytest", (), ()),
-        ("pytest -q tests/", ("tests/t.py::test_a",), ("-q",)),
-        ("pytest -k 'slow or fast' -q tests/", ("t.py::a",), ("-k", "slow or fast", "-q")),
-        ("pytest --tb=short tests/ -m unit", ("t.py::a",), ("--tb=short", "-m", "unit")),
-    ],
-)
-def test_pytest_args_keep_options_and_give_paths_way_to_properties(command, properties, expected):
-    assert service.pytest_args_from_command(command, properties) == expected
-
-
-@pytest.mark.parametrize("command", ["make test", "", "pytest 'unclosed", "tox -e py"])
-def test_a_command_that_is_not_pytest_is_bad_input(command):
-    with pytest.raises(InputError):
-        service.pytest_args_from_command(command, ())
 
 
 def test_driver_command_runs_the_probe_driver_with_the_plan():
@@ -125,21 +101,6 @@ def test_container_names_are_docker_safe():
     assert name == "orchestrator-20260101T000000Z-abc-base-side-1-2"
 
 
-@pytest.mark.parametrize(
-    ("nodeid", "files"),
-    [
-        ("test_a.py::test_b", ("conftest.py", "test_a.py")),
-        (
-            "tests/unit/test_x.py::TestK::test_y[a-b]",
-            ("conftest.py", "tests/conftest.py", "tests/unit/conftest.py", "tests/unit/test_x.py"),
-        ),
-        ("", ()),
-    ],
-)
-def test_property_files_are_the_test_file_and_the_conftests_above(nodeid, files):
-    assert property_files(nodeid) == files
-
-
 def _labels(host: str, pid: str, start: str = "") -> dict[str, str]:
     return {
         docker_adapter.LABEL_HOST: host,
@@ -169,58 +130,6 @@ def test_a_reused_pid_is_not_the_owner():
     assert not docker_adapter.pid_alive(me, "not-my-start-time")
 
 
-def _plan(**changes) -> service.RunPlan:
-    options = service.ReplayOptions(
-        repo=Path("/repo"),
-        base="main",
-        patch="HEAD",
-        image="orchestrator-runner:latest",
-        command="pytest -q tests/",
-        property_ids=("tests/t.py::test_a",),
-        replays=2,
-        **changes,
-    )
-    return service.RunPlan(
-        run_id="r1",
-        run_dir=Path("/runs/r1"),
-        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
-        options=options,
-        pins=service.Pins(
-            base_rev="1" * 40,
-            patch_rev="2" * 40,
-            image_ref=options.image,
-            image_id=PLAN.image_id,
-            repo_digests=("orchestrator-runner@sha256:" + "b" * 64,),
-            fixture_digest="sha256:f",
-            origin_digest="sha256:o",
-            shrink=None,
-            probe_version="1.0.0",
-        ),
-        replay_plan=PLAN,
-    )
-
-
-def test_run_log_carries_every_records_field():
-    log = _plan().run_log()
-    for name in (
-        "base_rev",
-        "patch_rev",
-        "command",
-        "image_digest",
-        "runner_id",
-        "fixture_digest",
-        "seed",
-        "replays",
-        "probe_version",
-        "started_at",
-    ):
-        assert log[name] is not None, name
-    assert log["schema"] == "replay-run-log/1"
-    assert log["image_digest"] == PLAN.image_id
-    assert log["started_at"] == "2026-01-02T03:04:05Z"
-    assert log["repo_digests"] == ["orchestrator-runner@sha256:" + "b" * 64]
-
-
 @pytest.mark.parametrize(
     ("changes", "problem"),
     [
@@ -230,10 +139,11 @@ def test_run_log_carries_every_records_field():
         ({"shrink_report": Path("r.json")}, "--shrink-report"),
         ({"runner_id": " "}, "--runner-id"),
         ({"property_ids": ("not-a-node-id",)}, "--property"),
+        ({"property_ids": ("tests/t.py::",)}, "--property"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option(changes, problem):
-    options = service.ReplayOptions(repo=Path("/r"), base="a", patch="b", image="i", **changes)
+    options = ReplayOptions(repo=Path("/r"), base="a", patch="b", image="i", **changes)
     with pytest.raises(InputError, match=problem):
         service.validate_options(options)
 
@@ -258,54 +168,51 @@ def test_shrink_report_must_describe_the_fixture():
         service.shrink_from_report({"schema": "nope"}, "sha256:min")
 
 
-def test_evidence_carries_the_pins_and_both_sides():
-    plan = _plan()
-    base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
-    patch = (Replay(label="assert_pass", calls={"clock": 2}),) * 2
-    evidence = service.build_evidence(plan, "tests/t.py::test_a", base, patch, oracle_moved=False)
-    doc = evidence.to_json()
-    assert doc["schema"] == "replay-evidence/1"
-    assert doc["base_rev"] == "1" * 40
-    assert doc["patch_rev"] == "2" * 40
-    assert doc["image_digest"] == PLAN.image_id
-    assert doc["origin_digest"] == "sha256:o"
-    assert doc["shrink"] is None
-    assert len(doc["base"]) == len(doc["patch"]) == 2
-    assert service.call_deltas(base, patch) == ["clock {1}->{2}"]
-
-
-def test_call_deltas_compare_sets_not_sequences():
-    base = (
-        Replay(label="assert_pass", calls={"clock": 1}),
-        Replay(label="assert_pass", calls={"clock": 2}),
+def test_the_sides_replay_exactly_what_the_run_pinned():
+    options = ReplayOptions(
+        repo=Path("/repo"),
+        base="main",
+        patch="HEAD",
+        image="orchestrator-runner:latest",
+        property_ids=("tests/t.py::test_a",),
+        fixture=Path("/tmp/fixture.json"),
+        replays=3,
+        timeout_s=7.5,
+        seed=11,
+        runner_id="ci-7",
+        isolation="container",
     )
-    patch = tuple(reversed(base))
-    assert service.call_deltas(base, patch) == []
-
-
-@given(st.lists(st.sampled_from(list(Lane)), min_size=1, max_size=6))
-def test_exit_status_is_the_worst_lanes(lanes):
-    decisions = [
-        Decision(lane=lane, code="x", blocking=lane.blocking, freeze_allowed=False)
-        for lane in lanes
-    ]
-    status = service.worst_exit(decisions)
-    assert status in {lane.exit_status for lane in lanes}
-    if any(lane.blocking for lane in lanes):
-        assert status == 1
-    elif any(lane.undecided for lane in lanes):
-        assert status == 3
-    else:
-        assert status == 0
-
-
-def test_label_summary_groups_labels_and_names_infra_reasons():
-    replays = (
-        Replay(label="assert_pass"),
-        Replay(label="assert_pass"),
-        Replay(label="harness_error", reason="oom"),
+    pins = Pins(
+        base_rev="1" * 40,
+        patch_rev="2" * 40,
+        image_ref=options.image,
+        image_id=PLAN.image_id,
+        repo_digests=(),
+        fixture_digest="sha256:f",
+        origin_digest="sha256:f",
+        shrink=None,
+        probe_version="1.0.0",
     )
-    assert service.label_summary(replays) == "assert_pass x2, harness_error(oom) x1"
+    plan = RunPlan(
+        run_id="r1",
+        run_dir=Path("/runs/r1"),
+        started_at=datetime(2026, 1, 2, tzinfo=UTC),
+        options=options,
+        pins=pins,
+        pytest_args=("-q",),
+    )
+    plan_for_sides = service.sides_plan(plan)
+    assert plan_for_sides == sides.ReplayPlan(
+        image_id=PLAN.image_id,
+        pytest_args=("-q",),
+        property_ids=("tests/t.py::test_a",),
+        fixture=Path("/tmp/fixture.json"),
+        replays=3,
+        timeout_s=7.5,
+        seed=11,
+        runner_id="ci-7",
+        isolation="container",
+    )
 
 
 @pytest.mark.parametrize(

@@ -464,8 +464,8 @@ def test_without_json_a_table_names_property_labels_deltas_lane_and_code(tmp_pat
     header, row, *rest = result.stdout.splitlines()
     assert header.split() == ["property", "base", "patch", "call", "deltas", "lane", "code"]
     assert row.split() == [
-        STAMP, "assert_pass", "x2", "assert_pass", "x2", "clock", "{1}->{2}",
-        "property_regression", "call_budget",
+        STAMP, "assert_pass", "x2", "assert_pass", "x2", "clock:", "base", "{1}", "vs", "patch",
+        "{2}", "property_regression", "call_budget",
     ]  # fmt: skip
     ledger_line, folder_line = rest
     assert folder_line == f"run folder: {tmp_path / 'run'}"

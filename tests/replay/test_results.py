@@ -1,4 +1,6 @@
-"""Result files -> labels: good, half-written, missing and wrong files, and the engine's facts."""
+"""Result files -> labels: good, half-written, missing and wrong files read from disk.
+
+The pure labelling rules on their own are tests/unit/test_core_labels.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.adapters import results
-from orchestrator.adapters.results import ContainerFacts, ReplayFile
+from orchestrator.core import labels
+from orchestrator.core.labels import ContainerFacts, ReplayFile
 
 PROP = "tests/test_x.py::test_y"
 OTHER = "tests/test_x.py::test_z"
@@ -66,7 +69,7 @@ def test_a_good_file_gives_the_probes_label_and_calls(tmp_path):
     )
     (replay_file,) = results.read_replay_files(tmp_path, 1)
     assert replay_file.state == "ok"
-    labelled = results.label_replays(
+    labelled = labels.label_replays(
         [(replay_file, ContainerFacts(image_id=IMAGE))], [PROP, OTHER], runner_id="ci"
     )
     (passed,) = labelled[PROP]
@@ -78,13 +81,13 @@ def test_a_good_file_gives_the_probes_label_and_calls(tmp_path):
     (failed,) = labelled[OTHER]
     assert failed.label == "assert_fail"
     assert failed.assertion_id == "a@x:1:AssertionError"
-    assert results.nodeids_seen([replay_file]) == (PROP, OTHER)
+    assert labels.nodeids_seen([replay_file]) == (PROP, OTHER)
 
 
 def test_a_missing_file_is_no_result(tmp_path):
     (replay_file,) = results.read_replay_files(tmp_path, 1)
     assert replay_file.state == "missing"
-    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
+    replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "no_result")
 
 
@@ -93,7 +96,7 @@ def test_a_half_written_file_is_corrupt_result(tmp_path):
     (tmp_path / results.replay_file_name(1)).write_text(text[: len(text) // 2])
     (replay_file,) = results.read_replay_files(tmp_path, 1)
     assert replay_file.state == "corrupt"
-    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
+    replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "corrupt_result")
 
 
@@ -105,7 +108,7 @@ def test_no_prefix_of_a_result_file_is_ever_trusted(tmp_path_factory, cut):
     (folder / results.replay_file_name(1)).write_bytes(data[:cut])
     (replay_file,) = results.read_replay_files(folder, 1)
     assert replay_file.state == "corrupt"
-    assert results.label_replay(replay_file, ContainerFacts(), PROP).label == "harness_error"
+    assert labels.label_replay(replay_file, ContainerFacts(), PROP).label == "harness_error"
 
 
 @pytest.mark.parametrize(
@@ -126,61 +129,40 @@ def test_a_wrong_document_is_corrupt_not_a_verdict(tmp_path, doc):
     write(tmp_path, 1, doc)
     (replay_file,) = results.read_replay_files(tmp_path, 1)
     assert replay_file.state == "corrupt"
-    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "corrupt_result"
+    assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "corrupt_result"
 
 
 def test_driver_timeout_status_is_timeout(tmp_path):
     write(tmp_path, 1, run_doc(status="timeout", exit_code=None))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    assert results.label_replay(replay_file, ContainerFacts(), PROP).label == "timeout"
+    assert labels.label_replay(replay_file, ContainerFacts(), PROP).label == "timeout"
 
 
 def test_driver_no_result_after_a_signal_is_signal(tmp_path):
     write(tmp_path, 1, run_doc(status="no_result", exit_code=-9))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
+    replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "signal")
 
 
 def test_driver_no_result_in_an_oom_killed_container_is_oom(tmp_path):
     write(tmp_path, 1, run_doc(status="no_result", exit_code=-9))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    replay = results.label_replay(replay_file, ContainerFacts(exit_code=0, oom_killed=True), PROP)
+    replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0, oom_killed=True), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "oom")
-
-
-MISSING = ReplayFile(replay=1, state="missing")
-
-
-@pytest.mark.parametrize(
-    ("facts", "label", "reason"),
-    [
-        (ContainerFacts(engine_error="engine_gone"), "harness_error", "engine_gone"),
-        (ContainerFacts(engine_error="docker_api"), "harness_error", "docker_api"),
-        (ContainerFacts(engine_error="image_not_found"), "harness_error", "image_not_found"),
-        (ContainerFacts(exit_code=137, oom_killed=True), "harness_error", "oom"),
-        (ContainerFacts(exit_code=137, killed_at_deadline=True), "timeout", "deadline"),
-        (ContainerFacts(exit_code=137), "harness_error", "signal"),
-        (ContainerFacts(exit_code=1), "harness_error", "no_result"),
-        (ContainerFacts(exit_code=137, cancelled=True), "harness_error", "interrupted"),
-    ],
-)
-def test_an_unfinished_replay_is_labelled_from_the_containers_facts(facts, label, reason):
-    replay = results.label_replay(MISSING, facts, PROP)
-    assert (replay.label, replay.reason) == (label, reason)
 
 
 def test_a_finished_replay_keeps_its_result_even_if_the_deadline_hit_later(tmp_path):
     write(tmp_path, 1, run_doc(result=probe_doc(entry())))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
     facts = ContainerFacts(exit_code=137, killed_at_deadline=True)
-    assert results.label_replay(replay_file, facts, PROP).label == "assert_pass"
+    assert labels.label_replay(replay_file, facts, PROP).label == "assert_pass"
 
 
 def test_a_property_not_collected_is_not_found(tmp_path):
     write(tmp_path, 1, run_doc(result=probe_doc(entry(OTHER))))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    replay = results.label_replay(replay_file, ContainerFacts(), PROP)
+    replay = labels.label_replay(replay_file, ContainerFacts(), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "not_found")
 
 
@@ -190,21 +172,12 @@ def test_a_collection_error_on_the_module_labels_its_tests(tmp_path):
     )
     write(tmp_path, 1, run_doc(result=probe_doc(module_error)))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    replay = results.label_replay(replay_file, ContainerFacts(), PROP)
+    replay = labels.label_replay(replay_file, ContainerFacts(), PROP)
     assert (replay.label, replay.reason, replay.message) == (
         "harness_error",
         "collection_error",
         "boom",
     )
-
-
-def test_image_mismatch_turns_every_replay_into_harness_error():
-    from orchestrator.model import Replay
-
-    labelled = {PROP: (Replay(label="assert_pass", assertion_id=None),) * 2}
-    marked = results.mark_image_mismatch(labelled, IMAGE, ["sha256:other", IMAGE])
-    assert [(r.label, r.reason) for r in marked[PROP]] == [("harness_error", "image_mismatch")] * 2
-    assert "sha256:other" in (marked[PROP][0].message or "")
 
 
 def test_sides_that_ran_different_images_are_all_image_mismatch():
@@ -267,18 +240,18 @@ def test_a_collection_error_wins_over_the_not_found_it_causes(tmp_path):
     not_found = entry(PROP, "harness_error", reason="not_found")
     write(tmp_path, 1, run_doc(result=probe_doc(module_error, not_found)))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "collection_error"
+    assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "collection_error"
 
 
 def test_a_session_error_labels_every_property(tmp_path):
     session_error = entry("<session>", "harness_error", reason="usage_error")
     write(tmp_path, 1, run_doc(result=probe_doc(session_error)))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "usage_error"
+    assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "usage_error"
 
 
 def test_a_wrong_node_id_in_a_good_module_is_not_found(tmp_path):
     not_found = entry(PROP, "harness_error", reason="not_found")
     write(tmp_path, 1, run_doc(result=probe_doc(entry(OTHER), not_found)))
     (replay_file,) = results.read_replay_files(tmp_path, 1)
-    assert results.label_replay(replay_file, ContainerFacts(), PROP).reason == "not_found"
+    assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "not_found"

@@ -357,7 +357,30 @@ def test_a_freeze_needs_a_mixed_patch_of_completed_replays(ev: Evidence) -> None
         assert {r.label for r in ev.base} <= {P, F}
 
 
-def test_decide_survives_values_of_the_wrong_type() -> None:
-    bad = evidence(patch=(replay(P, calls={"clock": "many"}),) * 3)  # type: ignore[dict-item]
-    decision = decide(bad)
-    assert decision.lane is Lane.REJECT_MALFORMED
+@pytest.mark.parametrize(
+    ("wrong", "error"),
+    [
+        ({"patch": (replay(P, calls={"clock": "many"}),) * 3}, TypeError),  # a count, not a number
+        ({"replays": "3"}, TypeError),  # a declared count that is not a number
+        ({"shrink": "stable"}, AttributeError),  # a shrink report that is not one
+    ],
+)
+def test_a_value_of_the_wrong_type_is_a_bug_that_raises_not_a_verdict(
+    wrong: dict[str, Any], error: type[Exception]
+) -> None:
+    # parse_evidence never builds these (its documents are typed, see test_core_records.py):
+    # only code can, and a classifier that turned its own slip into reject_malformed would
+    # hide the bug behind a calm verdict.
+    with pytest.raises(error):
+        decide(evidence(**wrong))
+
+
+def test_a_classifier_bug_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.core import lanes
+
+    def typo(replays: Any) -> Any:
+        return replays.lable  # the kind of slip a refactoring leaves behind
+
+    monkeypatch.setattr(lanes, "side_state", typo)
+    with pytest.raises(AttributeError):
+        decide(evidence())

@@ -7,7 +7,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from unit_factories import ASSERTION, FIXTURE_DIGEST, PROPERTY_ID, evidence, evidence_doc
+from unit_factories import (
+    ASSERTION,
+    FIXTURE_DIGEST,
+    OTHER_ASSERTION,
+    PROPERTY_ID,
+    evidence,
+    evidence_doc,
+    replay,
+    side,
+)
 
 from orchestrator.core.digest import digest
 from orchestrator.core.evidence import parse_evidence, parse_shrink_report
@@ -16,6 +25,7 @@ from orchestrator.core.records import (
     FLAKE_FIELDS,
     TIMING_FIELDS,
     flake_freeze_from_json,
+    flake_freeze_from_replay,
     flake_freeze_to_json,
     timing_freeze_from_json,
     timing_freeze_to_json,
@@ -128,6 +138,34 @@ def test_naive_datetimes_are_taken_as_utc() -> None:
         expires_at=(NOW + timedelta(days=1)).replace(tzinfo=None),
     )
     assert check_flake(naive) == ()
+
+
+def test_a_flake_freeze_from_eligible_evidence_is_valid() -> None:
+    ev = evidence(
+        base=side("assert_fail", "assert_pass", "assert_fail"),
+        patch=side("assert_pass", "assert_fail", "assert_fail"),
+    )
+    decision = decide(ev)
+    assert decision.lane is Lane.FLAKE_QUEUE_ELIGIBLE
+    record = flake_freeze_from_replay(
+        ev, owner="suite-owner", expires_at=NOW + timedelta(days=3), shrink_path=(), now=NOW
+    )
+    assert record.assertion_id == ASSERTION
+    assert record.replays == {
+        "base": ("assert_fail", "assert_pass", "assert_fail"),
+        "patch": ("assert_pass", "assert_fail", "assert_fail"),
+    }
+    assert (record.opened_at, record.canonicalization) == (NOW, "json-sort-keys")
+    assert validate_flake_freeze(record, decision=decision, now=NOW, max_age=MAX_AGE) == ()
+
+
+def test_a_flake_freeze_needs_the_one_assertion_the_patch_fails_at() -> None:
+    two = (replay("assert_fail"), replay("assert_fail", assertion_id=OTHER_ASSERTION))
+    ev = evidence(patch=(*two, replay("assert_pass")))
+    record = flake_freeze_from_replay(ev, owner="o", expires_at=None, shrink_path=(), now=NOW)
+    assert record.assertion_id is None
+    codes = validate_flake_freeze(record, decision=ELIGIBLE, now=NOW, max_age=MAX_AGE)
+    assert "missing_field:assertion_id" in codes
 
 
 def test_timing_freeze_validation() -> None:

@@ -1,0 +1,125 @@
+"""The pytest command line and pytest node ids, parsed once.
+
+``--command`` becomes the arguments the probe's driver hands to pytest
+(:func:`pytest_args`); a node id splits into its file, its classes and its function
+(:func:`split_node_id`); a property's own files are its test file and the
+``conftest.py`` files above it (:func:`property_files`). Replay, thaw, budget and
+accept all read commands and node ids through these functions.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from orchestrator.errors import InputError
+
+PYTEST_LAUNCHERS = (
+    ("pytest",),
+    ("py.test",),
+    ("python", "-m", "pytest"),
+    ("python3", "-m", "pytest"),
+)
+# pytest options whose value is the next argument (so it is not taken for a path).
+PYTEST_VALUE_OPTIONS = frozenset(
+    {
+        "-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
+        "--deselect", "--ignore", "--ignore-glob", "--maxfail", "--tb", "--durations",
+        "--import-mode", "--override-ini", "--log-level", "--junitxml", "--timeout",
+        "--capture", "--color",
+    }
+)  # fmt: skip
+
+
+def pytest_args(command: str, property_ids: Sequence[str]) -> tuple[str, ...]:
+    """The pytest arguments of ``--command``; with properties, its paths give way to them.
+
+    ``pytest -q tests/`` -> ``("-q", "tests/")``. When properties are selected, the
+    command's positional paths are dropped (the node ids select the tests) and its
+    options are kept. A command that does not start with pytest is an ``InputError``.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError as error:
+        raise InputError(f"--command: {error}") from None
+    for launcher in PYTEST_LAUNCHERS:
+        if tuple(words[: len(launcher)]) == launcher:
+            args = words[len(launcher) :]
+            break
+    else:
+        raise InputError(f"--command must start with pytest (got {command!r})")
+    if not property_ids:
+        return tuple(args)
+    kept: list[str] = []
+    takes_value = False
+    for word in args:
+        if takes_value:
+            kept.append(word)
+            takes_value = False
+        elif word.startswith("-"):
+            kept.append(word)
+            takes_value = word in PYTEST_VALUE_OPTIONS
+    return tuple(kept)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeId:
+    """A pytest node id in parts: ``path::Class::function[params]``.
+
+    ``names`` are the parts after the path with the parameters removed (a
+    parametrized id's parameters may themselves contain ``::``); empty when the id
+    names only a file, a directory or nothing.
+    """
+
+    node_id: str
+    path: str
+    names: tuple[str, ...]
+    params: str = ""
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.names[:-1]
+
+    @property
+    def function(self) -> str:
+        return self.names[-1] if self.names else ""
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(self.names)
+
+    @property
+    def names_a_test(self) -> bool:
+        """A file and something in it (``path::name``), not a file or a folder alone."""
+        return bool(self.path) and bool(self.names) and all(self.names)
+
+
+def split_node_id(node_id: str) -> NodeId:
+    """``tests/t.py::TestA::test_b[x]`` -> path ``tests/t.py``, names ``(TestA, test_b)``,
+    params ``[x]``. Total: any text splits, checking what the parts must be is the caller's."""
+    text = node_id.strip()
+    path, _, rest = text.partition("::")
+    bracket = rest.find("[")
+    params = rest[bracket:] if bracket >= 0 else ""
+    rest = rest[:bracket] if bracket >= 0 else rest
+    names = tuple(rest.split("::")) if rest else ()
+    return NodeId(node_id=text, path=path.strip(), names=names, params=params)
+
+
+def property_files(node_id: str) -> tuple[str, ...]:
+    """The files that define a property: its test file and the conftest.py files above it.
+
+    ``tests/unit/test_x.py::test_y[a]`` -> ``conftest.py``, ``tests/conftest.py``,
+    ``tests/unit/conftest.py``, ``tests/unit/test_x.py``.
+    """
+    test_file = split_node_id(node_id).path
+    if not test_file:
+        return ()
+    path = PurePosixPath(test_file)
+    parents = list(reversed(path.parents))  # "." first, then deeper
+    conftests = [
+        str(parent / "conftest.py") if str(parent) != "." else "conftest.py" for parent in parents
+    ]
+    return (*conftests, str(path))

@@ -1,0 +1,228 @@
+"""A bilateral replay run as values: what it pinned, one evidence and decision per
+property, and the documents it writes (the run log and the replay report).
+
+Everything here is pure; ``orchestrator.services.replay`` does the wiring (pin the
+revisions and the image, run both sides, write the run folder, call the ledger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
+from orchestrator.core.lanes import decide
+from orchestrator.model import (
+    REPORT_SCHEMA,
+    RUN_LOG_SCHEMA,
+    Decision,
+    Evidence,
+    Label,
+    Lane,
+    Replay,
+    ShrinkSummary,
+)
+
+BASE = "base"
+PATCH = "patch"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayOptions:
+    """The command line, as values."""
+
+    repo: Path
+    base: str
+    patch: str
+    image: str
+    command: str = "pytest -q"
+    property_ids: tuple[str, ...] = ()
+    fixture: Path | None = None
+    shrink_report: Path | None = None
+    origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
+    replays: int = 5
+    timeout_s: float = 60.0
+    seed: int = 0
+    runner_id: str = "local"
+    out: Path | None = None
+    isolation: str = "side"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pins:
+    """Everything fixed before the first replay starts."""
+
+    base_rev: str
+    patch_rev: str
+    image_ref: str
+    image_id: str
+    repo_digests: tuple[str, ...]
+    fixture_digest: str
+    origin_digest: str
+    shrink: ShrinkSummary | None
+    probe_version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """A run, planned: its options, its pins and the pytest arguments every replay gets."""
+
+    run_id: str
+    run_dir: Path
+    started_at: datetime
+    options: ReplayOptions
+    pins: Pins
+    pytest_args: tuple[str, ...]
+    # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
+    # the minimal fixture, because shrinking can hide a size-dependent failure.
+    origin_bytes: bytes | None = None
+
+    def run_log(self) -> dict[str, Any]:
+        return run_log_document(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PropertyOutcome:
+    index: int
+    evidence: Evidence
+    decision: Decision
+
+
+def run_log_document(plan: RunPlan) -> dict[str, Any]:
+    """records.md "Run log", plus what else was pinned."""
+    pins, options = plan.pins, plan.options
+    return {
+        "schema": RUN_LOG_SCHEMA,
+        "run_id": plan.run_id,
+        "base_rev": pins.base_rev,
+        "patch_rev": pins.patch_rev,
+        "command": options.command,
+        "image_digest": pins.image_id,
+        "image_ref": pins.image_ref,
+        "repo_digests": list(pins.repo_digests),
+        "runner_id": options.runner_id,
+        "fixture_digest": pins.fixture_digest,
+        "origin_digest": pins.origin_digest,
+        "shrink": None if pins.shrink is None else pins.shrink.to_json(),
+        "seed": options.seed,
+        "replays": options.replays,
+        "timeout_s": options.timeout_s,
+        "isolation": options.isolation,
+        "property_ids": list(options.property_ids),
+        "pytest_args": list(plan.pytest_args),
+        "probe_version": pins.probe_version,
+        "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "repo": str(options.repo),
+    }
+
+
+def build_evidence(
+    plan: RunPlan,
+    property_id: str,
+    base: Sequence[Replay],
+    patch: Sequence[Replay],
+    *,
+    oracle_moved: bool,
+) -> Evidence:
+    """records.md "Evidence" for one property."""
+    pins, options = plan.pins, plan.options
+    return Evidence(
+        base_rev=pins.base_rev,
+        patch_rev=pins.patch_rev,
+        image_digest=pins.image_id,
+        runner_id=options.runner_id,
+        command=options.command,
+        property_id=property_id,
+        seed=options.seed,
+        fixture_digest=pins.fixture_digest,
+        origin_digest=pins.origin_digest,
+        oracle_changed=oracle_moved,
+        shrink=pins.shrink,
+        replays=options.replays,
+        base=tuple(base),
+        patch=tuple(patch),
+    )
+
+
+def decide_all(
+    plan: RunPlan,
+    labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
+    oracle: Mapping[str, bool],
+) -> tuple[PropertyOutcome, ...]:
+    """Evidence and a decision per property, in the order the properties were named."""
+    outcomes = []
+    for index, property_id in enumerate(labelled[BASE], start=1):
+        evidence = build_evidence(
+            plan,
+            property_id,
+            labelled[BASE][property_id],
+            labelled[PATCH].get(property_id, ()),
+            oracle_moved=oracle.get(property_id, False),
+        )
+        outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
+    return tuple(outcomes)
+
+
+def worst_exit(decisions: Sequence[Decision]) -> int:
+    """The exit status of the worst lane (undecided beats non-blocking, blocking beats both);
+    no decision at all is undecided."""
+    if not decisions:
+        return Lane.INFRA_QUEUE.exit_status
+    return max(decisions, key=lambda decision: decision.lane.severity).lane.exit_status
+
+
+def call_deltas(base: Sequence[Replay], patch: Sequence[Replay]) -> list[str]:
+    """``clock: base {1} vs patch {2}`` for every dependency whose set of counts moved."""
+    return [describe_change(change) for change in compare(call_sets(base), call_sets(patch))]
+
+
+def report_entry(item: PropertyOutcome) -> dict[str, Any]:
+    """One property's entry in the replay report."""
+    evidence, decision = item.evidence, item.decision
+    return {
+        "property_id": evidence.property_id,
+        "lane": decision.lane.value,
+        "code": decision.code,
+        "blocking": decision.blocking,
+        "freeze_allowed": decision.freeze_allowed,
+        "reasons": list(decision.reasons),
+        "base_labels": [replay.label for replay in evidence.base],
+        "patch_labels": [replay.label for replay in evidence.patch],
+        "base_reasons": [replay.reason for replay in evidence.base],
+        "patch_reasons": [replay.reason for replay in evidence.patch],
+        "calls_base": sets_to_json(call_sets(evidence.base)),
+        "calls_patch": sets_to_json(call_sets(evidence.patch)),
+        "call_deltas": call_deltas(evidence.base, evidence.patch),
+        "oracle_changed": evidence.oracle_changed,
+        "evidence_file": f"evidence-{item.index}.json",
+        "decision_file": f"decision-{item.index}.json",
+        "decision": decision.to_json(),
+    }
+
+
+def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
+    """The replay-report/1 document (summary.json, and ``--json``)."""
+    decisions = [item.decision for item in properties]
+    return {
+        "schema": REPORT_SCHEMA,
+        "run_id": plan.run_id,
+        "run_dir": str(plan.run_dir),
+        "run_log": plan.run_log(),
+        "exit_status": worst_exit(decisions),
+        "decisions": [report_entry(item) for item in properties],
+    }
+
+
+def label_summary(replays: Sequence[Replay]) -> str:
+    """``assert_pass x5`` / ``assert_pass x3, assert_fail x2`` for the table; a replay
+    without a verdict names its reason: ``harness_error(oom) x1``."""
+    counts: dict[str, int] = {}
+    for replay in replays:
+        name = replay.label
+        if not Label.is_completed(replay.label) and replay.reason:
+            name = f"{replay.label}({replay.reason})"
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} x{count}" for name, count in counts.items()) or "-"

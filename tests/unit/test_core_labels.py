@@ -1,0 +1,173 @@
+"""Labelling one replay from its result file's state and the container's facts (pure).
+
+Reading the files from disk is tests/replay/test_results.py; here the files are values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core import labels
+from orchestrator.core.labels import ContainerFacts, ReplayFile
+from orchestrator.model import KNOWN_LABELS, Label, Replay
+from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
+
+PROP = "tests/test_x.py::test_y"
+OTHER = "tests/test_x.py::test_z"
+IMAGE = "sha256:" + "c" * 64
+MISSING = ReplayFile(replay=1, state="missing")
+
+
+@pytest.mark.parametrize(
+    ("facts", "label", "reason"),
+    [
+        (ContainerFacts(engine_error="engine_gone"), "harness_error", "engine_gone"),
+        (ContainerFacts(engine_error="docker_api"), "harness_error", "docker_api"),
+        (ContainerFacts(engine_error="image_not_found"), "harness_error", "image_not_found"),
+        (ContainerFacts(exit_code=137, oom_killed=True), "harness_error", "oom"),
+        (ContainerFacts(exit_code=137, killed_at_deadline=True), "timeout", "deadline"),
+        (ContainerFacts(exit_code=137), "harness_error", "signal"),
+        (ContainerFacts(exit_code=1), "harness_error", "no_result"),
+        (ContainerFacts(exit_code=137, cancelled=True), "harness_error", "interrupted"),
+    ],
+)
+def test_an_unfinished_replay_is_labelled_from_the_containers_facts(
+    facts: ContainerFacts, label: str, reason: str
+) -> None:
+    replay = labels.label_replay(MISSING, facts, PROP)
+    assert (replay.label, replay.reason) == (label, reason)
+
+
+def test_image_mismatch_turns_every_replay_into_harness_error() -> None:
+    labelled = {PROP: (Replay(label="assert_pass", assertion_id=None),) * 2}
+    marked = labels.mark_image_mismatch(labelled, IMAGE, ["sha256:other", IMAGE])
+    assert [(r.label, r.reason) for r in marked[PROP]] == [("harness_error", "image_mismatch")] * 2
+    assert "sha256:other" in (marked[PROP][0].message or "")
+
+
+def test_the_documents_schema_ids_are_the_probes_own() -> None:
+    assert labels.run_doc_problem({"schema": "replay-run/0", "status": "timeout"}) == (
+        f"schema is 'replay-run/0', expected {RUN_SCHEMA!r}"
+    )
+    result = {"schema": "replay-probe/0", "tests": []}
+    assert labels.probe_doc_problem(result) == (
+        f"result schema is 'replay-probe/0', expected {RESULT_SCHEMA!r}"
+    )
+
+
+# --- properties over every state a result file can be in ---------------------------------
+
+_node_ids = st.sampled_from([PROP, OTHER, "tests/test_x.py", "tests", "<session>", ""])
+_entries = st.fixed_dictionaries(
+    {"nodeid": _node_ids, "label": st.sampled_from(sorted(KNOWN_LABELS))},
+    optional={
+        "reason": st.none() | st.sampled_from(["not_found", "collection_error", "usage_error"]),
+        "assertion_id": st.none() | st.just(f"{PROP}@tests/test_x.py:3:AssertionError"),
+        "message": st.none() | st.text(max_size=5),
+        "calls": st.dictionaries(st.sampled_from(["clock", "open"]), st.integers(0, 5)),
+        "duration_ms": st.none() | st.floats(0, 1e4) | st.integers(0, 10_000),
+    },
+)
+_completed_docs = st.builds(
+    lambda tests, code: {
+        "schema": RUN_SCHEMA,
+        "status": "completed",
+        "exit_code": code,
+        "result": {"schema": RESULT_SCHEMA, "tests": tests},
+    },
+    st.lists(_entries, max_size=4),
+    st.sampled_from([0, 1]),
+)
+_unfinished_docs = st.builds(
+    lambda status, code: {"schema": RUN_SCHEMA, "status": status, "exit_code": code},
+    st.sampled_from(["timeout", "no_result", "corrupt_result"]),
+    st.none() | st.integers(-15, 255),
+)
+_files = st.one_of(
+    (_completed_docs | _unfinished_docs).map(lambda doc: ReplayFile(replay=1, state="ok", doc=doc)),
+    st.just(MISSING),
+    st.builds(
+        ReplayFile, replay=st.just(1), state=st.just("corrupt"), problem=st.none() | st.text()
+    ),
+)
+_facts = st.builds(
+    ContainerFacts,
+    image_id=st.none() | st.just(IMAGE),
+    exit_code=st.none() | st.integers(0, 255),
+    oom_killed=st.booleans(),
+    killed_at_deadline=st.booleans(),
+    cancelled=st.booleans(),
+    engine_error=st.none() | st.sampled_from(["docker_api", "engine_gone", "image_not_found"]),
+    message=st.none() | st.text(max_size=5),
+)
+
+
+def _completed_result(replay_file: ReplayFile) -> bool:
+    return replay_file.doc is not None and replay_file.doc["status"] == "completed"
+
+
+@given(_files, _facts, _node_ids)
+def test_label_replay_is_total_over_every_file_state(
+    replay_file: ReplayFile, facts: ContainerFacts, property_id: str
+) -> None:
+    if replay_file.doc is not None:
+        assert labels.run_doc_problem(replay_file.doc) is None  # the strategy makes good files
+    replay = labels.label_replay(replay_file, facts, property_id)
+    assert replay.label in KNOWN_LABELS
+    assert labels.label_replay(replay_file, facts, property_id) == replay
+
+
+@given(_files, _facts, _node_ids)
+def test_only_a_completed_result_can_give_a_verdict(
+    replay_file: ReplayFile, facts: ContainerFacts, property_id: str
+) -> None:
+    replay = labels.label_replay(replay_file, facts, property_id)
+    if not _completed_result(replay_file):
+        assert not Label.is_completed(replay.label)
+        assert replay.reason  # a replay without a verdict always says why
+        assert replay.assertion_id is None
+
+
+@given(_files, _facts, _node_ids)
+def test_a_missing_or_corrupt_file_never_trusts_the_exit_status(
+    replay_file: ReplayFile, facts: ContainerFacts, property_id: str
+) -> None:
+    replay = labels.label_replay(replay_file, facts, property_id)
+    if replay_file.state == "corrupt":
+        assert replay.reason == ("oom" if facts.oom_killed else "corrupt_result")
+    if replay_file.state == "missing" and facts.engine_error is not None:
+        assert replay.reason == facts.engine_error
+
+
+@given(st.lists(st.tuples(_files, _facts), max_size=4), st.lists(_node_ids, max_size=3))
+def test_label_replays_labels_every_property_in_every_replay_and_stamps_it(
+    observed: list[tuple[ReplayFile, ContainerFacts]], property_ids: list[str]
+) -> None:
+    labelled = labels.label_replays(observed, property_ids, runner_id="ci-7")
+    assert set(labelled) == set(property_ids)
+    for property_id, replays in labelled.items():
+        assert len(replays) == len(observed)
+        for replay, (replay_file, facts) in zip(replays, observed, strict=True):
+            assert (replay.image_digest, replay.runner_id) == (facts.image_id, "ci-7")
+            unstamped = labels.label_replay(replay_file, facts, property_id)
+            assert (replay.label, replay.reason) == (unstamped.label, unstamped.reason)
+
+
+@given(st.lists(st.tuples(_files, _facts), max_size=3))
+def test_an_image_mismatch_leaves_no_verdict_standing(
+    observed: list[tuple[ReplayFile, ContainerFacts]],
+) -> None:
+    labelled = labels.label_replays(observed, [PROP, OTHER], runner_id="r")
+    marked = labels.mark_image_mismatch(labelled, IMAGE, [facts.image_id for _, facts in observed])
+    assert {key: len(value) for key, value in marked.items()} == {
+        key: len(value) for key, value in labelled.items()
+    }
+    replays: list[Any] = [replay for side in marked.values() for replay in side]
+    assert all(
+        (r.label, r.reason, r.assertion_id) == ("harness_error", "image_mismatch", None)
+        for r in replays
+    )

@@ -1,0 +1,149 @@
+"""A replay run as values: the run log, evidence and decisions, the replay report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core import replay_run
+from orchestrator.core.replay_run import BASE, PATCH, Pins, ReplayOptions, RunPlan
+from orchestrator.model import Decision, Lane, Replay
+
+IMAGE = "sha256:" + "a" * 64
+PROP = "tests/t.py::test_a"
+
+
+def run_plan(**changes: Any) -> RunPlan:
+    options = ReplayOptions(
+        repo=Path("/repo"),
+        base="main",
+        patch="HEAD",
+        image="orchestrator-runner:latest",
+        command="pytest -q tests/",
+        property_ids=(PROP,),
+        replays=2,
+        **changes,
+    )
+    return RunPlan(
+        run_id="r1",
+        run_dir=Path("/runs/r1"),
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        options=options,
+        pins=Pins(
+            base_rev="1" * 40,
+            patch_rev="2" * 40,
+            image_ref=options.image,
+            image_id=IMAGE,
+            repo_digests=("orchestrator-runner@sha256:" + "b" * 64,),
+            fixture_digest="sha256:f",
+            origin_digest="sha256:o",
+            shrink=None,
+            probe_version="1.0.0",
+        ),
+        pytest_args=("-q",),
+    )
+
+
+def test_run_log_carries_every_records_field() -> None:
+    log = run_plan().run_log()
+    for name in (
+        "base_rev",
+        "patch_rev",
+        "command",
+        "image_digest",
+        "runner_id",
+        "fixture_digest",
+        "seed",
+        "replays",
+        "probe_version",
+        "started_at",
+    ):
+        assert log[name] is not None, name
+    assert log["schema"] == "replay-run-log/1"
+    assert log["image_digest"] == IMAGE
+    assert log["started_at"] == "2026-01-02T03:04:05Z"
+    assert log["repo_digests"] == ["orchestrator-runner@sha256:" + "b" * 64]
+    assert log["pytest_args"] == ["-q"]
+
+
+def test_evidence_carries_the_pins_and_both_sides() -> None:
+    base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
+    patch = (Replay(label="assert_pass", calls={"clock": 2}),) * 2
+    evidence = replay_run.build_evidence(run_plan(), PROP, base, patch, oracle_moved=False)
+    doc = evidence.to_json()
+    assert doc["schema"] == "replay-evidence/1"
+    assert doc["base_rev"] == "1" * 40
+    assert doc["patch_rev"] == "2" * 40
+    assert doc["image_digest"] == IMAGE
+    assert doc["origin_digest"] == "sha256:o"
+    assert doc["shrink"] is None
+    assert len(doc["base"]) == len(doc["patch"]) == 2
+    assert replay_run.call_deltas(base, patch) == ["clock: base {1} vs patch {2}"]
+
+
+def test_call_deltas_compare_sets_not_sequences() -> None:
+    base = (
+        Replay(label="assert_pass", calls={"clock": 1}),
+        Replay(label="assert_pass", calls={"clock": 2}),
+    )
+    patch = tuple(reversed(base))
+    assert replay_run.call_deltas(base, patch) == []
+
+
+def test_the_report_says_what_moved_the_way_the_decision_does() -> None:
+    plan = run_plan()
+    base = (Replay(label="assert_pass", calls={"clock": 1}, image_digest=IMAGE),) * 2
+    patch = (Replay(label="assert_pass", calls={"clock": 2, "open": 1}, image_digest=IMAGE),) * 2
+    (item,) = replay_run.decide_all(plan, {BASE: {PROP: base}, PATCH: {PROP: patch}}, {})
+    assert (item.index, item.decision.code) == (1, "call_budget")
+    report = replay_run.report_document(plan, [item])
+    assert report["schema"] == "replay-report/1"
+    assert report["exit_status"] == 1
+    (entry,) = report["decisions"]
+    assert entry["calls_base"] == {"clock": [1]}
+    assert entry["calls_patch"] == {"clock": [2], "open": [1]}
+    assert entry["call_deltas"] == list(item.decision.reasons)
+    assert entry["call_deltas"] == ["clock: base {1} vs patch {2}", "open: base {0} vs patch {1}"]
+    assert (entry["evidence_file"], entry["decision_file"]) == (
+        "evidence-1.json",
+        "decision-1.json",
+    )
+
+
+def test_a_property_only_the_base_reported_is_decided_with_an_empty_patch() -> None:
+    base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
+    (item,) = replay_run.decide_all(run_plan(), {BASE: {PROP: base}, PATCH: {}}, {PROP: True})
+    assert item.evidence.patch == ()
+    assert item.evidence.oracle_changed
+    assert (item.decision.lane, item.decision.code) == (Lane.REJECT_MALFORMED, "replay_count")
+
+
+@given(st.lists(st.sampled_from(list(Lane)), max_size=6))
+def test_exit_status_is_the_worst_lanes(lanes: list[Lane]) -> None:
+    decisions = [
+        Decision(lane=lane, code="x", blocking=lane.blocking, freeze_allowed=False)
+        for lane in lanes
+    ]
+    status = replay_run.worst_exit(decisions)
+    if not lanes:
+        assert status == 3  # nothing decided is undecided
+    elif any(lane.blocking for lane in lanes):
+        assert status == 1
+    elif any(lane.undecided for lane in lanes):
+        assert status == 3
+    else:
+        assert status == 0
+
+
+def test_label_summary_groups_labels_and_names_infra_reasons() -> None:
+    replays = (
+        Replay(label="assert_pass"),
+        Replay(label="assert_pass"),
+        Replay(label="harness_error", reason="oom"),
+    )
+    assert replay_run.label_summary(replays) == "assert_pass x2, harness_error(oom) x1"
+    assert replay_run.label_summary(()) == "-"
