@@ -4,8 +4,9 @@
 image ID (never pulled), digests the fixture, checks a shrink report against it
 and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.engine.replay_sides`),
-checks the oracle, builds one evidence document per property, decides with the
-pure core and writes ``evidence-<n>.json``, ``decision-<n>.json`` and
+compares each property's oracle slice on both revisions
+(:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
+property, decides with the pure core and writes ``evidence-<n>.json``, ``decision-<n>.json`` and
 ``summary.json``. The result is a frozen :class:`ReplayOutcome` that other
 services (the ledger) build on.
 """
@@ -42,10 +43,12 @@ from orchestrator.services.engine import (
     new_run_id,
     replay_sides,
 )
+from orchestrator.services.oracle import property_oracles
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from orchestrator.core.oracle import OracleChange
     from orchestrator.services.engine import Progress
 
 BASE = "base"
@@ -369,29 +372,6 @@ def plan_replay(
 # ---------------------------------------------------------------- evidence and decision
 
 
-def oracle_changes(
-    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
-) -> dict[str, bool]:
-    """Property id -> do the files that define it differ between the two revisions?
-
-    The fixture is one host file mounted on both sides, so its digest is the
-    same on both by construction; only the property's files can move. Each
-    revision's files are read once for all properties.
-    """
-    files_of = {
-        property_id: git_adapter.property_files(property_id) for property_id in property_ids
-    }
-    paths = sorted({path for files_ in files_of.values() for path in files_})
-    if not paths:
-        return dict.fromkeys(property_ids, False)
-    on_base = git_adapter.read_blobs(repo, base_rev, paths)
-    on_patch = git_adapter.read_blobs(repo, patch_rev, paths)
-    return {
-        property_id: any(on_base[path] != on_patch[path] for path in files_)
-        for property_id, files_ in files_of.items()
-    }
-
-
 def build_evidence(
     plan: RunPlan,
     property_id: str,
@@ -399,8 +379,9 @@ def build_evidence(
     patch: Sequence[Replay],
     *,
     oracle_moved: bool,
+    oracle: OracleChange | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property. Pure."""
+    """records.md "Evidence" for one property (with its oracle slice digests). Pure."""
     pins, options = plan.pins, plan.options
     return Evidence(
         base_rev=pins.base_rev,
@@ -417,6 +398,9 @@ def build_evidence(
         replays=options.replays,
         base=tuple(base),
         patch=tuple(patch),
+        base_oracle_digest=None if oracle is None else oracle.base_digest,
+        patch_oracle_digest=None if oracle is None else oracle.patch_digest,
+        oracle_reasons=() if oracle is None else oracle.reason_texts,
     )
 
 
@@ -458,6 +442,7 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "calls_patch": call_sets(evidence.patch),
         "call_deltas": call_deltas(evidence.base, evidence.patch),
         "oracle_changed": evidence.oracle_changed,
+        "oracle_reasons": list(evidence.oracle_reasons),
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
@@ -487,19 +472,21 @@ def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dic
 def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
-    oracle: Mapping[str, bool],
+    oracle: Mapping[str, OracleChange],
 ) -> tuple[PropertyOutcome, ...]:
     """Evidence and a decision per property, in the order the properties were named. Pure."""
     from orchestrator.core.lanes import decide
 
     outcomes = []
     for index, property_id in enumerate(labelled[BASE], start=1):
+        change = oracle.get(property_id)
         evidence = build_evidence(
             plan,
             property_id,
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
-            oracle_moved=oracle.get(property_id, False),
+            oracle_moved=change is not None and change.changed,
+            oracle=change,
         )
         outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
     return tuple(outcomes)
@@ -544,7 +531,7 @@ def execute(
         keep_raw=plan.run_dir / "raw",
     )
     named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-    oracle = oracle_changes(options.repo, pins.base_rev, pins.patch_rev, named)
+    oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
     properties = decide_all(plan, labelled, oracle)
     for item in properties:
         files.write_json_atomic(
