@@ -185,6 +185,7 @@ class OracleSlice:
     parts: Mapping[PartKey, tuple[str, ...]] = field(default_factory=dict)
     whole_file: Mapping[PartKey, tuple[str, ...]] = field(default_factory=dict)
     note: str = ""
+    problem: str = ""  # the parser's message, when the module does not parse
 
     @property
     def digest(self) -> str | None:
@@ -249,9 +250,9 @@ def oracle_slice(
     }
     whole = {(ReasonKind.WHOLE_FILE, node.path): (_file_dump(source),), **conftest_parts}
     analysed = _analyse_source(source)
-    note = ""
+    note = problem = ""
     if analysed is None:
-        note = f"does not parse ({_parse(source)[1]})"
+        note, problem = "does not parse", _parse(source)[1]
     elif not node.function.isidentifier() or not all(c.isidentifier() for c in node.classes):
         note = "not a Python test function"
     if analysed is None or note:
@@ -262,6 +263,7 @@ def oracle_slice(
             parts=whole,
             whole_file=whole,
             note=note,
+            problem=problem,
         )
     found = _Slicer(analysed, node).parts()
     if found is None:
@@ -295,14 +297,25 @@ def compare_slices(base: OracleSlice, patch: OracleSlice) -> OracleChange:
         )
     whole = SliceStatus.WHOLE_FILE in (base.status, patch.status)
     before, after = (base.whole_file, patch.whole_file) if whole else (base.parts, patch.parts)
-    notes = [f"{note} on {side}" for side, note in (("base", base.note), ("patch", patch.note))]
-    detail = "; ".join(note for note, side in zip(notes, (base, patch), strict=True) if side.note)
+    detail = _whole_file_detail(base, patch)
     return OracleChange(
         property_id=property_id,
         base_digest=parts_digest(before),
         patch_digest=parts_digest(after),
         reasons=_differences(before, after, whole_detail=detail),
         whole_file=whole,
+    )
+
+
+def _whole_file_detail(base: OracleSlice, patch: OracleSlice) -> str:
+    """Why the sides were compared whole: ``does not parse on patch (invalid syntax, line 4)``."""
+    if base.note and (base.note, base.problem) == (patch.note, patch.problem):
+        sides = [("both sides", base)]
+    else:
+        sides = [(name, side) for name, side in (("base", base), ("patch", patch)) if side.note]
+    return "; ".join(
+        f"{side.note} on {name}" + (f" ({side.problem})" if side.problem else "")
+        for name, side in sides
     )
 
 
