@@ -56,36 +56,19 @@ NEW_ON_PATCH_HINT = "replay with --tests-from patch to ask whether it fails on b
 # Module-level names pytest (or unittest) calls for every test of the module.
 MODULE_HOOKS = frozenset(
     {
-        "setup_module",
-        "teardown_module",
-        "setup_function",
-        "teardown_function",
-        "setUpModule",
-        "tearDownModule",
-        "setup",
-        "teardown",
+        "setup_module", "teardown_module", "setup_function", "teardown_function",
+        "setUpModule", "tearDownModule", "setup", "teardown",
     }
-)
+)  # fmt: skip
 MODULE_MAGIC = frozenset({"pytestmark", "pytest_plugins"})
 # Methods a test class runs around its tests.
 CLASS_HOOKS = frozenset(
     {
-        "setup_method",
-        "teardown_method",
-        "setup_class",
-        "teardown_class",
-        "setup",
-        "teardown",
-        "setUp",
-        "tearDown",
-        "setUpClass",
-        "tearDownClass",
-        "asyncSetUp",
-        "asyncTearDown",
-        "run",
-        "debug",
+        "setup_method", "teardown_method", "setup_class", "teardown_class", "setup", "teardown",
+        "setUp", "tearDown", "setUpClass", "tearDownClass", "asyncSetUp", "asyncTearDown",
+        "run", "debug",
     }
-)
+)  # fmt: skip
 # Bases known to define no tests: a class with only these (and module-defined) bases
 # cannot inherit a test from elsewhere.
 TESTLESS_BASES = frozenset({"TestCase", "IsolatedAsyncioTestCase"})
@@ -193,12 +176,6 @@ class OracleSlice:
         if self.status is SliceStatus.ABSENT:
             return None
         return parts_digest(self.parts)
-
-    @property
-    def whole_file_digest(self) -> str | None:
-        if self.status is SliceStatus.ABSENT:
-            return None
-        return parts_digest(self.whole_file)
 
 
 @dataclass(frozen=True, kw_only=True)
