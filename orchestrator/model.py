@@ -96,10 +96,14 @@ class Replay:
     still be represented and rejected by the decision (``unknown_label``).
     ``reason`` is the sub-reason of a ``harness_error`` or ``timeout``
     (``oom``, ``impure_network``, ``collection_error``, ``image_mismatch``, ...).
+    ``assertion_key`` is the failing assertion without its line number
+    (``<nodeid>@<function qualname>+<line offset>:<ExcType>``): it survives lines
+    inserted above the test, so the sides compare by it when every failure has one.
     """
 
     label: str
     assertion_id: str | None = None
+    assertion_key: str | None = None
     calls: Mapping[str, int] = field(default_factory=dict)
     duration_ms: float | None = None
     image_digest: str | None = None
@@ -111,6 +115,7 @@ class Replay:
         doc: dict[str, Any] = {
             "label": self.label,
             "assertion_id": self.assertion_id,
+            "assertion_key": self.assertion_key,
             "calls": dict(sorted(self.calls.items())),
             "duration_ms": self.duration_ms,
         }
@@ -153,6 +158,10 @@ class Evidence:
 
     Required fields are ``Optional`` on purpose: a missing one is represented as
     ``None`` and becomes ``reject_malformed`` / ``missing_field:<name>``.
+    ``base_oracle_digest``/``patch_oracle_digest`` digest the property's oracle slice on
+    each side (None where the test does not exist, or where the document's writer did not
+    slice); ``oracle_reasons`` say what differs. ``oracle_changed`` stays for documents
+    that carry no digests.
     """
 
     base_rev: str | None
@@ -169,6 +178,9 @@ class Evidence:
     replays: int | None
     base: tuple[Replay, ...]
     patch: tuple[Replay, ...]
+    base_oracle_digest: str | None = None
+    patch_oracle_digest: str | None = None
+    oracle_reasons: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -183,6 +195,9 @@ class Evidence:
             "fixture_digest": self.fixture_digest,
             "origin_digest": self.origin_digest,
             "oracle_changed": self.oracle_changed,
+            "base_oracle_digest": self.base_oracle_digest,
+            "patch_oracle_digest": self.patch_oracle_digest,
+            "oracle_reasons": list(self.oracle_reasons),
             "shrink": None if self.shrink is None else self.shrink.to_json(),
             "replays": self.replays,
             "base": [replay.to_json() for replay in self.base],

@@ -102,6 +102,7 @@ def parse_replay(doc: Any, where: str) -> Replay:
     return Replay(
         label=label,
         assertion_id=optional_str(obj, "assertion_id", prefix),
+        assertion_key=optional_str(obj, "assertion_key", prefix),
         calls=_calls(obj.get("calls"), f"{prefix}calls"),
         duration_ms=optional_number(obj, "duration_ms", prefix),
         image_digest=optional_str(obj, "image_digest", prefix),
@@ -109,6 +110,18 @@ def parse_replay(doc: Any, where: str) -> Replay:
         reason=optional_str(obj, "reason", prefix),
         message=optional_str(obj, "message", prefix),
     )
+
+
+def _strings(obj: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    value = obj.get(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SchemaError(f"{name}: expected an array of strings, got {_type_name(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise SchemaError(f"{name}[{index}]: expected a string, got {_type_name(item)}")
+    return tuple(value)
 
 
 def _replays(obj: Mapping[str, Any], side: str) -> tuple[Replay, ...]:
@@ -186,4 +199,7 @@ def parse_evidence(doc: Any) -> Evidence:
         replays=optional_int(obj, "replays"),
         base=_replays(obj, "base"),
         patch=_replays(obj, "patch"),
+        base_oracle_digest=optional_str(obj, "base_oracle_digest"),
+        patch_oracle_digest=optional_str(obj, "patch_oracle_digest"),
+        oracle_reasons=_strings(obj, "oracle_reasons"),
     )

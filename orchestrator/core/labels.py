@@ -181,11 +181,13 @@ def _from_entry(entry: Mapping[str, Any], property_id: str) -> Replay:
     reason = entry.get("reason")
     message = entry.get("message")
     assertion_id = entry.get("assertion_id")
+    assertion_key = entry.get("assertion_key")
     if entry["nodeid"] != property_id and entry["label"] == Label.HARNESS_ERROR:
         reason = reason or "collection_error"
     return Replay(
         label=entry["label"],
         assertion_id=assertion_id if isinstance(assertion_id, str) else None,
+        assertion_key=assertion_key if isinstance(assertion_key, str) else None,
         calls=dict(entry.get("calls", {})),
         duration_ms=float(duration) if duration is not None else None,
         reason=reason if isinstance(reason, str) else None,
@@ -247,6 +249,7 @@ def mark_image_mismatch(
                 replay,
                 label=Label.HARNESS_ERROR,
                 assertion_id=None,
+                assertion_key=None,
                 reason="image_mismatch",
                 message=message,
             )

@@ -125,8 +125,37 @@ def side_state(replays: Sequence[Replay]) -> SideState:
     return SideState.MIXED
 
 
-def failing_assertions(replays: Sequence[Replay]) -> frozenset[str | None]:
-    return frozenset(r.assertion_id for r in replays if r.label == Label.ASSERT_FAIL)
+def failing_assertions(replays: Sequence[Replay], *, by_key: bool = False) -> frozenset[str | None]:
+    """The failing replays' assertion ids, or their position-free keys with ``by_key``."""
+    return frozenset(
+        r.assertion_key if by_key else r.assertion_id
+        for r in replays
+        if r.label == Label.ASSERT_FAIL
+    )
+
+
+def compare_by_key(*sides: Sequence[Replay]) -> bool:
+    """Rows 10-12 compare assertion keys when every failing replay has one (the probe
+    writes them), else ids (documents from other CI systems)."""
+    failing = [r for replays in sides for r in replays if r.label == Label.ASSERT_FAIL]
+    return bool(failing) and all(r.assertion_key for r in failing)
+
+
+def oracle_moved(evidence: Evidence) -> tuple[str, ...]:
+    """Row 2: why the property's oracle differs between the sides (empty: it does not).
+
+    The slice digests decide when the evidence has them; ``oracle_changed`` still counts
+    (documents from other CI systems carry only that flag).
+    """
+    base, patch = evidence.base_oracle_digest, evidence.patch_oracle_digest
+    digests_differ = (base is not None or patch is not None) and base != patch
+    if not (digests_differ or evidence.oracle_changed):
+        return ()
+    if evidence.oracle_reasons:
+        return evidence.oracle_reasons
+    if digests_differ:
+        return (f"the oracle digest differs: base {base or 'absent'} vs patch {patch or 'absent'}",)
+    return ("a property file or the fixture's locked oracle digest differs between the sides",)
 
 
 def _format_ids(ids: frozenset[str | None]) -> str:
@@ -141,12 +170,9 @@ def decide(evidence: Evidence) -> Decision:
         return _decision(Lane.REJECT_MALFORMED, problems[0][0], (p[1] for p in problems))
 
     # Row 2: the oracle moved between the sides, so they are not comparable.
-    if evidence.oracle_changed:
-        return _decision(
-            Lane.REJECT_RUN,
-            "oracle_changed",
-            ["a property file or the fixture's locked oracle digest differs between the sides"],
-        )
+    oracle_reasons = oracle_moved(evidence)
+    if oracle_reasons:
+        return _decision(Lane.REJECT_RUN, "oracle_changed", oracle_reasons)
 
     base, patch = evidence.base, evidence.patch
 
@@ -204,13 +230,15 @@ def decide(evidence: Evidence) -> Decision:
             "fix_candidate",
             [f"{states}: the patch passes where base failed; other properties still apply"],
         )
-    base_ids, patch_ids = failing_assertions(base), failing_assertions(patch)
+    by_key = compare_by_key(base, patch)
+    base_ids, patch_ids = (failing_assertions(s, by_key=by_key) for s in (base, patch))
     if base_ids != patch_ids:  # row 10
         return _decision(
             Lane.DIFFERENT_BUG,
             "different_assertion",
             [f"{states}: base fails at {_format_ids(base_ids)}, patch at {_format_ids(patch_ids)}"],
         )
+    patch_ids = failing_assertions(patch)  # the readable ids, for the reasons
     if on_patch is SideState.FAIL:  # row 11
         return _decision(
             Lane.BLOCK_PATCH,

@@ -117,9 +117,12 @@ def property_files(node_id: str) -> tuple[str, ...]:
     test_file = split_node_id(node_id).path
     if not test_file:
         return ()
-    path = PurePosixPath(test_file)
-    parents = list(reversed(path.parents))  # "." first, then deeper
-    conftests = [
-        str(parent / "conftest.py") if str(parent) != "." else "conftest.py" for parent in parents
-    ]
-    return (*conftests, str(path))
+    return (*conftest_paths(test_file), str(PurePosixPath(test_file)))
+
+
+def conftest_paths(module_path: str) -> tuple[str, ...]:
+    """Every ``conftest.py`` that applies to ``module_path``, outermost first."""
+    parents = reversed(PurePosixPath(module_path).parents)  # "." first, then deeper
+    return tuple(
+        "conftest.py" if str(parent) == "." else f"{parent}/conftest.py" for parent in parents
+    )

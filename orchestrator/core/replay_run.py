@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.lanes import decide
+from orchestrator.core.oracle import OracleChange
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -125,9 +126,9 @@ def build_evidence(
     base: Sequence[Replay],
     patch: Sequence[Replay],
     *,
-    oracle_moved: bool,
+    oracle: OracleChange | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property."""
+    """records.md "Evidence" for one property, with its oracle slice digests."""
     pins, options = plan.pins, plan.options
     return Evidence(
         base_rev=pins.base_rev,
@@ -139,18 +140,21 @@ def build_evidence(
         seed=options.seed,
         fixture_digest=pins.fixture_digest,
         origin_digest=pins.origin_digest,
-        oracle_changed=oracle_moved,
+        oracle_changed=oracle is not None and oracle.changed,
         shrink=pins.shrink,
         replays=options.replays,
         base=tuple(base),
         patch=tuple(patch),
+        base_oracle_digest=None if oracle is None else oracle.base_digest,
+        patch_oracle_digest=None if oracle is None else oracle.patch_digest,
+        oracle_reasons=() if oracle is None else oracle.reason_texts,
     )
 
 
 def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
-    oracle: Mapping[str, bool],
+    oracle: Mapping[str, OracleChange],
 ) -> tuple[PropertyOutcome, ...]:
     """Evidence and a decision per property, in the order the properties were named."""
     outcomes = []
@@ -160,7 +164,7 @@ def decide_all(
             property_id,
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
-            oracle_moved=oracle.get(property_id, False),
+            oracle=oracle.get(property_id),
         )
         outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
     return tuple(outcomes)
@@ -197,6 +201,7 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "calls_patch": sets_to_json(call_sets(evidence.patch)),
         "call_deltas": call_deltas(evidence.base, evidence.patch),
         "oracle_changed": evidence.oracle_changed,
+        "oracle_reasons": list(evidence.oracle_reasons),
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),

@@ -77,8 +77,9 @@ class _TestRecord:
         self.calls: dict[str, int] | None = None
         self.network: list[str] = []
         self.duration_ms = 0.0
-        # Failure details per phase ("setup", "call", "teardown"): (assertion_id, message).
-        self.failures: dict[str, tuple[str, str]] = {}
+        # Failure details per phase ("setup", "call", "teardown"):
+        # (assertion_id, message, assertion_key).
+        self.failures: dict[str, tuple[str, str, str]] = {}
         self.setup: str | None = None
         self.call: str | None = None
         self.teardown: str | None = None
@@ -113,7 +114,7 @@ class _TestRecord:
             calls = self.final_calls()
             calls_json = _STABLE_ZERO_JSON if calls == _STABLE_ZERO else _encode_entry(calls)
             return (
-                f'{{"assertion_id":null,"calls":{calls_json},'
+                f'{{"assertion_id":null,"assertion_key":null,"calls":{calls_json},'
                 f'"duration_ms":{round(self.duration_ms, 3)!r},"label":"{ASSERT_PASS}",'
                 f'"message":null,"nodeid":{encode_basestring(self.nodeid)},"reason":null}}'
             )
@@ -125,11 +126,12 @@ class _TestRecord:
         label: str
         reason: str | None = None
         assertion_id: str | None = None
+        assertion_key: str | None = None
         message: str | None = None
         call = self.call
         if self.setup == "failed":
             label, reason = HARNESS_ERROR, "setup_error"
-            message = self.failures.get("setup", ("", ""))[1]
+            message = self.failures.get("setup", ("", "", ""))[1]
         elif self.skip_reason is not None:
             return None
         elif self.network:
@@ -137,12 +139,14 @@ class _TestRecord:
             message = "network attempted in the test body: " + "; ".join(self.network)
         elif self.teardown == "failed":
             label, reason = HARNESS_ERROR, "teardown_error"
-            message = self.failures.get("teardown", ("", ""))[1]
+            message = self.failures.get("teardown", ("", "", ""))[1]
         elif call == "passed":
             label = ASSERT_PASS
         elif call == "failed":
             label = ASSERT_FAIL
-            assertion_id, message = self.failures.get("call", (None, None))
+            failure = self.failures.get("call")
+            if failure is not None:
+                assertion_id, message, assertion_key = failure
         else:
             label, reason = HARNESS_ERROR, "interrupted"
             message = "the session ended before this test finished"
@@ -151,6 +155,7 @@ class _TestRecord:
             "label": label,
             "reason": reason,
             "assertion_id": assertion_id,
+            "assertion_key": assertion_key,
             "message": message,
             "calls": self.final_calls(),
             "duration_ms": round(self.duration_ms, 3),
@@ -164,6 +169,7 @@ def _harness_entry(nodeid: str, reason: str, message: str) -> str:
             "label": HARNESS_ERROR,
             "reason": reason,
             "assertion_id": None,
+            "assertion_key": None,
             "message": message[:MESSAGE_LIMIT],
             "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
             "duration_ms": 0.0,
@@ -308,30 +314,48 @@ class ProbeSession:
         if record is None:
             return
         value = excinfo.value
-        assertion_id = self._assertion_id(item, value, excinfo.tb)
-        record.failures[call.when] = (assertion_id, _message(value))
+        assertion_id, assertion_key = self._assertion(item, value, excinfo.tb)
+        record.failures[call.when] = (assertion_id, _message(value), assertion_key)
 
-    def _assertion_id(self, item: pytest.Item, value: BaseException, tb: TracebackType) -> str:
-        """`<nodeid>@<path>:<line>:<ExceptionType>` at the deepest frame in the test's file.
+    def _assertion(
+        self, item: pytest.Item, value: BaseException, tb: TracebackType
+    ) -> tuple[str, str]:
+        """The failure's `assertion_id` and `assertion_key`, at the deepest frame in the
+        test's file (the deepest frame of all when none is in it).
 
-        The location stays put when the code under test changes, because frames in
-        other files are passed over.
+        id: `<nodeid>@<path>:<line>:<ExceptionType>`, readable. key:
+        `<nodeid>@<qualname>+<offset>:<ExceptionType>`, the line as an offset from the
+        first line of the enclosing function's definition, so lines inserted above the
+        test leave it alone (a frame outside the test's file adds its path:
+        `<nodeid>@<path>::<qualname>+<offset>:<ExceptionType>`). Both stay put when the
+        code under test changes, because frames in other files are passed over.
         """
         own_file = str(item.path)
-        own_line: int | None = None
+        own: TracebackType | None = None
         deepest: TracebackType = tb
         cursor: TracebackType | None = tb
         while cursor is not None:
             if self._same_file(cursor.tb_frame.f_code.co_filename, own_file):
-                own_line = cursor.tb_lineno
+                own = cursor
             deepest = cursor
             cursor = cursor.tb_next
-        if own_line is not None:
-            location = f"{item.nodeid.split('::', 1)[0]}:{own_line}"
+        exception = type(value).__name__
+        frame = own if own is not None else deepest
+        code = frame.tb_frame.f_code
+        line = frame.tb_lineno
+        offset = (line - code.co_firstlineno) if line is not None else 0
+        # co_qualname is Python 3.11+; older runner images get the bare name.
+        function = f"{getattr(code, 'co_qualname', code.co_name)}+{offset}"
+        if own is not None:
+            location = f"{item.nodeid.split('::', 1)[0]}:{line}"
         else:
-            filename = deepest.tb_frame.f_code.co_filename
-            location = f"{self._relative_arg(filename)}:{deepest.tb_lineno}"
-        return f"{item.nodeid}@{location}:{type(value).__name__}"
+            path = self._relative_arg(code.co_filename)
+            location = f"{path}:{line}"
+            function = f"{path}::{function}"
+        return (
+            f"{item.nodeid}@{location}:{exception}",
+            f"{item.nodeid}@{function}:{exception}",
+        )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = self.records.get(report.nodeid)
@@ -350,8 +374,13 @@ class ProbeSession:
             elif "call" not in record.failures:
                 # A failure without an exception (strict xpass, a plugin's verdict).
                 location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
+                function = report.location[2].split("[", 1)[0]
                 text = report.longreprtext[:MESSAGE_LIMIT]
-                record.failures["call"] = (f"{report.nodeid}@{location}:Failed", text)
+                record.failures["call"] = (
+                    f"{report.nodeid}@{location}:Failed",
+                    text,
+                    f"{report.nodeid}@{function}+0:Failed",
+                )
         elif when == "setup":
             record.setup = outcome
             if outcome == "skipped":

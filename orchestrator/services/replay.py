@@ -4,9 +4,10 @@
 image ID (never pulled), digests the fixture, checks a shrink report against it
 and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
-checks the oracle, builds one evidence document per property, decides with the
-pure core (:mod:`orchestrator.core.replay_run`) and writes ``evidence-<n>.json``,
-``decision-<n>.json`` and ``summary.json``. The result is a frozen
+compares each property's oracle slice on both revisions
+(:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
+property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
+``evidence-<n>.json``, ``decision-<n>.json`` and ``summary.json``. The result is a frozen
 :class:`ReplayOutcome` that other services (the ledger) build on.
 """
 
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
-from orchestrator.core.pytest_command import property_files, pytest_args, split_node_id
+from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
     PATCH,
@@ -35,6 +36,7 @@ from orchestrator.core.replay_run import (
 )
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.services.oracle import property_oracles
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
@@ -240,27 +242,6 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
 # ---------------------------------------------------------------- evidence and decision
 
 
-def oracle_changes(
-    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
-) -> dict[str, bool]:
-    """Property id -> do the files that define it differ between the two revisions?
-
-    The fixture is one host file mounted on both sides, so its digest is the
-    same on both by construction; only the property's files can move. Each
-    revision's files are read once for all properties.
-    """
-    files_of = {property_id: property_files(property_id) for property_id in property_ids}
-    paths = sorted({path for files_ in files_of.values() for path in files_})
-    if not paths:
-        return dict.fromkeys(property_ids, False)
-    on_base = git_adapter.read_blobs(repo, base_rev, paths)
-    on_patch = git_adapter.read_blobs(repo, patch_rev, paths)
-    return {
-        property_id: any(on_base[path] != on_patch[path] for path in files_)
-        for property_id, files_ in files_of.items()
-    }
-
-
 def _import_in_background(module: str) -> None:
     """Import ``module`` while the containers run: the ledger's SQLAlchemy import costs a
     third of a second that would otherwise come after the replays. A failure here is
@@ -300,7 +281,7 @@ def execute(
         keep_raw=plan.run_dir / "raw",
     )
     named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-    oracle = oracle_changes(options.repo, pins.base_rev, pins.patch_rev, named)
+    oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
     properties = decide_all(plan, labelled, oracle)
     for item in properties:
         files.write_json_atomic(

@@ -41,6 +41,11 @@ SUITE = """
 
     def test_network():
         socket.create_connection(("192.0.2.10", 80), timeout=1)
+
+    class TestKeyed:
+        def test_keyed(self):
+            event = normalize_event({}, now=lambda: 1)
+            assert event == {}
 """
 
 
@@ -108,6 +113,11 @@ def test_labels_and_counts_inside_the_runner_image(docker_client, runner_image_i
         assert (effects["open"], effects["sleep"]) == (2, 2)  # write_text and open
         network = entries["test_network"]
         assert (network["label"], network["reason"]) == ("harness_error", "impure_network")
+        keyed = {e["nodeid"]: e for e in result["tests"]}["test_suite.py::TestKeyed::test_keyed"]
+        assert keyed["label"] == "assert_fail"
+        assert keyed["assertion_key"] == (
+            "test_suite.py::TestKeyed::test_keyed@TestKeyed.test_keyed+2:AssertionError"
+        )
 
 
 def test_timeout_inside_the_runner_image(docker_client, runner_image_id, tmp_path):

@@ -129,6 +129,88 @@ def test_changing_the_code_under_test_does_not_move_the_assertion_id(pytester, p
     assert after["assertion_id"] == before["assertion_id"]
 
 
+KEYED = """\
+import helper
+
+
+class TestLast:
+    def test_x(self):
+        items = [1, 2]
+        assert items
+        # a comment inside the test
+        assert helper.last(items) is None  # the failing line
+
+
+@helper.passthrough
+def test_decorated():
+    helper.parse("x")  # the raising line
+"""
+KEYED_HELPER = """
+import functools
+
+
+def last(items):
+    return items[-1]
+
+
+def parse(text):
+    return int(text)
+
+
+def passthrough(test):
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return test(*args, **kwargs)
+    return run
+"""
+
+
+def test_the_assertion_key_is_the_function_and_the_line_offset_in_the_test_module(
+    pytester, probe_run
+):
+    pytester.makepyfile(helper=KEYED_HELPER, test_more=KEYED)
+    entries = by_nodeid(probe_run())
+    method = entries["test_more.py::TestLast::test_x"]
+    line = line_of(KEYED, "the failing line")
+    assert method["assertion_id"] == (
+        f"test_more.py::TestLast::test_x@test_more.py:{line}:AssertionError"
+    )
+    offset = line - line_of(KEYED, "def test_x")
+    assert method["assertion_key"] == (
+        f"test_more.py::TestLast::test_x@TestLast.test_x+{offset}:AssertionError"
+    )
+    # Raised in the code under test (and through a wrapper in another file): the key is
+    # the test module's innermost frame, counted from the decorator that starts the def.
+    decorated = entries["test_more.py::test_decorated"]
+    offset = line_of(KEYED, "the raising line") - line_of(KEYED, "@helper.passthrough")
+    assert decorated["assertion_key"] == (
+        f"test_more.py::test_decorated@test_decorated+{offset}:ValueError"
+    )
+
+
+def test_the_assertion_key_survives_lines_inserted_above_the_test(pytester, probe_run):
+    pytester.makepyfile(helper=KEYED_HELPER, test_more=KEYED)
+    before = by_nodeid(probe_run())
+    shifted = "import os\n\n\ndef test_added_above():\n    assert os.sep\n\n\n" + KEYED
+    pytester.makepyfile(test_more=shifted)
+    after = by_nodeid(probe_run())
+    assert after["test_more.py::test_added_above"]["label"] == "assert_pass"
+    for nodeid in ("test_more.py::TestLast::test_x", "test_more.py::test_decorated"):
+        assert after[nodeid]["label"] == before[nodeid]["label"] == "assert_fail"
+        assert after[nodeid]["assertion_id"] != before[nodeid]["assertion_id"]
+        assert after[nodeid]["assertion_key"] == before[nodeid]["assertion_key"]
+    # A change inside the test moves its key.
+    pytester.makepyfile(test_more=KEYED.replace("items = [1, 2]", "items = [1, 2]\n        x = 0"))
+    moved = by_nodeid(probe_run())["test_more.py::TestLast::test_x"]
+    assert moved["assertion_key"] != before["test_more.py::TestLast::test_x"]["assertion_key"]
+
+
+def test_a_passing_test_and_a_harness_error_have_no_assertion_key(pytester, probe_run):
+    pytester.makepyfile(test_ok="def test_ok():\n    assert True\n", test_bad="def test_(:\n")
+    for entry in probe_run()["tests"]:
+        assert entry["assertion_key"] is None, entry
+
+
 def test_setup_and_teardown_errors_are_harness_errors(pytester, probe_run):
     pytester.makepyfile(
         test_fixtures="""

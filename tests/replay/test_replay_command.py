@@ -202,20 +202,25 @@ def test_whole_command_without_properties_one_container_per_replay(tmp_path, rep
     assert_nothing_left(docker_client, result, result.report["run_id"])
 
 
-def test_a_changed_test_file_is_an_oracle_change(tmp_path, repo):
-    changed = commit(repo.path, {"tests/test_lib.py": TESTS + "\n# edited\n"}, "edit the tests")
+def test_an_edited_test_body_is_an_oracle_change_and_its_neighbours_are_compared(tmp_path, repo):
+    edited = TESTS.replace("lib.add(2, 2) == 4", "lib.add(2, 2) == 2 + 2") + "\n# edited\n"
+    changed = commit(repo.path, {"tests/test_lib.py": edited}, "edit one test")
     result = run_cli(
         tmp_path,
         "--repo", str(repo.path), "--base", repo.base, "--patch", changed,
-        "--image", "orchestrator-runner:latest", "--property", ADD, "--replays", "1", "--json",
+        "--image", "orchestrator-runner:latest", "--property", ADD, "--property", STAMP,
+        "--replays", "1", "--json",
     )  # fmt: skip
     assert result.code == 1, result.stderr
-    (entry,) = result.report["decisions"]
-    assert (entry["lane"], entry["code"], entry["oracle_changed"]) == (
+    decided = by_property(result.report)
+    assert (decided[ADD]["lane"], decided[ADD]["code"], decided[ADD]["oracle_changed"]) == (
         "reject_run",
         "oracle_changed",
         True,
     )
+    assert decided[ADD]["reasons"] == decided[ADD]["oracle_reasons"] == ["test body"]
+    # The same file changed, but not test_stamp_keeps_payload's own code: compared as usual.
+    assert (decided[STAMP]["lane"], decided[STAMP]["oracle_changed"]) == ("no_freeze", False)
     # Default run folder: .replay/runs/<run-id>/ under the working directory.
     assert (tmp_path / ".replay" / "runs" / result.report["run_id"] / "summary.json").is_file()
 
@@ -378,6 +383,47 @@ def test_a_flaky_property_is_frozen_in_the_ledger_with_freeze(tmp_path, repo, do
     (refused,) = again.report["ledger"]["entries"]
     assert refused["freeze_id"] is None
     assert "missing_field:owner" in refused["freeze_refusals"]
+
+
+ADDED_ABOVE = FLAKY.replace(
+    "def test_leaks_state",
+    'def test_added_above(replay_fixture):\n    assert replay_fixture == {"n": 1}\n\n\n'
+    "def test_leaks_state",
+)
+
+
+def test_a_test_added_above_a_flaky_one_leaves_it_flake_queue_eligible(tmp_path, repo):
+    path = init(tmp_path / "above")
+    base = commit(path, {"tests/test_flaky.py": FLAKY, "lib.py": "X = 1\n"}, "flaky")
+    patch = commit(path, {"tests/test_flaky.py": ADDED_ABOVE}, "a test above the flaky one")
+    common = (
+        "--repo", str(path), "--base", base, "--patch", patch,
+        "--image", "orchestrator-runner:latest", "--fixture", str(repo.fixture), "--json",
+    )  # fmt: skip
+    out = tmp_path / "flaky-run"
+    flaky = "tests/test_flaky.py::test_leaks_state"
+    result = run_cli(tmp_path, *common, "--property", flaky, "--replays", "2", "--out", str(out))
+    assert result.code == 0, result.stderr
+    (entry,) = result.report["decisions"]
+    assert entry["base_labels"] == entry["patch_labels"] == ["assert_pass", "assert_fail"]
+    assert (entry["lane"], entry["oracle_changed"]) == ("flake_queue_eligible", False)
+    evidence = json.loads((out / "evidence-1.json").read_text())
+    on_base, on_patch = evidence["base"][1], evidence["patch"][1]
+    # The patch moved the failing line down; the key, counted from the def, did not move.
+    assert on_base["assertion_id"] != on_patch["assertion_id"]
+    assert on_base["assertion_key"] == on_patch["assertion_key"]
+    assert on_base["assertion_key"].startswith(f"{flaky}@test_leaks_state+")
+    assert evidence["base_oracle_digest"] == evidence["patch_oracle_digest"]
+
+    # The new test exists on the patch only: row 2, with what to run next.
+    added = "tests/test_flaky.py::test_added_above"
+    result = run_cli(tmp_path, *common, "--property", added, "--replays", "1")
+    assert result.code == 1, result.stderr
+    (entry,) = result.report["decisions"]
+    assert (entry["lane"], entry["code"]) == ("reject_run", "oracle_changed")
+    assert entry["reasons"] == [
+        "new on patch: replay with --tests-from patch to ask whether it fails on base"
+    ]
 
 
 def test_owner_without_freeze_is_bad_input(tmp_path, repo):

@@ -100,6 +100,47 @@ def test_row_2_oracle_changed_rejects_the_run_before_infra() -> None:
     )
 
 
+DIGEST_A, DIGEST_B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+@pytest.mark.parametrize(
+    ("base_digest", "patch_digest", "flag", "moved"),
+    [
+        (DIGEST_A, DIGEST_A, False, False),
+        (DIGEST_A, DIGEST_B, False, True),
+        (None, DIGEST_B, False, True),  # new on patch
+        (DIGEST_A, None, False, True),  # gone on patch
+        (None, None, False, False),  # no digests: the flag decides
+        (None, None, True, True),
+        (DIGEST_A, DIGEST_A, True, True),  # another CI system's flag still counts
+    ],
+)
+def test_row_2_uses_the_oracle_digests_when_present(
+    base_digest: str | None, patch_digest: str | None, flag: bool, moved: bool
+) -> None:
+    ev = evidence(
+        patch=side(F, F, F),
+        base_oracle_digest=base_digest,
+        patch_oracle_digest=patch_digest,
+        oracle_changed=flag,
+    )
+    assert (decide(ev).code == "oracle_changed") is moved
+
+
+def test_row_2_reasons_say_what_changed() -> None:
+    ev = evidence(
+        base_oracle_digest=DIGEST_A,
+        patch_oracle_digest=DIGEST_B,
+        oracle_changed=True,
+        oracle_reasons=("test body", "helper make_list"),
+    )
+    assert decide(ev).reasons == ("test body", "helper make_list")
+    bare = decide(evidence(base_oracle_digest=DIGEST_A, patch_oracle_digest=DIGEST_B))
+    assert bare.reasons == (f"the oracle digest differs: base {DIGEST_A} vs patch {DIGEST_B}",)
+    flag_only = decide(evidence(oracle_changed=True))
+    assert "differs between the sides" in flag_only.reasons[0]
+
+
 @pytest.mark.parametrize(
     ("base", "patch", "code"),
     [
@@ -207,6 +248,36 @@ def test_row_10_different_failing_assertions_are_a_different_bug() -> None:
     assert OTHER_ASSERTION in decision.reasons[0]
 
 
+# Lines inserted above the test shift the id's line on the patch, never the key.
+SHIFTED = ASSERTION.replace(":9:", ":14:")
+KEY = "tests/test_budget.py::test_clock_budget@test_clock_budget+4:AssertionError"
+
+
+def test_rows_10_to_12_compare_keys_when_ids_differ_only_by_line() -> None:
+    base = side(F, P, F, assertion_key=KEY)
+    flake = side(P, F, F, assertion_id=SHIFTED, assertion_key=KEY)
+    decision = decide(evidence(base=base, patch=flake))
+    assert (decision.lane, decision.code) == (Lane.FLAKE_QUEUE_ELIGIBLE, "flake_queue_eligible")
+    assert decision.freeze_allowed
+    assert SHIFTED in decision.reasons[0]  # the reasons name the readable id
+    uniform = side(F, F, F, assertion_id=SHIFTED, assertion_key=KEY)
+    blocked = decide(evidence(base=side(F, F, F, assertion_key=KEY), patch=uniform))
+    assert (blocked.lane, blocked.code) == (Lane.BLOCK_PATCH, "uniform_failure")
+    other_key = side(F, F, F, assertion_key=KEY.replace("+4", "+5"))
+    moved = decide(evidence(base=side(F, F, F, assertion_key=KEY), patch=other_key))
+    assert (moved.lane, moved.code) == (Lane.DIFFERENT_BUG, "different_assertion")
+
+
+def test_rows_10_to_12_compare_ids_when_a_failure_has_no_key() -> None:
+    # A document from another CI system: some failing replays carry no key.
+    base = side(F, P, F, assertion_key=KEY)
+    patch = side(P, F, F, assertion_id=SHIFTED)
+    decision = decide(evidence(base=base, patch=patch))
+    assert (decision.lane, decision.code) == (Lane.DIFFERENT_BUG, "different_assertion")
+    same_ids = decide(evidence(base=side(F, P, F, assertion_key=KEY), patch=side(P, F, F)))
+    assert same_ids.lane is Lane.FLAKE_QUEUE_ELIGIBLE
+
+
 def test_row_11_says_the_base_fails_too() -> None:
     decision = decide(evidence(base=side(F, F, F), patch=side(F, F, F)))
     assert decision.reasons[0] == "fails_on_base_too"
@@ -289,6 +360,7 @@ replays = st.builds(
     Replay,
     label=labels,
     assertion_id=st.sampled_from([None, ASSERTION, OTHER_ASSERTION]),
+    assertion_key=st.sampled_from([None, ASSERTION, OTHER_ASSERTION]),
     calls=st.dictionaries(
         st.sampled_from(["clock", "open", "sleep"]), st.integers(0, 3), max_size=2
     ),
@@ -315,6 +387,8 @@ def any_evidence(draw: st.DrawFn) -> Evidence:
         replays=n,
         shrink=draw(shrinks),
         oracle_changed=draw(st.booleans()),
+        base_oracle_digest=draw(st.sampled_from([None, "sha256:a", "sha256:b"])),
+        patch_oracle_digest=draw(st.sampled_from([None, "sha256:a", "sha256:b"])),
     )
     if draw(st.booleans()):
         name = draw(st.sampled_from(["base_rev", "seed", "command", "runner_id"]))

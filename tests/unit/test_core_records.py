@@ -200,6 +200,31 @@ def test_parse_evidence_round_trips_the_records_example() -> None:
     assert parse_evidence(ev.to_json()) == ev
 
 
+def test_parse_evidence_round_trips_oracle_digests_reasons_and_assertion_keys() -> None:
+    key = "tests/test_budget.py::test_clock_budget@test_clock_budget+4:AssertionError"
+    ev = evidence(
+        patch=side("assert_fail", "assert_pass", "assert_fail", assertion_key=key),
+        base_oracle_digest="sha256:" + "a" * 64,
+        patch_oracle_digest=None,
+        oracle_reasons=("gone on patch",),
+    )
+    doc = ev.to_json()
+    assert doc["patch"][0]["assertion_key"] == key
+    assert doc["base_oracle_digest"] == "sha256:" + "a" * 64
+    assert doc["patch_oracle_digest"] is None
+    assert doc["oracle_reasons"] == ["gone on patch"]
+    assert parse_evidence(doc) == ev
+
+
+def test_evidence_without_the_added_fields_still_parses() -> None:
+    doc = evidence_doc()
+    for name in ("base_oracle_digest", "patch_oracle_digest", "oracle_reasons"):
+        del doc[name]
+    for replay_doc in doc["base"] + doc["patch"]:
+        del replay_doc["assertion_key"]
+    assert parse_evidence(doc) == evidence()
+
+
 def test_missing_fields_and_unknown_labels_parse_and_are_decided_malformed() -> None:
     doc = evidence_doc()
     del doc["command"]
@@ -221,6 +246,10 @@ def test_missing_fields_and_unknown_labels_parse_and_are_decided_malformed() -> 
         (lambda d: d["patch"][1].update(label=3), "patch[1].label"),
         (lambda d: d.update(shrink={"attempts": 2}), "shrink.identical_minima"),
         (lambda d: d.update(oracle_changed="no"), "oracle_changed"),
+        (lambda d: d.update(base_oracle_digest=1), "base_oracle_digest"),
+        (lambda d: d.update(oracle_reasons="test body"), "oracle_reasons"),
+        (lambda d: d.update(oracle_reasons=["test body", 2]), "oracle_reasons[1]"),
+        (lambda d: d["base"][0].update(assertion_key=4), "base[0].assertion_key"),
     ],
 )
 def test_wrong_shapes_are_schema_errors(mutate: Any, message: str) -> None:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.core import replay_run
+from orchestrator.core.oracle import OracleChange
 from orchestrator.core.replay_run import BASE, PATCH, Pins, ReplayOptions, RunPlan
 from orchestrator.model import Decision, Lane, Replay
 
@@ -73,7 +74,7 @@ def test_run_log_carries_every_records_field() -> None:
 def test_evidence_carries_the_pins_and_both_sides() -> None:
     base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
     patch = (Replay(label="assert_pass", calls={"clock": 2}),) * 2
-    evidence = replay_run.build_evidence(run_plan(), PROP, base, patch, oracle_moved=False)
+    evidence = replay_run.build_evidence(run_plan(), PROP, base, patch)
     doc = evidence.to_json()
     assert doc["schema"] == "replay-evidence/1"
     assert doc["base_rev"] == "1" * 40
@@ -116,7 +117,8 @@ def test_the_report_says_what_moved_the_way_the_decision_does() -> None:
 
 def test_a_property_only_the_base_reported_is_decided_with_an_empty_patch() -> None:
     base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
-    (item,) = replay_run.decide_all(run_plan(), {BASE: {PROP: base}, PATCH: {}}, {PROP: True})
+    moved = OracleChange(property_id=PROP, base_digest="sha256:b", patch_digest="sha256:p")
+    (item,) = replay_run.decide_all(run_plan(), {BASE: {PROP: base}, PATCH: {}}, {PROP: moved})
     assert item.evidence.patch == ()
     assert item.evidence.oracle_changed
     assert (item.decision.lane, item.decision.code) == (Lane.REJECT_MALFORMED, "replay_count")

@@ -1,0 +1,129 @@
+"""Each property's oracle on two revisions of a real git repository built here (no engine)."""
+
+from __future__ import annotations
+
+import pytest
+from replay_gitrepo import commit, git, init
+
+from orchestrator.core.oracle import NEW_ON_PATCH_HINT
+from orchestrator.services.oracle import oracle_files, property_oracles
+
+TESTS = """\
+import pytest
+
+from lib import add
+
+
+def only_b(x):
+    return add(x, 1)
+
+
+def test_a(offset):
+    assert add(1, offset) == 2
+
+
+def test_b():
+    assert only_b(1) == 2
+
+
+class TestOld:
+    def test_x(self):
+        assert add(0, 0) == 0
+"""
+CONFTEST = """\
+import pytest
+
+
+@pytest.fixture
+def offset():
+    return 1
+"""
+A = "tests/test_mod.py::test_a"
+B = "tests/test_mod.py::test_b"
+X = "tests/test_mod.py::TestOld::test_x"
+NEW = "tests/test_mod.py::test_new"
+RENAMED = "tests/test_mod.py::TestNew::test_x"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    path = init(tmp_path_factory.mktemp("oracle") / "repo")
+    base = commit(
+        path,
+        {"lib.py": "def add(a, b):\n    return a + b\n", "tests/conftest.py": CONFTEST,
+         "tests/test_mod.py": TESTS},
+        "base",
+    )  # fmt: skip
+    return path, base
+
+
+def patched(repo, files: dict[str, str]) -> str:
+    path, base = repo
+    git(path, "checkout", "-q", base)
+    return commit(path, files, "patch")
+
+
+def reasons_of(repo, files: dict[str, str], *properties: str) -> dict[str, tuple[str, ...]]:
+    path, base = repo
+    found = property_oracles(path, base, patched(repo, files), properties)
+    for change in found.values():
+        assert change.changed is bool(change.reasons)
+    return {property_id: change.reason_texts for property_id, change in found.items()}
+
+
+def test_a_test_added_above_the_others_is_new_and_its_neighbours_are_unchanged(repo):
+    added = TESTS.replace(
+        "def test_a(offset):", "def test_new():\n    assert add(2, 2) == 4\n\n\ndef test_a(offset):"
+    )
+    found = reasons_of(repo, {"tests/test_mod.py": added}, A, B, X, NEW)
+    assert found == {A: (), B: (), X: (), NEW: (f"new on patch: {NEW_ON_PATCH_HINT}",)}
+
+
+def test_one_body_edited_one_helper_edited_a_test_removed_a_class_renamed(repo):
+    edited = (
+        TESTS.replace("add(1, offset) == 2", "add(offset, 1) == 2")
+        .replace("class TestOld:", "class TestNew:")
+        .replace("return add(x, 1)", "return add(1, x)")
+    )
+    found = reasons_of(repo, {"tests/test_mod.py": edited}, A, B, X, RENAMED)
+    assert found == {
+        A: ("test body",),
+        B: ("helper only_b",),
+        X: ("gone on patch",),
+        RENAMED: (f"new on patch: {NEW_ON_PATCH_HINT}",),
+    }
+
+
+def test_a_conftest_fixture_edit_changes_every_test_below_it(repo):
+    edited = CONFTEST.replace("return 1", "return 2")
+    found = reasons_of(repo, {"tests/conftest.py": edited}, A, B)
+    assert found == {A: ("conftest.py tests/conftest.py",), B: ("conftest.py tests/conftest.py",)}
+
+
+def test_a_file_that_does_not_parse_on_patch_is_compared_whole(repo):
+    broken = TESTS + "\ndef test_broken(:\n"
+    path, base = repo
+    found = property_oracles(path, base, patched(repo, {"tests/test_mod.py": broken}), [A])
+    (reason,) = found[A].reasons
+    assert str(reason).startswith("whole file tests/test_mod.py: does not parse on patch")
+    assert found[A].whole_file
+
+
+def test_digests_are_per_property_and_equal_on_an_unchanged_revision(repo):
+    path, base = repo
+    found = property_oracles(path, base, base, [A, B])
+    assert found[A].base_digest == found[A].patch_digest
+    assert found[A].base_digest != found[B].base_digest
+    assert not found[A].changed
+
+
+@pytest.mark.parametrize(
+    ("property_id", "expected"),
+    [
+        (A, ("tests/test_mod.py", ("conftest.py", "tests/conftest.py"))),
+        ("/etc/passwd::test_x", ("", ())),
+        ("../elsewhere.py::test_x", ("", ())),
+    ],
+)
+def test_oracle_files_are_the_module_and_the_conftests_above(property_id, expected):
+    assert oracle_files(property_id) == expected
