@@ -108,9 +108,10 @@ def budget(
             oracle_keys=tuple(k.strip() for k in oracle_keys.split(",") if k.strip()),
             locked_digest=locked_digest,
             ledger_url=ledger,
-            now=datetime.now(UTC),
         )
-    outcome = run_budget(options, admission=admission, env=os.environ)
+    outcome = run_budget(
+        options, admission=admission, env=os.environ, clock=lambda: datetime.now(UTC)
+    )
     doc, sampled, admitted = outcome.report, outcome.sampled, outcome.admitted
     if as_json:
         typer.echo(dumps(doc))

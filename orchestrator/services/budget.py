@@ -8,7 +8,7 @@ code (and the timing freeze it opens) in the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,7 +42,6 @@ class AdmissionOptions:
     oracle_keys: tuple[str, ...]
     locked_digest: str | None  # None: the fixture's own oracle digest
     ledger_url: str
-    now: datetime
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +52,16 @@ class BudgetOutcome:
 
 
 def run_budget(
-    options: BudgetOptions, *, admission: AdmissionOptions | None, env: Mapping[str, str]
+    options: BudgetOptions,
+    *,
+    admission: AdmissionOptions | None,
+    env: Mapping[str, str],
+    clock: Callable[[], datetime],
 ) -> BudgetOutcome:
-    """Sample the check in the replay engine, then (with ``admission``) admit and record."""
+    """Sample the check in the replay engine, then (with ``admission``) admit and record.
+
+    The freeze opens when the samples are in: ``clock`` is read after sampling.
+    """
     from orchestrator.adapters.engine import connect, resolve_image
     from orchestrator.adapters.git import resolve_rev
     from orchestrator.files import read_json
@@ -100,12 +106,12 @@ def run_budget(
     report = sampled.to_json()
     if admission is None:
         return BudgetOutcome(sampled=sampled, report=report, admitted=None)
-    admitted, report["admission"] = _admit(sampled, payload, admission)
+    admitted, report["admission"] = _admit(sampled, payload, admission, now=clock())
     return BudgetOutcome(sampled=sampled, report=report, admitted=admitted)
 
 
 def _admit(
-    sampled: BudgetSamples, payload: Any, admission: AdmissionOptions
+    sampled: BudgetSamples, payload: Any, admission: AdmissionOptions, *, now: datetime
 ) -> tuple[str, dict[str, Any]]:
     """Seed 004's admission over the samples, recorded in the ledger."""
     from orchestrator.adapters.ledger import Ledger
@@ -115,7 +121,6 @@ def _admit(
     from orchestrator.services.ledger_jobs import record_admission
     from orchestrator.services.thaw import budget_checks
 
-    now = admission.now
     spread = sampled.summary()["spread_ms"] or 0.0
     request = AdmissionRequest(
         freeze=FreezeRequest(
