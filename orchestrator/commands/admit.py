@@ -54,6 +54,8 @@ def admit(
 ) -> None:
     """Admit (or refuse) a timing freeze: seed 004's gates, first failing code wins.
 
+    REQUEST is a timing-admission-request/1 JSON file, or - for standard input.
+
     Codes in order: sample_too_small, age_out_of_band, missing_owner,
     fixture_oracle_drift, property_red, fixture_red, spread_too_tight, not_timing,
     already_expired; otherwise timing_debt_opened with expires_at = opened_at +

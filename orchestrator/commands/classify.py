@@ -21,6 +21,8 @@ def classify(
 ) -> None:
     """Decide the lane for one property's bilateral evidence (docs/lanes.md section 3).
 
+    EVIDENCE is a replay-evidence/1 JSON file (docs/records.md), or - for standard input.
+
     Exit status: 0 a non-blocking lane (no_freeze, fix_candidate, flake_queue_eligible),
     1 a blocking lane (reject_run, property_regression, different_bug, block_patch),
     3 undecided (reject_malformed, infra_queue, rerun_shrink), 2 unreadable input.

@@ -95,6 +95,8 @@ def show_freeze(
 ) -> None:
     """Print one live freeze as JSON: its record and the stored fixture bytes.
 
+    ID is a freeze id, as `orchestrator freeze list` shows it.
+
     The minimal fixture and the unshrunk payload stored beside a flake freeze are
     printed as `fixture` and `origin`. An unknown ID is exit 2.
     """

@@ -160,12 +160,15 @@ def test_ledger_from_the_environment_then_the_option(
 # --- help ---------------------------------------------------------------------------------
 
 
-def test_every_command_explains_itself_and_every_option() -> None:
+def test_every_command_explains_itself_its_arguments_and_every_option() -> None:
     for path, command in all_commands():
-        assert len((command.help or "").split()) >= 8, path
+        text = command.help or ""
+        assert len(text.split()) >= 8, path
         for param in command.params:
             if isinstance(param, click.Option):
                 assert param.help, f"{path} {param.opts[0]}"
+            else:  # an argument is named in the command's text, which says what it is
+                assert f"{param.metavar} is " in text, f"{path} {param.metavar}"
 
 
 def test_every_help_page_prints(capsys: pytest.CaptureFixture[str]) -> None:
