@@ -24,6 +24,12 @@ def _default_ledger() -> str:
     return default_ledger_url(Path.cwd())
 
 
+def _ledger_or_default(value: str) -> str:
+    # `--ledger ""` (say, an unset CI secret spelled out) means the default, as an empty
+    # $ORCHESTRATOR_LEDGER does.
+    return value or _default_ledger()
+
+
 LedgerOption = Annotated[
     str,
     typer.Option(
@@ -32,6 +38,7 @@ LedgerOption = Annotated[
         envvar=ENV_VAR,
         show_envvar=True,
         default_factory=_default_ledger,
+        callback=_ledger_or_default,
         show_default=".replay/ledger.db in the current folder",
         help=LEDGER_HELP,
     ),

@@ -155,6 +155,10 @@ def test_ledger_from_the_environment_then_the_option(
     assert run(capsys, "infra", "list")[0] == 0
     assert from_env.exists()
     assert not (tmp_path / ".replay").exists()
+    # Empty means unset, in the variable as on the command line: the embedded default.
+    monkeypatch.setenv("ORCHESTRATOR_LEDGER", "")
+    assert run(capsys, "infra", "list", "--ledger", "")[0] == 0
+    assert (tmp_path / ".replay" / "ledger.db").exists()
 
 
 # --- help ---------------------------------------------------------------------------------
