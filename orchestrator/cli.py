@@ -87,6 +87,23 @@ def error_line(message: str) -> None:
     click.echo(f"orchestrator: error: {first_line}", err=True)
 
 
+def usage_error(error: click.exceptions.UsageError) -> None:
+    """Click's usage block in two lines: the problem, then where the help is."""
+    message = " ".join(line.strip() for line in error.format_message().splitlines())
+    if message[:1].isupper() and message[1:2].islower():
+        message = message[0].lower() + message[1:]  # "Missing option" -> "missing option"
+    error_line(message.rstrip("."))
+    if error.ctx is not None:
+        click.echo(f"Try '{error.ctx.command_path} --help' for help.", err=True)
+
+
+def _is_bare_group(error: click.exceptions.UsageError) -> bool:
+    # click >= 8.2 raises this for `orchestrator` or `orchestrator freeze` alone: the help
+    # is the answer (printed by the error itself), not a one-line complaint.
+    no_args_is_help = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    return no_args_is_help is not None and isinstance(error, no_args_is_help)
+
+
 def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
@@ -97,8 +114,14 @@ def main(argv: list[str] | None = None) -> None:
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("orchestrator: interrupted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
+    except click.exceptions.UsageError as error:
+        if _is_bare_group(error):
+            error.show()
+        else:
+            usage_error(error)
+        sys.exit(ExitCode.USAGE)
     except click.exceptions.ClickException as error:
-        error.show()
+        error_line(error.format_message())
         sys.exit(ExitCode.USAGE)
     except click.exceptions.Exit as error:
         sys.exit(error.exit_code)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import InputError
+from orchestrator.probe.atomic import write_bytes_atomic
 
 
 def read_text(source: str) -> str:
@@ -46,18 +45,13 @@ def dumps(document: Any) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, fsync, then rename over it."""
+    """Write a file for the user atomically (``orchestrator.probe.atomic``'s writer).
+
+    The folder is created when missing; the file gets the user's umask (0666 less it,
+    as ``open()`` would), never a private 0600 nor a forced 0644.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, data, mode=None)
 
 
 def write_json_atomic(path: Path, document: Any) -> None:

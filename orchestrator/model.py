@@ -1,6 +1,6 @@
 """Frozen values shared by the core, the adapters and the CLI.
 
-The JSON shapes are fixed by ``shared/spec/records.md``; ``to_json`` methods emit
+The JSON shapes are fixed by ``docs/records.md``; ``to_json`` methods emit
 exactly those field names. Parsing untrusted documents into these values is the
 job of ``orchestrator.core.evidence`` (pure, raises ``SchemaError``).
 """

@@ -1,5 +1,10 @@
 """Which ledger a command uses. Kept apart from the store so that choosing the URL does
-not import SQLAlchemy (a third of a second the replay command should not wait for)."""
+not import SQLAlchemy (a third of a second the replay command should not wait for).
+
+The command line reads ``--ledger`` and ``$ORCHESTRATOR_LEDGER`` itself (one shared
+option, ``orchestrator.commands._options.LedgerOption``); this module names the
+variable and the default file.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,11 @@ from pathlib import Path
 ENV_VAR = "ORCHESTRATOR_LEDGER"
 
 
-def ledger_url(option: str | None, env: Mapping[str, str], root: Path) -> str:
-    """``--ledger``, then ``$ORCHESTRATOR_LEDGER``, then ``sqlite:///<root>/.replay/ledger.db``."""
-    if option:
-        return option
-    if env.get(ENV_VAR):
-        return env[ENV_VAR]
+def default_ledger_url(root: Path) -> str:
+    """The embedded ledger: ``sqlite:///<root>/.replay/ledger.db``."""
     return f"sqlite:///{(root / '.replay' / 'ledger.db').resolve()}"
+
+
+def ledger_url(option: str | None, env: Mapping[str, str], root: Path) -> str:
+    """For callers outside the command line: the option, the variable, the default."""
+    return option or env.get(ENV_VAR) or default_ledger_url(root)

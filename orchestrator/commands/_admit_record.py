@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,16 +11,17 @@ if TYPE_CHECKING:
     from orchestrator.core.timing import Admission
 
 
-def record_outcome(outcome: AdmissionOutcome, ledger: str | None) -> Admission:
+def record_outcome(outcome: AdmissionOutcome, ledger_url: str) -> Admission:
     """Log the admission code (and write the timing freeze it opens); return the result.
 
     When the ledger refuses an opened freeze (say, an expiry beyond its maximum), the
     returned admission carries the refusal code, so the command exits 1.
     """
-    from orchestrator.services.ledger_jobs import open_ledger, record_admission
+    from orchestrator.adapters.ledger import Ledger
+    from orchestrator.services.ledger_jobs import record_admission
 
     now = outcome.request.now or datetime.now(UTC)
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    with Ledger.open(ledger_url) as store:
         recorded = record_admission(
             store,
             admission_code=outcome.admission.code,

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    RUNNER_IMAGE,
+    ImageOption,
+    LedgerOption,
+    TimeoutOption,
+)
+
 if TYPE_CHECKING:
     from orchestrator.services.accept import AcceptResult
-
-_LEDGER_HELP = (
-    "Ledger database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB). "
-    "Default: $ORCHESTRATOR_LEDGER, else sqlite:///.replay/ledger.db in the current folder."
-)
 
 
 def accept(
@@ -37,21 +39,17 @@ def accept(
     rev: Annotated[
         str, typer.Option("--rev", help="The revision the property must pass on.")
     ] = "HEAD",
-    image: Annotated[
-        str, typer.Option("--image", help="Runner image (pinned to its ID, never pulled).")
-    ] = "orchestrator-runner:latest",
+    image: ImageOption = RUNNER_IMAGE,
     fixture: Annotated[
         Path | None,
         typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
     ] = None,
     replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 3,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds one replay may take.")
-    ] = 60.0,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the acceptance/1 JSON document.")
     ] = False,
-    ledger: Annotated[str | None, typer.Option("--ledger", help=_LEDGER_HELP)] = None,
+    ledger: LedgerOption,
 ) -> None:
     """Accept a drafted property only if it is a real check and a mutant kills it.
 
@@ -66,7 +64,6 @@ def accept(
     no_assertion, no_call_under_test, fails_unmutated, mutant_survived), 3 infra
     (a timeout or harness error: never an acceptance), 2 bad input.
     """
-    from orchestrator.adapters.ledger_location import ledger_url
     from orchestrator.files import dumps
     from orchestrator.services.accept import AcceptOptions
     from orchestrator.services.accept import accept as run_accept
@@ -83,7 +80,7 @@ def accept(
     )
     result = run_accept(
         options,
-        ledger_url=ledger_url(ledger, os.environ, Path.cwd()),
+        ledger_url=ledger,
         now=datetime.now(UTC),
         progress=_progress_logger(),
     )

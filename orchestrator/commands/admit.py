@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orchestrator.commands._options import LedgerOption
+
 if TYPE_CHECKING:
     from orchestrator.core.admission import AdmissionOutcome
 
@@ -47,22 +49,19 @@ def admit(
     owner: Annotated[
         str | None, typer.Option("--owner", help="The freeze's owner (overrides the request's).")
     ] = None,
-    ledger: Annotated[
-        str | None,
-        typer.Option(
-            "--ledger",
-            help="Ledger URL for --record (default: $ORCHESTRATOR_LEDGER, else "
-            "sqlite:///.replay/ledger.db).",
-        ),
-    ] = None,
+    *,
+    ledger: LedgerOption,
 ) -> None:
     """Admit (or refuse) a timing freeze: seed 004's gates, first failing code wins.
+
+    REQUEST is a timing-admission-request/1 JSON file, or - for standard input.
 
     Codes in order: sample_too_small, age_out_of_band, missing_owner,
     fixture_oracle_drift, property_red, fixture_red, spread_too_tight, not_timing,
     already_expired; otherwise timing_debt_opened with expires_at = opened_at +
     max_age_hours. The request's "now" is used when present, else the current time.
     Exit 0 only for timing_debt_opened, 1 for a refusal, 2 for unreadable input.
+    The ledger is touched only with --record.
     """
     from orchestrator.files import dumps, read_json
 

@@ -9,13 +9,19 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.commands.freeze import LEDGER_HELP
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    ImageOption,
+    LedgerOption,
+    TimeoutOption,
+)
 
 
-def budget(  # noqa: PLR0917 - one parameter per command-line option
+def budget(
+    *,
     repo: Annotated[Path, typer.Option("--repo", help="The repository to sample.")],
     rev: Annotated[str, typer.Option("--rev", help="The one revision sampled.")],
-    image: Annotated[str, typer.Option("--image", help="Runner image (tag or ID; never pulled).")],
+    image: ImageOption,
     property_id: Annotated[
         str, typer.Option("--property", metavar="NODEID", help="The check to time (a node id).")
     ],
@@ -31,9 +37,7 @@ def budget(  # noqa: PLR0917 - one parameter per command-line option
     command: Annotated[
         str, typer.Option("--command", help="The pytest command whose options are used.")
     ] = "pytest -q",
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Seconds allowed per sample.")
-    ] = 60.0,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     admit: Annotated[
         bool,
         typer.Option(
@@ -64,7 +68,7 @@ def budget(  # noqa: PLR0917 - one parameter per command-line option
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a budget-report/1 document.")
     ] = False,
-    ledger: Annotated[str | None, typer.Option("--ledger", help=LEDGER_HELP)] = None,
+    ledger: LedgerOption,
 ) -> None:
     """Sample one check >= 5 times (one revision, same input, same image) and classify it.
 
@@ -76,90 +80,39 @@ def budget(  # noqa: PLR0917 - one parameter per command-line option
     event log; timing_debt_opened also writes the timing freeze. Exit 0 when the
     property lane is green (and, with --admit, the freeze was opened), 1 otherwise.
     """
-    from orchestrator.adapters.docker import connect, resolve_image
-    from orchestrator.adapters.git import resolve_rev
-    from orchestrator.core.admission import AdmissionRequest, evaluate
-    from orchestrator.core.digest import oracle_digest
     from orchestrator.core.durations import parse_duration
-    from orchestrator.core.timing import FreezeRequest
     from orchestrator.errors import ExitCode, InputError, VerdictError
-    from orchestrator.files import dumps, read_json
-    from orchestrator.services.ledger_jobs import open_ledger, record_admission
-    from orchestrator.services.thaw import (
-        BudgetSamples,
-        Probe,
-        budget_checks,
-        run_check,
-    )
+    from orchestrator.files import dumps
+    from orchestrator.services.budget import AdmissionOptions, BudgetOptions, run_budget
 
     age = parse_duration(max_age, option="--max-age")
-    keys = tuple(k.strip() for k in oracle_keys.split(",") if k.strip())
-    payload = None
-    fixture_bytes = None
-    if fixture is not None:
-        payload = read_json(str(fixture))
-        fixture_bytes = fixture.read_bytes()
     if admit and owner is None:
         raise InputError("--admit needs --owner NAME")
-    repo = repo.resolve()
-    sha = resolve_rev(repo, rev)
-    client = connect(os.environ)
-    image_id = resolve_image(client, image).id
-    probe = Probe(
-        repo=repo, rev=sha, image_id=image_id, replays=samples, timeout_s=timeout,
-        runner_id=runner_id,
-    )  # fmt: skip
-    replays = run_check(
-        probe,
+    options = BudgetOptions(
+        repo=repo,
+        rev=rev,
+        image=image,
         property_id=property_id,
-        command=command,
-        fixture_bytes=fixture_bytes,
-        seed=0,
-        client=client,
-    )
-    sampled = BudgetSamples(
-        property_id=property_id,
-        rev=sha,
-        image_id=image_id,
         budget_ms=budget_ms,
-        labels=tuple(r.label for r in replays),
-        samples_ms=tuple(float(r.duration_ms) for r in replays if r.duration_ms is not None),
+        samples=samples,
+        command=command,
+        timeout_s=timeout,
+        runner_id=runner_id,
+        fixture=fixture,
     )
-    doc = sampled.to_json()
-    admitted = None
+    admission = None
     if admit:
-        now = datetime.now(UTC)
-        _, spread = (doc["median_ms"], doc["spread_ms"] or 0.0)
-        request = AdmissionRequest(
-            freeze=FreezeRequest(
-                test_name=property_id,
-                owner=owner or "",
-                opened_at=now,
-                max_age_hours=age.total_seconds() / 3600,
-                sample_runs=len(sampled.samples_ms),
-                spread_ms=spread,
-                budget_ms=budget_ms,
-            ),
-            samples=sampled.samples_ms,
-            checks=tuple(budget_checks(sampled)),
-            payload=payload,
-            oracle_keys=keys,
-            locked_oracle_digest=locked_digest or oracle_digest(payload, keys),
-            now=now,
+        admission = AdmissionOptions(
+            owner=owner or "",
+            max_age=age,
+            oracle_keys=tuple(k.strip() for k in oracle_keys.split(",") if k.strip()),
+            locked_digest=locked_digest,
+            ledger_url=ledger,
         )
-        outcome = evaluate(request, now)
-        with open_ledger(ledger, os.environ, Path.cwd()) as store:
-            recorded = record_admission(
-                store,
-                admission_code=outcome.admission.code,
-                record=outcome.freeze,
-                now=now,
-                detail={"rev": sha, "image_id": image_id, "labels": list(sampled.labels)},
-            )
-        admitted = outcome.admission.code
-        doc["admission"] = outcome.to_json() | {"ledger": recorded.to_json()}
-        if recorded.freeze is not None and not recorded.freeze.written:
-            admitted = recorded.freeze.codes[0]
+    outcome = run_budget(
+        options, admission=admission, env=os.environ, clock=lambda: datetime.now(UTC)
+    )
+    doc, sampled, admitted = outcome.report, outcome.sampled, outcome.admitted
     if as_json:
         typer.echo(dumps(doc))
     else:

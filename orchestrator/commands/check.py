@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from orchestrator.commands.freeze import LEDGER_HELP
+from orchestrator.commands._options import LedgerOption
 
 
 def check(
-    as_json: bool = typer.Option(False, "--json", help="Print a freeze-check/1 JSON document."),
-    ledger: str | None = typer.Option(None, "--ledger", help=LEDGER_HELP),
+    *,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a freeze-check/1 JSON document.")
+    ] = False,
+    ledger: LedgerOption,
 ) -> None:
     """Exit 1 listing every live freeze past its expiry (with owners), else exit 0.
 
     Each expired freeze found also appends an OVERDUE event to the ledger's log, so the
-    weekly tally counts freezes that outlived their expiry.
+    weekly tally counts freezes that outlived their expiry. Meant for CI (see
+    docs/ci/thaw.yml): a freeze is a time box, and this is where the box closes.
     """
+    from orchestrator.adapters.ledger import Ledger
     from orchestrator.errors import ExitCode, VerdictError
     from orchestrator.files import dumps
-    from orchestrator.services.ledger_jobs import check_expired, open_ledger
+    from orchestrator.services.ledger_jobs import check_expired
 
     now = datetime.now(UTC)
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    with Ledger.open(ledger) as store:
         expired = check_expired(store, now)
     if as_json:
         doc = {

@@ -12,14 +12,16 @@ def classify(
         str,
         typer.Argument(
             metavar="EVIDENCE",
-            help="A replay-evidence/1 JSON file (records.md), or - for standard input.",
+            help="A replay-evidence/1 JSON file (docs/records.md), or - for standard input.",
         ),
     ],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the replay-decision/1 document.")
     ] = False,
 ) -> None:
-    """Decide the lane for one property's bilateral evidence (lanes.md section 3).
+    """Decide the lane for one property's bilateral evidence (docs/lanes.md section 3).
+
+    EVIDENCE is a replay-evidence/1 JSON file (docs/records.md), or - for standard input.
 
     Exit status: 0 a non-blocking lane (no_freeze, fix_candidate, flake_queue_eligible),
     1 a blocking lane (reject_run, property_regression, different_bug, block_patch),

@@ -25,6 +25,8 @@ def digest(
 ) -> None:
     """Print sha256:<hex> of the canonical JSON (sorted keys, compact, UTF-8).
 
+    FILE is a JSON file, or - for standard input.
+
     With --oracle-keys only the named keys are hashed (a key the document lacks is
     left out), as the timing admission's locked oracle digest is.
     """

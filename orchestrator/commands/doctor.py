@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import typer
 
+from orchestrator.commands._options import RUNNER_IMAGE, ImageOption
 from orchestrator.errors import (
     EngineError,
     EngineUnavailableError,
@@ -15,8 +17,6 @@ from orchestrator.errors import (
     InfrastructureError,
     OrchestratorError,
 )
-
-RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.docker.RUNNER_IMAGE (kept light)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,10 +122,10 @@ def first_failure(checks: Sequence[Check]) -> OrchestratorError | None:
 
 
 def doctor(
-    as_json: bool = typer.Option(False, "--json", help="Print a doctor/1 JSON document."),
-    image: str = typer.Option(
-        RUNNER_IMAGE, "--image", help="The runner image to look for (never pulled)."
-    ),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a doctor/1 JSON document.")
+    ] = False,
+    image: ImageOption = RUNNER_IMAGE,
 ) -> None:
     """Check the engine, the runner image, git and Python: one line each.
 

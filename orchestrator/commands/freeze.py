@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-LEDGER_HELP = (
-    "Ledger database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB). "
-    "Default: $ORCHESTRATOR_LEDGER, else sqlite:///.replay/ledger.db in the current folder."
-)
+from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.ledger import FreezeRow
 
 freeze_app = typer.Typer(
     name="freeze",
@@ -22,29 +23,53 @@ freeze_app = typer.Typer(
 )
 
 
-def _row_line(row: object, now: datetime) -> str:
-    from orchestrator.adapters.ledger import FreezeRow
+_LIST_COLUMNS = (
+    Column(heading="id", justify="right"),
+    Column(heading="kind"),
+    Column(heading="state"),
+    Column(heading="expires_at"),
+    Column(heading="owner"),
+    Column(heading="subject"),
+)
 
-    assert isinstance(row, FreezeRow)
-    state = "EXPIRED" if row.expired(now) else "live"
-    return (
-        f"{row.id:>6}  {row.kind.value:<6}  {state:<7}  "
-        f"{row.expires_at.isoformat(timespec='seconds')}  {row.owner:<16}  {row.subject}"
+
+def _print_rows(rows: Sequence[FreezeRow], now: datetime) -> None:
+    print_table(
+        _LIST_COLUMNS,
+        (
+            (
+                str(row.id),
+                row.kind.value,
+                "EXPIRED" if row.expired(now) else "live",
+                row.expires_at.isoformat(timespec="seconds"),
+                row.owner,
+                row.subject,
+            )
+            for row in rows
+        ),
     )
 
 
 @freeze_app.command("list")
 def list_freezes(
-    expired: bool = typer.Option(False, "--expired", help="Only rows past their expiry now."),
-    as_json: bool = typer.Option(False, "--json", help="Print a freeze-list/1 JSON document."),
-    ledger: str | None = typer.Option(None, "--ledger", help=LEDGER_HELP),
+    *,
+    expired: Annotated[
+        bool, typer.Option("--expired", help="Only rows past their expiry now.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a freeze-list/1 JSON document.")
+    ] = False,
+    ledger: LedgerOption,
 ) -> None:
-    """List live freezes (id, kind, state, expiry, owner, property or test)."""
+    """List live freezes: id, kind, state (live or EXPIRED), expiry, owner, property or test.
+
+    With --expired only the rows past their expiry now (what `orchestrator check` fails on).
+    """
+    from orchestrator.adapters.ledger import Ledger
     from orchestrator.files import dumps
-    from orchestrator.services.ledger_jobs import open_ledger
 
     now = datetime.now(UTC)
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    with Ledger.open(ledger) as store:
         rows = store.live_freezes(expired_at=now if expired else None)
     if as_json:
         doc = {
@@ -57,24 +82,31 @@ def list_freezes(
     if not rows:
         typer.echo("no expired live freezes" if expired else "no live freezes")
         return
-    typer.echo(f"{'id':>6}  {'kind':<6}  {'state':<7}  {'expires_at':<25}  {'owner':<16}  subject")
-    for row in rows:
-        typer.echo(_row_line(row, now))
+    _print_rows(rows, now)
 
 
 @freeze_app.command("show")
 def show_freeze(
-    freeze_id: int = typer.Argument(..., metavar="ID", help="The freeze id (from freeze list)."),
-    ledger: str | None = typer.Option(None, "--ledger", help=LEDGER_HELP),
+    freeze_id: Annotated[
+        int, typer.Argument(metavar="ID", help="The freeze id (from freeze list).")
+    ],
+    *,
+    ledger: LedgerOption,
 ) -> None:
-    """Print one live freeze as JSON: its record and the stored fixture bytes."""
+    """Print one live freeze as JSON: its record and the stored fixture bytes.
+
+    ID is a freeze id, as `orchestrator freeze list` shows it.
+
+    The minimal fixture and the unshrunk payload stored beside a flake freeze are
+    printed as `fixture` and `origin`. An unknown ID is exit 2.
+    """
     import json
 
+    from orchestrator.adapters.ledger import Ledger
     from orchestrator.errors import InputError
     from orchestrator.files import dumps
-    from orchestrator.services.ledger_jobs import open_ledger
 
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    with Ledger.open(ledger) as store:
         row = store.freeze(freeze_id)
     if row is None:
         raise InputError(f"freeze {freeze_id}: no such live freeze")
@@ -91,14 +123,20 @@ def export_freezes(
         Path | None,
         typer.Option("--out", help="Write the document to FILE (atomically) instead of stdout."),
     ] = None,
-    ledger: str | None = typer.Option(None, "--ledger", help=LEDGER_HELP),
+    *,
+    ledger: LedgerOption,
 ) -> None:
-    """Canonical JSON of all live rows, sorted, for review in a pull request."""
+    """Canonical JSON of all live rows, sorted, for review in a pull request.
+
+    A freeze-export/1 document: every live freeze row with its stored fixture bytes,
+    canonical JSON (sorted keys, compact), so the same rows export the same bytes.
+    """
+    from orchestrator.adapters.ledger import Ledger
     from orchestrator.core.digest import canonical_json
     from orchestrator.files import write_atomic
-    from orchestrator.services.ledger_jobs import export_document, open_ledger
+    from orchestrator.services.ledger_jobs import export_document
 
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    with Ledger.open(ledger) as store:
         data = canonical_json(export_document(store.live_freezes(payloads=True))) + b"\n"
     if out is None:
         typer.echo(data.decode("utf-8"), nl=False)

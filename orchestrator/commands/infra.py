@@ -1,13 +1,13 @@
-"""``orchestrator infra list``: cases the runner broke, not the patch."""
+"""``orchestrator infra list``: the cases the runner broke, not the patch."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from orchestrator.commands.freeze import LEDGER_HELP
+from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._table import Column, print_table
 
 infra_app = typer.Typer(
     name="infra",
@@ -16,17 +16,34 @@ infra_app = typer.Typer(
     rich_markup_mode=None,
 )
 
+_COLUMNS = (
+    Column(heading="id", justify="right"),
+    Column(heading="queued_at"),
+    Column(heading="code"),
+    Column(heading="runner"),
+    Column(heading="property"),
+    Column(heading="labels"),
+    Column(heading="reasons"),
+)
+
 
 @infra_app.command("list")
 def list_infra(
-    as_json: bool = typer.Option(False, "--json", help="Print an infra-list/1 JSON document."),
-    ledger: str | None = typer.Option(None, "--ledger", help=LEDGER_HELP),
+    *,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print an infra-list/1 JSON document.")
+    ] = False,
+    ledger: LedgerOption,
 ) -> None:
-    """List queued infrastructure cases (labels, runner id, error sub-reasons)."""
-    from orchestrator.files import dumps
-    from orchestrator.services.ledger_jobs import open_ledger
+    """List queued infrastructure cases: labels per side, runner id, error sub-reasons.
 
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    `replay` queues a property here when a replay timed out or ended in a harness
+    error (lane infra_queue): the runner broke, not the patch, so nothing is frozen.
+    """
+    from orchestrator.adapters.ledger import Ledger
+    from orchestrator.files import dumps
+
+    with Ledger.open(ledger) as store:
         entries = store.infra_entries()
     if as_json:
         typer.echo(dumps({"schema": "infra-list/1", "cases": [e.to_json() for e in entries]}))
@@ -34,13 +51,21 @@ def list_infra(
     if not entries:
         typer.echo("infra queue is empty")
         return
-    for entry in entries:
-        labels = " ".join(f"{side}={','.join(labels)}" for side, labels in entry.labels.items())
-        typer.echo(
-            f"{entry.id:>6}  {entry.queued_at.isoformat(timespec='seconds')}  {entry.code:<13}  "
-            f"runner={entry.runner_id or '-'}  {entry.property_id or '-'}  {labels}  "
-            f"reasons={';'.join(entry.reasons) or '-'}"
-        )
+    print_table(
+        _COLUMNS,
+        (
+            (
+                str(entry.id),
+                entry.queued_at.isoformat(timespec="seconds"),
+                entry.code,
+                entry.runner_id or "-",
+                entry.property_id or "-",
+                " ".join(f"{side}={','.join(labels)}" for side, labels in entry.labels.items()),
+                ";".join(entry.reasons) or "-",
+            )
+            for entry in entries
+        ),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +13,14 @@ from typing import Annotated, Any
 import click
 import typer
 
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    ImageOption,
+    LedgerOption,
+    TimeoutOption,
+)
+from orchestrator.commands._table import Column, print_table
+
 ISOLATION_HELP = (
     "side: one container per side runs the N replays, each a fresh pytest process "
     "forked from a driver that imported pytest once (none of the project's modules); "
@@ -20,19 +28,25 @@ ISOLATION_HELP = (
 )
 
 
-def replay(  # noqa: PLR0917 - one parameter per command-line option
+_COLUMNS = (
+    Column(heading="property"),
+    Column(heading="base"),
+    Column(heading="patch"),
+    Column(heading="call deltas"),
+    Column(heading="lane"),
+    Column(heading="code"),
+)
+
+
+def replay(
     ctx: typer.Context,
+    *,
     repo: Annotated[Path, typer.Option("--repo", help="The git repository to replay.")],
     base: Annotated[
         str, typer.Option("--base", help="Base revision (any git revision; pinned to its SHA).")
     ],
     patch: Annotated[str, typer.Option("--patch", help="Patch revision (pinned to its SHA).")],
-    image: Annotated[
-        str,
-        typer.Option(
-            "--image", help="Runner image tag or ID; pinned to its image ID, never pulled."
-        ),
-    ],
+    image: ImageOption,
     command: Annotated[
         str,
         typer.Option("--command", help="The test command; with --property its paths give way."),
@@ -64,9 +78,7 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         ),
     ] = None,
     replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 5,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds one replay may take.")
-    ] = 60.0,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
     ] = 0,
@@ -85,14 +97,7 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
             "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
         ),
     ] = "side",
-    ledger: Annotated[
-        str | None,
-        typer.Option(
-            "--ledger",
-            help="The ledger that records every decision (SQLAlchemy URL; default "
-            "$ORCHESTRATOR_LEDGER, else the embedded .replay/ledger.db).",
-        ),
-    ] = None,
+    ledger: LedgerOption,
     record: Annotated[
         bool,
         typer.Option(
@@ -106,8 +111,8 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         typer.Option(
             "--freeze",
             help="Also write a flake freeze for each flake_queue_eligible property (needs "
-            "--owner and --expires; any other decision is refused and the refusal logged). "
-            "Uses the default ledger .replay/ledger.db unless --ledger says otherwise.",
+            "--owner and --expires, checked before anything runs; any other decision is "
+            "refused and the refusal logged in the ledger).",
         ),
     ] = False,
     owner: Annotated[
@@ -128,13 +133,17 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
     from facts (assert_pass, assert_fail, timeout, harness_error), decides one lane
     per property and writes evidence-<n>.json, decision-<n>.json and summary.json.
 
+    Every decision is appended to the ledger's event log (--no-record: the run
+    folder only); infra cases are queued there for `orchestrator infra list`.
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
-    infrastructure failure), 2 for bad input.
+    infrastructure failure), 2 for bad input (found before any container starts).
     """
     from orchestrator import log
     from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
     from orchestrator.core.replay_run import ReplayOptions
+    from orchestrator.errors import InputError
     from orchestrator.files import dumps
     from orchestrator.services.replay import (
         LedgerRequest,
@@ -160,24 +169,27 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         isolation=isolation,
     )
     now = datetime.now(UTC)
+    # Every usage mistake is found here, before an engine is asked for anything.
     if (owner or expires) and not freeze:
-        from orchestrator.errors import InputError
-
         raise InputError("--owner and --expires go with --freeze")
     if freeze and not record:
-        from orchestrator.errors import InputError
-
         raise InputError("--freeze writes to the ledger: it cannot go with --no-record")
+    missing = [
+        name
+        for name, value in (("--owner", owner), ("--expires", expires))
+        if freeze and not (value or "").strip()
+    ]
+    if missing:
+        raise InputError(f"--freeze needs {' and '.join(missing)}")
+    expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
-        from orchestrator.adapters.ledger_location import ledger_url
-
         ledger_request = LedgerRequest(
-            url=ledger_url(ledger, os.environ, Path.cwd()),
+            url=ledger,
             now=now,
             freeze=freeze,
             owner=owner,
-            expires_at=parse_expiry(expires, now) if expires else None,
+            expires_at=expires_at,
         )
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
@@ -243,25 +255,20 @@ def _progress(
 def _print_table(outcome: Any) -> None:
     from orchestrator.core.replay_run import call_deltas, label_summary
 
-    header = ("property", "base", "patch", "call deltas", "lane", "code")
-    rows: list[Sequence[str]] = [header]
-    for item in outcome.properties:
-        evidence, decision = item.evidence, item.decision
-        rows.append(
+    print_table(
+        _COLUMNS,
+        (
             (
-                str(evidence.property_id),
-                label_summary(evidence.base),
-                label_summary(evidence.patch),
-                "; ".join(call_deltas(evidence.base, evidence.patch)) or "-",
-                decision.lane.value,
-                decision.code,
+                str(item.evidence.property_id),
+                label_summary(item.evidence.base),
+                label_summary(item.evidence.patch),
+                "; ".join(call_deltas(item.evidence.base, item.evidence.patch)) or "-",
+                item.decision.lane.value,
+                item.decision.code,
             )
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    for row in rows:
-        typer.echo(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+            for item in outcome.properties
+        ),
+    )
 
 
 def _print_ledger(ledger: Any) -> None:

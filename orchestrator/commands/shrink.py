@@ -102,6 +102,8 @@ def shrink(
 ) -> None:
     """Shrink FIXTURE to a minimal payload that still fails the property the same way.
 
+    FIXTURE is the failing JSON fixture, or - for standard input.
+
     Same way means the same exception type at the same line of the property (a False
     return is its own failure). Keys and items are dropped from the end, strings
     shortened, integers moved toward zero, until no single step keeps the failure.

@@ -1,18 +1,26 @@
-"""``orchestrator tally``: the four counts worth keeping, per ISO week (lanes.md section 7)."""
+"""``orchestrator tally``: the four counts worth keeping, per ISO week (lanes.md section 7).
+
+The core counts (``orchestrator.core.tally``); the tables are drawn here.
+"""
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-_LEDGER_HELP = (
-    "Ledger database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB). "
-    "Default: $ORCHESTRATOR_LEDGER, else sqlite:///.replay/ledger.db in the current folder."
-)
+from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.core.tally import Tally
+
+# Short headings for the terminal table, in the order of core.tally.COUNTS.
+_SHORT_HEADINGS = ("drafted", "killed", "shrink_changed", "calls_moved", "live_expired")
+PLOT_EXTRA_HINT = "pip install 'orchestrator[plot]'"
 
 
 def _parse_now(value: str | None) -> datetime:
@@ -27,6 +35,59 @@ def _parse_now(value: str | None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def matplotlib_installed() -> bool:
+    """Whether the optional plot dependency can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # ValueError: a module entry without a spec
+        return False
+
+
+def to_markdown(result: Tally) -> str:
+    """A table for ``$GITHUB_STEP_SUMMARY``: one row per week, then the totals."""
+    from orchestrator.core.tally import COUNTS
+
+    headings = [heading for _, heading in COUNTS]
+    lines = [
+        "### Counts worth keeping",
+        "",
+        "| ISO week | " + " | ".join(headings) + " |",
+        "|---|" + "---:|" * len(headings),
+    ]
+    for week in result.weeks:
+        cells = [str(week.value(key)) for key, _ in COUNTS]
+        lines.append(f"| {week.week} | " + " | ".join(cells) + " |")
+    totals = result.totals()
+    lines.append("| **total** | " + " | ".join(f"**{totals[key]}**" for key, _ in COUNTS) + " |")
+    lines.append("")
+    if result.empty:
+        lines.append(
+            f"No events in the ledger for these {len(result.weeks)} weeks: every count is zero."
+        )
+    else:
+        lines.append(
+            f"{result.events_counted} events from {result.weeks[0].week} "
+            f"to {result.weeks[-1].week}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def print_text(result: Tally) -> None:
+    """The terminal table: a row per week, oldest first, then the totals."""
+    from orchestrator.core.tally import COUNTS
+
+    columns = (
+        Column(heading="week"),
+        *(Column(heading=heading, justify="right") for heading in _SHORT_HEADINGS),
+    )
+    rows = [(week.week, *(str(week.value(key)) for key, _ in COUNTS)) for week in result.weeks]
+    totals = result.totals()
+    rows.append(("total", *(str(totals[key]) for key, _ in COUNTS)))
+    print_table(columns, rows)
+    if result.empty:
+        typer.echo(f"no events in the ledger for these {len(result.weeks)} weeks: all zero")
+
+
 def tally(
     *,
     weeks: Annotated[
@@ -34,13 +95,17 @@ def tally(
     ] = 8,
     png: Annotated[
         Path | None,
-        typer.Option("--png", help="Also draw the weekly series to this PNG (a panel per count)."),
+        typer.Option(
+            "--png",
+            help="Also draw the weekly series to this PNG (a panel per count); needs "
+            f"matplotlib: {PLOT_EXTRA_HINT}.",
+        ),
     ] = None,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print a Markdown table (for $GITHUB_STEP_SUMMARY).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a tally/1 JSON document.")] = False,
-    ledger: Annotated[str | None, typer.Option("--ledger", help=_LEDGER_HELP)] = None,
+    ledger: LedgerOption,
     now: Annotated[
         str | None,
         typer.Option("--now", help="Count as of this instant (ISO-8601; UTC if no offset)."),
@@ -53,17 +118,19 @@ def tally(
     matched while a call count moved (`call_budget` with every replay passing on both
     sides); (4) freezes still live after their expiry. An empty ledger prints zeros.
     """
-    from orchestrator.adapters.ledger_location import ledger_url
-    from orchestrator.core.tally import to_markdown, to_text
     from orchestrator.errors import InputError
     from orchestrator.files import dumps
-    from orchestrator.services.tally import load_tally, write_png
+    from orchestrator.services.tally import load_tally
 
     if markdown and as_json:
         raise InputError("--markdown and --json both print to stdout; choose one")
+    if png is not None and not matplotlib_installed():
+        raise InputError(f"--png needs matplotlib, an optional extra: {PLOT_EXTRA_HINT}")
     moment = _parse_now(now)
-    result = load_tally(ledger_url(ledger, os.environ, Path.cwd()), now=moment, weeks=weeks)
+    result = load_tally(ledger, now=moment, weeks=weeks)
     if png is not None:
+        from orchestrator.services.tally import write_png
+
         write_png(result, png)
     if as_json:
         doc = result.to_json()
@@ -73,7 +140,7 @@ def tally(
     elif markdown:
         typer.echo(to_markdown(result), nl=False)
     else:
-        typer.echo(to_text(result), nl=False)
+        print_text(result)
         if png is not None:
             typer.echo(f"plot written to {png}")
 

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from orchestrator.commands.freeze import LEDGER_HELP
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    LedgerOption,
+    OptionalImageOption,
+    TimeoutOption,
+)
+from orchestrator.commands._table import Column, print_table
+
+_COLUMNS = (
+    Column(heading="outcome"),
+    Column(heading="freeze", justify="right"),
+    Column(heading="kind"),
+    Column(heading="subject"),
+    Column(heading="owner"),
+    Column(heading="code"),
+    Column(heading="reasons"),
+)
 
 
-def thaw(  # noqa: PLR0917 - one parameter per command-line option
+def thaw(
+    *,
     repo: Annotated[
         Path, typer.Option("--repo", help="The repository under test (default: here).")
     ] = Path("."),
@@ -29,22 +45,13 @@ def thaw(  # noqa: PLR0917 - one parameter per command-line option
     replays: Annotated[
         int, typer.Option("--replays", min=1, help="Replays per flake freeze (timing: >= 5).")
     ] = 5,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Seconds allowed per replay.")
-    ] = 60.0,
-    image: Annotated[
-        str | None,
-        typer.Option(
-            "--image",
-            help="Runner image for the re-probe. Default: a flake freeze's pinned image; "
-            "orchestrator-runner:latest for timing freezes. Never pulled.",
-        ),
-    ] = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    image: OptionalImageOption = None,
     runner_id: Annotated[str, typer.Option("--runner-id", help="Label of this runner.")] = "local",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a thaw-report/1 document.")
     ] = False,
-    ledger: Annotated[str | None, typer.Option("--ledger", help=LEDGER_HELP)] = None,
+    ledger: LedgerOption,
 ) -> None:
     """Re-probe every freeze at or past its expiry, then thaw it or leave it overdue.
 
@@ -54,12 +61,15 @@ def thaw(  # noqa: PLR0917 - one parameter per command-line option
     samples and thaws only if they all sit within budget with a narrow spread. Rows
     are claimed atomically, so two thaw jobs never probe the same freeze. Exit 1 when
     any freeze stays overdue, 0 otherwise, 3 when the engine or ledger is unavailable.
+
+    Without --image a flake freeze is re-probed on the image it was pinned to, a
+    timing freeze on orchestrator-runner:latest.
     """
     from orchestrator.adapters.git import resolve_rev
+    from orchestrator.adapters.ledger import Ledger
     from orchestrator.core.durations import parse_duration
     from orchestrator.errors import ExitCode, VerdictError
     from orchestrator.files import dumps
-    from orchestrator.services.ledger_jobs import open_ledger
     from orchestrator.services.thaw import ThawOptions, run_thaw
 
     within = parse_duration(due_within, option="--due-within")
@@ -69,22 +79,29 @@ def thaw(  # noqa: PLR0917 - one parameter per command-line option
     options = ThawOptions(
         repo=repo, rev=sha, replays=replays, timeout_s=timeout, image=image, runner_id=runner_id
     )
-    with open_ledger(ledger, os.environ, Path.cwd()) as store:
+    with Ledger.open(ledger) as store:
         # The engine is connected only when a freeze is actually claimed.
         report = run_thaw(store, options, now=now, due_within=within, client=None)
     if as_json:
         typer.echo(dumps(report.to_json()))
+    elif report.results:
+        print_table(
+            _COLUMNS,
+            (
+                (
+                    "thawed" if result.verdict.thawed else "OVERDUE",
+                    str(result.freeze.id),
+                    result.freeze.kind.value,
+                    result.freeze.subject,
+                    result.freeze.owner,
+                    result.verdict.code,
+                    "; ".join(result.verdict.reasons) or "-",
+                )
+                for result in report.results
+            ),
+        )
     else:
-        for result in report.results:
-            row = result.freeze
-            outcome = "thawed" if result.verdict.thawed else "OVERDUE"
-            reasons = "; ".join(result.verdict.reasons)
-            typer.echo(
-                f"{outcome:<8} freeze {row.id} ({row.kind.value}) {row.subject} "
-                f"owner={row.owner} {result.verdict.code}" + (f" ({reasons})" if reasons else "")
-            )
-        if not report.results:
-            typer.echo("no freeze is due")
+        typer.echo("no freeze is due")
     if report.overdue:
         raise VerdictError(
             f"{report.overdue} freeze(s) still overdue at {sha[:12]}; owners must fix them",

@@ -192,53 +192,6 @@ def tally(events: Sequence[Event], *, now: datetime, weeks: int = 8) -> Tally:
     )
 
 
-def to_markdown(result: Tally) -> str:
-    """A table for ``$GITHUB_STEP_SUMMARY``: one row per week, then the totals."""
-    headings = [heading for _, heading in COUNTS]
-    lines = [
-        "### Counts worth keeping",
-        "",
-        "| ISO week | " + " | ".join(headings) + " |",
-        "|---|" + "---:|" * len(headings),
-    ]
-    for week in result.weeks:
-        cells = [str(week.value(key)) for key, _ in COUNTS]
-        lines.append(f"| {week.week} | " + " | ".join(cells) + " |")
-    totals = result.totals()
-    lines.append("| **total** | " + " | ".join(f"**{totals[key]}**" for key, _ in COUNTS) + " |")
-    lines.append("")
-    if result.empty:
-        lines.append(
-            f"No events in the ledger for these {len(result.weeks)} weeks: every count is zero."
-        )
-    else:
-        lines.append(
-            f"{result.events_counted} events from {result.weeks[0].week} "
-            f"to {result.weeks[-1].week}."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def to_text(result: Tally) -> str:
-    """An aligned plain-text table for a terminal."""
-    short = ("drafted", "killed", "shrink_changed", "calls_moved", "live_expired")
-    rows: list[tuple[str, ...]] = [("week", *short)]
-    rows += [(w.week, *(str(w.value(key)) for key, _ in COUNTS)) for w in result.weeks]
-    totals = result.totals()
-    rows.append(("total", *(str(totals[key]) for key, _ in COUNTS)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(
-            cell.rjust(width) if i else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    ]
-    if result.empty:
-        lines.append(f"no events in the ledger for these {len(result.weeks)} weeks: all zero")
-    return "\n".join(lines) + "\n"
-
-
 def tally_from_json(doc: Mapping[str, Any]) -> Tally:
     """The inverse of ``Tally.to_json`` (a reader of the JSON can redraw the same plot)."""
     if doc.get("schema") != TALLY_SCHEMA:

@@ -1,43 +1,72 @@
-"""Atomic writes: a reader sees the whole document or no file at all."""
+"""Atomic writes: a reader sees the whole document or no file at all.
+
+The one atomic writer of the package (``orchestrator.files`` builds on it). The mode
+rule: result files the probe writes in the container are ``RESULT_MODE`` (0644), because
+another user reads them on the host whatever the container's umask; files the tool
+writes for its user (``mode=None``) get ``0666`` less the user's umask, as any file
+``open()`` creates would. The kernel applies the umask when the temporary file is
+created, so the umask is never read or changed (``os.umask`` would change it for
+every thread of the process).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
+RESULT_MODE = 0o644
+_CREATE_MODE = 0o666  # what open() asks for; the umask takes its bits away
+_TEMP_ATTEMPTS = 100
+
 
 def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
-    """Write `document` as JSON to `path` atomically (see `write_bytes_atomic`)."""
+    """Write `document` as JSON to `path` atomically, mode ``RESULT_MODE``."""
     # Compact separators and no indent keep json on its C encoder (thousands of entries).
     data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     write_bytes_atomic(path, data.encode("utf-8"))
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+def write_bytes_atomic(
+    path: str | os.PathLike[str], data: bytes, *, mode: int | None = RESULT_MODE
+) -> None:
     """Write `data` to `path` via a temporary file in the same folder.
 
-    The temporary file is fsynced before the rename, so a crash mid-write leaves
-    either the previous state or the complete file, never half of one.
+    `mode` is the file's permission bits; ``None`` means 0666 less the process umask.
+    The temporary file is fsynced before the rename and the folder after it, so a
+    crash mid-write leaves either the previous state or the complete file, never
+    half of one.
     """
     target = Path(path)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, temp_path = _create_temp(target, _CREATE_MODE if mode is None else 0o600)
     try:
-        # mkstemp creates 0600; results are read by another user on the host side.
-        os.fchmod(fd, 0o644)
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp_name, target)
+        os.replace(temp_path, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
+            os.unlink(temp_path)
         raise
     _fsync_directory(target.parent)
+
+
+def _create_temp(target: Path, create_mode: int) -> tuple[int, Path]:
+    """A new file beside `target`, opened for writing; like mkstemp, with our mode."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    for _ in range(_TEMP_ATTEMPTS):
+        temp_path = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(temp_path, flags, create_mode), temp_path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 def _fsync_directory(folder: Path) -> None:

@@ -1,8 +1,8 @@
 """The replay probe: a pytest plugin that labels each test and counts its dependency calls.
 
 Load it explicitly: `pytest -p orchestrator.probe.plugin`. It writes one replay-probe/1
-document (shared/spec/records.md, "Probe result") atomically to $REPLAY_RESULT at the
-end of the session. Labels follow shared/spec/lanes.md section 1; the probe never
+document (docs/records.md, "Public shapes") atomically to $REPLAY_RESULT at the
+end of the session. Labels follow docs/lanes.md section 1; the probe never
 writes `timeout` (the driver that kills a replay does).
 
 Importing this module installs the audit hook and the `time.sleep` wrapper, so both

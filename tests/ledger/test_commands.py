@@ -50,9 +50,12 @@ def test_freeze_list_show_and_export(
 
     code, out, _ = run(capsys, "freeze", "list", "--ledger", ledger_url)
     assert code == 0
-    assert "EXPIRED" in out
-    assert "owner-1" in out
-    assert "owner-2" in out
+    header, *rows = (line.split() for line in out.splitlines())
+    assert header == ["id", "kind", "state", "expires_at", "owner", "subject"]
+    assert sorted((int(r[0]), r[1], r[2], r[4]) for r in rows) == [
+        (expired_id, "flake", "EXPIRED", "owner-1"),
+        (live_id, "flake", "live", "owner-2"),
+    ]
 
     code, out, _ = run(capsys, "freeze", "list", "--expired", "--json", "--ledger", ledger_url)
     doc = json.loads(out)
@@ -123,8 +126,10 @@ def test_infra_list(capsys: pytest.CaptureFixture[str], ledger_url: str) -> None
         queue_infra(ledger, found, decide(found), NOW)
     code, out, _ = run(capsys, "infra", "list", "--ledger", ledger_url)
     assert code == 0
-    assert "harness_error" in out
-    assert "runner=local" in out
+    header, row = (line.split() for line in out.splitlines())
+    assert header == ["id", "queued_at", "code", "runner", "property", "labels", "reasons"]
+    assert row[2:4] == ["harness_error", "local"]
+    assert row[-1] == "patch:harness_error:unspecified"
     code, out, _ = run(capsys, "infra", "list", "--json", "--ledger", ledger_url)
     (case,) = json.loads(out)["cases"]
     assert case["labels"]["patch"][1] == "harness_error"

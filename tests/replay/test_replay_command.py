@@ -377,12 +377,47 @@ def test_a_flaky_property_is_frozen_in_the_ledger_with_freeze(tmp_path, repo, do
         decisions = store.events(kinds=[EventKind.DECISION])
         assert [(e.code, e.subject) for e in decisions] == [("flake_queue_eligible", prop)]
 
-    # Without --owner the ledger refuses the freeze and says why; nothing is written.
+    # Without --owner it is a usage error before anything runs: no run, no ledger row.
+    runs_before = sorted((tmp_path / ".replay" / "runs").iterdir())
+    with Ledger.open(url) as store:
+        events_before = store.events()
     again = run_cli(tmp_path, *common, "--ledger", url, "--freeze", "--expires", "72h")
-    assert again.code == 0, again.stderr
-    (refused,) = again.report["ledger"]["entries"]
-    assert refused["freeze_id"] is None
-    assert "missing_field:owner" in refused["freeze_refusals"]
+    assert again.code == 2
+    assert again.stdout == ""
+    assert again.stderr.splitlines() == ["orchestrator: error: --freeze needs --owner"]
+    assert sorted((tmp_path / ".replay" / "runs").iterdir()) == runs_before
+    with Ledger.open(url) as store:
+        assert store.events() == events_before
+        assert len(store.live_freezes()) == 1
+
+
+@pytest.mark.parametrize(
+    ("freeze_args", "problem"),
+    [
+        (("--freeze", "--expires", "72h"), "--freeze needs --owner"),
+        (("--freeze", "--owner", "me"), "--freeze needs --expires"),
+        (("--freeze",), "--freeze needs --owner and --expires"),
+        (("--freeze", "--owner", " ", "--expires", "72h"), "--freeze needs --owner"),
+        (("--freeze", "--owner", "me", "--expires", "soon"), "--expires 'soon': expected"),
+        (("--freeze", "--owner", "me", "--expires", "72h", "--no-record"), "--no-record"),
+    ],
+)
+def test_a_freeze_it_could_not_write_is_refused_before_anything_runs(
+    tmp_path, repo, freeze_args, problem
+):
+    result = run_cli(
+        tmp_path,
+        "--repo", str(repo.path), "--base", repo.base, "--patch", repo.patch,
+        "--image", "orchestrator-runner:latest", "--property", ADD, *freeze_args,
+    )  # fmt: skip
+    assert result.code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("orchestrator: error: ")
+    assert problem in line
+    # Neither a run folder nor the default ledger: nothing was run, nothing written.
+    assert not (tmp_path / ".replay").exists()
+    assert list(result.scratch.iterdir()) == []
 
 
 ADDED_ABOVE = FLAKY.replace(

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
-from tally_events import EXPECTED_THREE_WEEKS, KNOWN_EVENTS, NOW
+from tally_events import EXPECTED_EVENTS_COUNTED, EXPECTED_THREE_WEEKS, KNOWN_EVENTS, NOW
 
 from orchestrator.adapters.ledger import Ledger
 from orchestrator.cli import main
-from orchestrator.core.tally import COUNTS, tally_from_json
+from orchestrator.commands.tally import to_markdown
+from orchestrator.core.tally import COUNTS, tally, tally_from_json
 from orchestrator.services.tally import PANELS, build_figure, figure_series, write_png
 
 KEYS = [key for key, _ in COUNTS]
@@ -144,3 +146,47 @@ def test_bad_input_exits_2_with_one_line(
     assert "Traceback" not in err
     assert out == ""
     assert not png.exists()
+
+
+def test_markdown_table_has_a_row_per_week_and_the_totals() -> None:
+    text = to_markdown(tally(KNOWN_EVENTS, now=NOW, weeks=3))
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(table) == 2 + 3 + 1  # header, rule, weeks, totals
+    assert table[2] == "| 2026-W45 | 3 | 1 | 1 | 1 | 0 |"
+    assert table[-1] == "| **total** | **7** | **3** | **2** | **3** | **3** |"
+    assert f"{EXPECTED_EVENTS_COUNTED} events from 2026-W45 to 2026-W47" in text
+
+
+def test_the_text_table_has_stable_columns_a_row_per_week_and_the_totals(
+    capsys: pytest.CaptureFixture[str], ledger_url: str
+) -> None:
+    status, out, _ = run(capsys, "tally", "--ledger", ledger_url, "--now", NOW_TEXT, "--weeks", "3")
+    assert status == 0
+    assert "\x1b[" not in out  # not a terminal: no colour codes
+    header, *weeks, total = [line.split() for line in out.splitlines()]
+    assert header == ["week", "drafted", "killed", "shrink_changed", "calls_moved", "live_expired"]
+    assert [(w[0], *map(int, w[1:])) for w in weeks] == EXPECTED_THREE_WEEKS
+    sums = [sum(row[1 + i] for row in EXPECTED_THREE_WEEKS) for i in range(len(KEYS))]
+    assert total == ["total", *map(str, sums)]
+    assert all(line == line.rstrip() for line in out.splitlines())
+
+
+def test_an_empty_tally_in_markdown_says_every_count_is_zero() -> None:
+    assert "every count is zero" in to_markdown(tally([], now=NOW, weeks=2))
+
+
+def test_png_without_matplotlib_says_how_to_install_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an install without it sees
+    ledger = tmp_path / "l.db"
+    png = tmp_path / "tally.png"
+    status, out, err = run(capsys, "tally", "--ledger", f"sqlite:///{ledger}", "--png", str(png))
+    assert status == 2
+    assert out == ""
+    assert err.strip() == (
+        "orchestrator: error: --png needs matplotlib, an optional extra: "
+        "pip install 'orchestrator[plot]'"
+    )
+    assert not png.exists()
+    assert not ledger.exists()  # refused before the ledger is opened

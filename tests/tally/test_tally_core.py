@@ -15,8 +15,6 @@ from orchestrator.core.tally import (
     iso_week,
     tally,
     tally_from_json,
-    to_markdown,
-    to_text,
     week_starts,
 )
 from orchestrator.model import Event, EventKind
@@ -71,8 +69,6 @@ def test_empty_ledger_gives_zeros_and_says_so() -> None:
     assert all(value == 0 for value in result.totals().values())
     assert result.empty
     assert result.to_json()["empty"] is True
-    assert "every count is zero" in to_markdown(result)
-    assert "all zero" in to_text(result)
 
 
 def test_json_document_round_trips_and_names_its_schema() -> None:
@@ -92,15 +88,6 @@ def test_json_document_round_trips_and_names_its_schema() -> None:
         "freezes_live_after_expiry": 0,
     }
     assert tally_from_json(doc) == result
-
-
-def test_markdown_table_has_a_row_per_week_and_the_totals() -> None:
-    text = to_markdown(tally(KNOWN_EVENTS, now=NOW, weeks=3))
-    table = [line for line in text.splitlines() if line.startswith("|")]
-    assert len(table) == 2 + 3 + 1  # header, rule, weeks, totals
-    assert table[2] == "| 2026-W45 | 3 | 1 | 1 | 1 | 0 |"
-    assert table[-1] == "| **total** | **7** | **3** | **2** | **3** | **3** |"
-    assert f"{EXPECTED_EVENTS_COUNTED} events from 2026-W45 to 2026-W47" in text
 
 
 # ------------------------------------------------------------------ properties

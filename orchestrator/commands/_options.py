@@ -1,0 +1,89 @@
+"""Options several commands share: one declaration, one help text, one rule each.
+
+A command declares ``ledger: LedgerOption``, ``timeout: TimeoutOption = DEFAULT_TIMEOUT_S``
+or ``image: ImageOption`` and gets the same flag, help, environment variable and
+validation as every other command.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from orchestrator.adapters.ledger_location import ENV_VAR, default_ledger_url
+
+# --ledger -------------------------------------------------------------------------------
+
+LEDGER_HELP = "The ledger: a SQLAlchemy URL, sqlite:///PATH or postgresql+psycopg://USER@HOST/DB."
+
+
+def _default_ledger() -> str:
+    return default_ledger_url(Path.cwd())
+
+
+def _ledger_or_default(value: str) -> str:
+    # `--ledger ""` (say, an unset CI secret spelled out) means the default, as an empty
+    # $ORCHESTRATOR_LEDGER does.
+    return value or _default_ledger()
+
+
+LedgerOption = Annotated[
+    str,
+    typer.Option(
+        "--ledger",
+        metavar="URL",
+        envvar=ENV_VAR,
+        show_envvar=True,
+        default_factory=_default_ledger,
+        callback=_ledger_or_default,
+        show_default=".replay/ledger.db in the current folder",
+        help=LEDGER_HELP,
+    ),
+]
+"""The ledger's URL: ``--ledger``, else ``$ORCHESTRATOR_LEDGER``, else the embedded file."""
+
+# --timeout ------------------------------------------------------------------------------
+
+DEFAULT_TIMEOUT_S = 60.0
+MIN_TIMEOUT_S = 0.1
+
+
+def seconds(value: Any) -> float:
+    """A finite number of seconds, at least ``MIN_TIMEOUT_S`` (nan and inf are refused)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < MIN_TIMEOUT_S:
+        raise typer.BadParameter(
+            f"{value!r} is not a number of seconds (finite, at least {MIN_TIMEOUT_S:g})"
+        )
+    return number
+
+
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        parser=seconds,
+        help="Seconds one replay (a budget sample is one) may take; past it the replay is "
+        f"killed and labelled timeout. At least {MIN_TIMEOUT_S:g}.",
+    ),
+]
+
+# --image --------------------------------------------------------------------------------
+
+RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.docker.RUNNER_IMAGE (kept light)
+
+_IMAGE = typer.Option(
+    "--image",
+    metavar="IMAGE",
+    help="Runner image, a tag or an ID; pinned to its image ID, never pulled.",
+)
+ImageOption = Annotated[str, _IMAGE]
+OptionalImageOption = Annotated[str | None, _IMAGE]
+"""``--image`` for a command with its own default when the option is left out."""
