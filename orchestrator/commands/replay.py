@@ -15,9 +15,12 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    EnvOption,
     ImageOption,
     LedgerOption,
+    PythonpathOption,
     TimeoutOption,
+    WritableTreeOption,
 )
 from orchestrator.commands._table import Column, print_table
 
@@ -97,6 +100,9 @@ def replay(
             "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
         ),
     ] = "side",
+    env: EnvOption = None,
+    pythonpath: PythonpathOption = None,
+    writable_tree: WritableTreeOption = False,
     ledger: LedgerOption,
     record: Annotated[
         bool,
@@ -142,6 +148,7 @@ def replay(
     from orchestrator import log
     from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.errors import InputError
     from orchestrator.files import dumps
@@ -167,6 +174,9 @@ def replay(
         runner_id=runner_id,
         out=out,
         isolation=isolation,
+        env=parse_env(env or ()),
+        pythonpath=check_pythonpath(pythonpath or ()),
+        writable_tree=writable_tree,
     )
     now = datetime.now(UTC)
     # Every usage mistake is found here, before an engine is asked for anything.
@@ -214,6 +224,7 @@ def replay(
         _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
+    _hint_writable_tree(outcome, logger)
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
@@ -269,6 +280,26 @@ def _print_table(outcome: Any) -> None:
             for item in outcome.properties
         ),
     )
+
+
+def _hint_writable_tree(outcome: Any, logger: Any) -> None:
+    """A replay that wrote into its read-only tree names the flag that allows it."""
+    from orchestrator.core.labels import READ_ONLY_TREE, WRITABLE_TREE_HINT
+
+    touched = sorted(
+        {
+            str(item.evidence.property_id)
+            for item in outcome.properties
+            for replay in (*item.evidence.base, *item.evidence.patch)
+            if replay.reason == READ_ONLY_TREE
+        }
+    )
+    if touched:
+        logger.warning(
+            "replay.read_only_tree",
+            hint=f"tests wrote into their read-only tree: {WRITABLE_TREE_HINT}",
+            properties=touched,
+        )
 
 
 def _print_ledger(ledger: Any) -> None:

@@ -8,7 +8,7 @@ revisions and the image, run both sides, write the run folder, call the ledger).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.replay_env import SidePath
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -50,6 +51,9 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, parsed
+    pythonpath: tuple[str, ...] = ()  # --pythonpath, checked
+    writable_tree: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +69,8 @@ class Pins:
     origin_digest: str
     shrink: ShrinkSummary | None
     probe_version: str
+    interpreter: str = "python3"  # what runs the probe driver in the image
+    image_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +86,11 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    # Pins of the container's environment: the variables every replay gets (PYTHONPATH
+    # aside), each side's import roots (relative to its tree) and its whole PYTHONPATH.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    side_paths: Mapping[str, SidePath] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
@@ -117,6 +128,14 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "probe_version": pins.probe_version,
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
+        "environment": dict(plan.environment),
+        "pythonpath": {side: list(paths) for side, paths in plan.pythonpath.items()},
+        "pythonpath_reasons": {
+            side: list(paths.reasons) for side, paths in plan.side_paths.items()
+        },
+        "interpreter": pins.interpreter,
+        "image_labels": dict(pins.image_labels),
+        "writable_tree": options.writable_tree,
     }
 
 
@@ -148,6 +167,8 @@ def build_evidence(
         base_oracle_digest=None if oracle is None else oracle.base_digest,
         patch_oracle_digest=None if oracle is None else oracle.patch_digest,
         oracle_reasons=() if oracle is None else oracle.reason_texts,
+        environment=dict(plan.environment),
+        pythonpath=dict(plan.pythonpath),
     )
 
 

@@ -19,6 +19,11 @@ N independent replays. How the process is made (`--spawn`):
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
+Before each replay (and outside its measured time) the driver empties every `--fresh-dir`
+(creating it when missing), in the order given, so HOME and TMPDIR start empty; with
+`--copy-tree FROM:TO` it also empties TO and copies FROM's contents into it, so a suite that
+writes into its tree gets a private writable copy that no earlier replay touched.
+
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
 DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
@@ -71,6 +76,8 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
+    fresh_dirs: tuple[Path, ...] = ()
+    copy_tree: tuple[Path, Path] | None = None
 
 
 class Terminated(Exception):
@@ -108,6 +115,20 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         help="fork: a child of a driver that imported pytest once (default); "
         "exec: a new interpreter per replay",
     )
+    parser.add_argument(
+        "--fresh-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="emptied (created when missing) before each replay; repeatable, in order",
+    )
+    parser.add_argument(
+        "--copy-tree",
+        type=_copy_pair,
+        default=None,
+        metavar="FROM:TO",
+        help="before each replay, empty TO and copy FROM's contents into it",
+    )
     options = parser.parse_args(own)
     seed = options.seed
     if seed is None:
@@ -123,7 +144,16 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
+        fresh_dirs=tuple(options.fresh_dir),
+        copy_tree=options.copy_tree,
     )
+
+
+def _copy_pair(text: str) -> tuple[Path, Path]:
+    source, sep, dest = text.partition(":")
+    if not sep or not source or not dest:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO, got {text!r}")
+    return Path(source), Path(dest)
 
 
 def _positive_int(text: str) -> int:
@@ -138,6 +168,34 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
     return value
+
+
+def empty_dir(folder: Path) -> None:
+    """Remove everything in ``folder`` (not the folder: it may be a mount point)."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
+def copy_contents(source: Path, dest: Path) -> None:
+    """Copy what ``source`` holds into the empty ``dest`` (links kept as links). The
+    copies belong to whoever runs the driver, so they are writable."""
+    import shutil
+
+    with os.scandir(source) as entries:
+        for entry in entries:
+            target = dest / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                shutil.copytree(entry.path, target, symlinks=True)
+            else:
+                shutil.copy2(entry.path, target, follow_symlinks=False)
 
 
 def hash_seed(seed: int) -> str:
@@ -249,6 +307,7 @@ class Driver:
         result_path = options.out / f".probe-{k:03d}.json"
         log_path = options.out / f"replay-{k:03d}.log"
         result_path.unlink(missing_ok=True)
+        self.reset_dirs()
         env = child_environment(dict(os.environ), result_path=result_path, seed=options.seed)
         started = perf_counter()
         spawn = self._fork if options.spawn == FORK else self._exec
@@ -282,6 +341,23 @@ class Driver:
             "spawn": options.spawn,
         }
         return run, result
+
+    def reset_dirs(self) -> None:
+        """Fresh HOME, TMPDIR and (with --copy-tree) tree for the next replay."""
+        for folder in self.options.fresh_dirs:
+            empty_dir(folder)
+        if self.options.copy_tree is not None:
+            source, dest = self.options.copy_tree
+            empty_dir(dest)
+            copy_contents(source, dest)
+        if self.options.fresh_dirs or self.options.copy_tree is not None:
+            import importlib
+
+            # Folders on sys.path that did not exist when the driver started (the tree's
+            # src/ before its first copy) are cached as "nothing here": forget that.
+            importlib.invalidate_caches()
+            for entry in [key for key, finder in sys.path_importer_cache.items() if not finder]:
+                del sys.path_importer_cache[entry]  # what Python < 3.10 does not forget
 
     def _exec(self, env: dict[str, str], log_path: Path) -> int:
         import subprocess

@@ -38,12 +38,15 @@ from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.sides import (
+    FIXTURE,
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
     SideSpec,
     new_run_id,
+    planned_pythonpath,
     replay_sides,
+    side_pythonpath,
 )
 
 if TYPE_CHECKING:
@@ -105,6 +108,10 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
+
+    parse_env([f"{key}={value}" for key, value in options.env])
+    check_pythonpath(options.pythonpath)
     for property_id in options.property_ids:
         if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
@@ -171,6 +178,8 @@ def plan_replay(
 ) -> RunPlan:
     """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
     from orchestrator.adapters.docker import resolve_image
+    from orchestrator.core.project_image import interpreter_from_labels
+    from orchestrator.core.replay_env import replay_variables
 
     validate_options(options)
     args = pytest_args(options.command, options.property_ids)
@@ -195,6 +204,10 @@ def plan_replay(
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
     image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
+    side_paths = {
+        side: planned_pythonpath(repo, rev, options.pythonpath)
+        for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
+    }
     run_id = run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
     run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
@@ -214,8 +227,17 @@ def plan_replay(
             origin_digest=origin_digest,
             shrink=shrink,
             probe_version=probe_version(),
+            interpreter=interpreter_from_labels(image.labels),
+            image_labels=dict(image.labels),
         ),
         pytest_args=args,
+        environment=replay_variables(
+            seed=options.seed,
+            fixture=FIXTURE if fixture is not None else None,
+            extra=options.env,
+        ),
+        side_paths=side_paths,
+        pythonpath={side: side_pythonpath(paths.entries) for side, paths in side_paths.items()},
     )
     if (run_dir / "run-log.json").exists():
         raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
@@ -236,6 +258,10 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        interpreter=plan.pins.interpreter,
+        env=options.env,
+        extra_pythonpath=options.pythonpath,
+        writable_tree=options.writable_tree,
     )
 
 
@@ -268,9 +294,14 @@ def execute(
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
-    sides = (
-        SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
-        SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
+    sides = tuple(
+        SideSpec(
+            name=side,
+            repo=options.repo,
+            rev=rev,
+            pythonpath=plan.side_paths[side].entries if side in plan.side_paths else None,
+        )
+        for side, rev in ((BASE, pins.base_rev), (PATCH, pins.patch_rev))
     )
     labelled = replay_sides(
         sides_plan(plan),
