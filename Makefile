@@ -10,6 +10,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNNER_IMAGE := orchestrator-runner:latest
+# Wheels the project-image tests install offline (--no-index), downloaded before pytest starts.
+WHEELHOUSE := .cache/wheelhouse
+WHEELHOUSE_LISTS := $(wildcard tests/wheelhouse/*.txt)
 
 # ORCHESTRATOR_DOCKERD_ROOT=DIR: use a private engine under DIR (scripts/ensure-docker).
 ifneq ($(strip $(ORCHESTRATOR_DOCKERD_ROOT)),)
@@ -22,7 +25,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres wheelhouse doctor test lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -57,6 +60,17 @@ postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| scripts/apt-install postgresql-15 || scripts/apt-install postgresql
 
+# Each list is resolved on its own (they pin different pytest versions) with the host's pip.
+$(WHEELHOUSE)/.done: $(WHEELHOUSE_LISTS) | $(STAMP)
+	@mkdir -p $(WHEELHOUSE)
+	@for list in $(WHEELHOUSE_LISTS); do \
+		$(BIN)/python -m pip download --quiet --disable-pip-version-check \
+			--dest $(WHEELHOUSE) --requirement $$list || exit 1; \
+	done
+	@touch $@
+
+wheelhouse: $(WHEELHOUSE)/.done
+
 doctor: venv engine image
 	$(BIN)/orchestrator doctor
 
@@ -65,7 +79,7 @@ lint: venv
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
-test: venv engine image postgres
+test: venv engine image postgres wheelhouse
 	$(BIN)/python -m pytest
 
 replay: venv engine image

@@ -278,12 +278,12 @@ def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
         if raw.endswith("\\"):
             pending += raw[:-1] + " "
             continue
-        line = _COMMENT.sub("", pending + raw).strip()
+        line = " ".join(_COMMENT.sub("", pending + raw).split())
         pending = ""
         if line:
             yield start, line
     if pending.strip():
-        line = _COMMENT.sub("", pending).strip()
+        line = " ".join(_COMMENT.sub("", pending).split())
         if line:
             yield start, line
 
@@ -383,7 +383,7 @@ class _Collector:
             return
         editable = _option_value(line, "-e", "--editable")
         if editable is not None:
-            self.local(editable, where, editable=True)
+            self.local(editable, where, editable=True, shown=line)
             return
         if line.startswith("-"):
             option = line.split("=", 1)[0].split(maxsplit=1)[0]
@@ -406,7 +406,7 @@ class _Collector:
             return
         self.add(spec, where)
 
-    def local(self, target: str, where: str, *, editable: bool) -> None:
+    def local(self, target: str, where: str, *, editable: bool, shown: str | None = None) -> None:
         """``.``, ``-e .[tests]``, ``file:.``: the project itself; any other local path or
         editable install is refused (only the exported tree is tested)."""
         match = _EXTRAS_SUFFIX.match(target.strip())
@@ -416,7 +416,7 @@ class _Collector:
         if "://" not in path and posixpath.normpath(path) == ".":
             extras = [item.strip() for item in extras_text.split(",") if item.strip()]
             self.notes.append(
-                f"left out {target!r} ({where}): it is the project under test"
+                f"left out {shown or target!r} ({where}): it is the project under test"
                 + (f"; its extras {', '.join(extras)} are installed instead" if extras else "")
             )
             for extra in extras:
