@@ -34,6 +34,7 @@ help:
 	@echo "make image        build (or reuse) the runner image and print its ID"
 	@echo "make doctor       engine, runner image, git and Python: one line each"
 	@echo "make lint         ruff and mypy"
+	@echo "make wheelhouse   download the wheels the project-image tests install offline"
 	@echo "make engine       start a Docker engine unless one answers"
 	@echo "make venv         create .venv and install the package with its dev extra"
 	@echo "make stop-engine  stop the Docker engine this project started (never another)"

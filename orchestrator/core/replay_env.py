@@ -2,7 +2,8 @@
 
 - The environment: the replay's own variables (``REPLAY_SEED``, ``REPLAY_FIXTURE``), what
   real suites expect of an ordinary machine (``HOME`` and ``TMPDIR`` in the container's
-  private tmpfs, emptied by the driver before each replay; ``PYTHONDONTWRITEBYTECODE=1``;
+  private tmpfs, shared by the replays of one container as a machine's are by its test
+  runs; ``PYTHONDONTWRITEBYTECODE=1``;
   Hypothesis's example database in the tmpfs instead of the tree) and ``--env KEY=VALUE``.
   ``TZ`` is unset unless ``--env TZ=...`` sets it. These variables are pins: the run log
   and the evidence record them, since a test may behave differently under another ``TZ``.
@@ -28,8 +29,8 @@ from orchestrator.errors import InputError
 TMP = "/tmp"
 HOME = "/tmp/home"
 HYPOTHESIS_DIR = "/tmp/hypothesis"
-# Emptied (and created) by the driver before every replay, in this order.
-FRESH_DIRS = (TMP, HOME)
+# Made by the driver when missing (the tmpfs at TMP starts empty).
+MADE_DIRS = (HOME,)
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {

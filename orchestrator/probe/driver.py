@@ -19,10 +19,11 @@ N independent replays. How the process is made (`--spawn`):
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
-Before each replay (and outside its measured time) the driver empties every `--fresh-dir`
-(creating it when missing), in the order given, so HOME and TMPDIR start empty; with
-`--copy-tree FROM:TO` it also empties TO and copies FROM's contents into it, so a suite that
-writes into its tree gets a private writable copy that no earlier replay touched.
+Before each replay (and outside its measured time) the driver creates every `--make-dir`
+that is missing (HOME, in the container's /tmp; like /tmp it is shared by the replays of
+one container, as a machine's are by test runs); with `--copy-tree FROM:TO` it empties TO
+and copies FROM's contents into it, so a suite that writes into its tree gets a private
+writable copy that no earlier replay touched.
 
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
@@ -76,7 +77,7 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
-    fresh_dirs: tuple[Path, ...] = ()
+    make_dirs: tuple[Path, ...] = ()
     copy_tree: tuple[Path, Path] | None = None
 
 
@@ -116,11 +117,11 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         "exec: a new interpreter per replay",
     )
     parser.add_argument(
-        "--fresh-dir",
+        "--make-dir",
         type=Path,
         action="append",
         default=[],
-        help="emptied (created when missing) before each replay; repeatable, in order",
+        help="created before each replay when missing (repeatable)",
     )
     parser.add_argument(
         "--copy-tree",
@@ -144,7 +145,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
-        fresh_dirs=tuple(options.fresh_dir),
+        make_dirs=tuple(options.make_dir),
         copy_tree=options.copy_tree,
     )
 
@@ -343,14 +344,14 @@ class Driver:
         return run, result
 
     def reset_dirs(self) -> None:
-        """Fresh HOME, TMPDIR and (with --copy-tree) tree for the next replay."""
-        for folder in self.options.fresh_dirs:
-            empty_dir(folder)
+        """HOME there, and (with --copy-tree) a fresh tree, for the next replay."""
+        for folder in self.options.make_dirs:
+            folder.mkdir(parents=True, exist_ok=True)
         if self.options.copy_tree is not None:
             source, dest = self.options.copy_tree
             empty_dir(dest)
             copy_contents(source, dest)
-        if self.options.fresh_dirs or self.options.copy_tree is not None:
+        if self.options.copy_tree is not None:
             import importlib
 
             # Folders on sys.path that did not exist when the driver started (the tree's

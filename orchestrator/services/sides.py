@@ -132,10 +132,10 @@ def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) ->
 
 
 def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
-    """The container's command: the probe driver, N replays of the pytest arguments, with
-    a fresh HOME and TMPDIR (and, with ``writable_tree``, a fresh copy of the tree) before
-    each. Pure."""
-    fresh = [arg for folder in replay_env.FRESH_DIRS for arg in ("--fresh-dir", folder)]
+    """The container's command: the probe driver, N replays of the pytest arguments, HOME
+    made in the tmpfs (and, with ``writable_tree``, a fresh copy of the tree before each
+    replay). Pure."""
+    made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
     copy = ["--copy-tree", f"{TREE}:{SRC}"] if plan.writable_tree else []
     return [
         plan.interpreter or "python3",
@@ -149,7 +149,7 @@ def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
         OUT,
         "--seed",
         str(plan.seed),
-        *fresh,
+        *made,
         *copy,
         "--",
         *pytest_arguments(plan.pytest_args, plan.property_ids),

@@ -39,7 +39,7 @@ def test_a_writable_tree_replay_decides_every_test(built, tmp_path):
         "test_runs_in_the_project_venv",
         "test_writes_into_its_tree",
         "test_time_zone_data",
-        "test_home_and_tmpdir_are_fresh_and_writable",
+        "test_home_and_tmpdir_are_writable",
         "test_tz_is_what_the_replay_set",
     ):
         decision = decisions[name]

@@ -1,5 +1,5 @@
-"""The driver's fresh folders: --fresh-dir empties HOME (or any folder) and --copy-tree
-gives each replay a fresh copy of the tree, whose src/ need not exist when it starts."""
+"""The driver's folders: --make-dir makes HOME, and --copy-tree gives each replay a fresh
+copy of the tree, whose src/ need not exist when the driver starts."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ TEST = """
         assert not marker.exists()
         marker.write_text("x")
         home = pathlib.Path(os.environ["HOME"])
-        assert list(home.iterdir()) == []
-        (home / "dotfile").write_text("x")
+        (home / "runs").mkdir(exist_ok=True)
+        (home / "runs" / str(len(list((home / "runs").iterdir())))).write_text("x")
 """
 
 
 @SPAWN_MODES
-def test_each_replay_gets_a_fresh_tree_and_home(tmp_path: Path, spawn: str) -> None:
+def test_each_replay_gets_a_fresh_tree_and_a_home(tmp_path: Path, spawn: str) -> None:
     export = tmp_path / "export"
     (export / "src" / "pkg").mkdir(parents=True)
     (export / "src" / "pkg" / "__init__.py").write_text("VALUE = 1\n")
@@ -37,11 +37,11 @@ def test_each_replay_gets_a_fresh_tree_and_home(tmp_path: Path, spawn: str) -> N
     work = tmp_path / "work"  # where the copies go; its src/ does not exist yet
     work.mkdir()
     (work / "stale").write_text("from an earlier run")
-    home = tmp_path / "home"
+    home = tmp_path / "not-yet" / "home"
     out = tmp_path / "out"
     command = driver_command(out, "-p", "no:cacheprovider", "test_tree.py", replays=3, spawn=spawn)
     split = command.index("--")
-    command[split:split] = ["--fresh-dir", str(home), "--copy-tree", f"{export}:{work}"]
+    command[split:split] = ["--make-dir", str(home), "--copy-tree", f"{export}:{work}"]
     done = subprocess.run(
         command,
         cwd=work,
@@ -57,3 +57,4 @@ def test_each_replay_gets_a_fresh_tree_and_home(tmp_path: Path, spawn: str) -> N
         assert [entry["label"] for entry in run["result"]["tests"]] == ["assert_pass"], run
     assert not (export / "marker").exists()  # the export itself is never written
     assert not (work / "stale").exists()
+    assert sorted(path.name for path in (home / "runs").iterdir()) == ["0", "1", "2"]  # shared

@@ -64,11 +64,11 @@ def test_env_adds_variables_and_a_sides_import_roots_come_before_the_probe():
     assert env["PYTHONPATH"] == f"/src/src:/src/lib/x:/opt/abs:{sides.PROBE_ROOT}"
 
 
-def test_driver_gets_fresh_dirs_and_with_a_writable_tree_a_copy():
+def test_driver_makes_home_and_with_a_writable_tree_copies_the_tree():
     command = sides.driver_command(PLAN, 1)
     options = command[: command.index("--")]
-    fresh = [options[i + 1] for i, arg in enumerate(options) if arg == "--fresh-dir"]
-    assert fresh == ["/tmp", "/tmp/home"]
+    made = [options[i + 1] for i, arg in enumerate(options) if arg == "--make-dir"]
+    assert made == ["/tmp/home"]
     assert "--copy-tree" not in options
     writable = sides.ReplayPlan(**{**PLAN.__dict__, "writable_tree": True})
     options = sides.driver_command(writable, 1)
