@@ -119,6 +119,20 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
             "--expires", help="When the freeze expires: ISO-8601 time, or 72h / 3d from now."
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="After the run, write its HTML page here (see `report`)."),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="After the run, write JUnit XML here.")
+    ] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary",
+            help='After the run, append its Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").',
+        ),
+    ] = None,
 ) -> None:
     """Replay --command on --base and --patch, N times each, in hermetic containers; decide.
 
@@ -202,6 +216,10 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
         _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
+    if html or junit or summary:  # other views of the run folder just written
+        from orchestrator.commands.report import write_after_replay
+
+        write_after_replay(plan.run_dir, html=html, junit=junit, summary=summary, err=as_json)
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
