@@ -75,11 +75,11 @@ def report(
 
     if annotations is None:
         annotations = bool(os.environ.get("GITHUB_ACTIONS")) and not markdown
+    documents = read_folders(run_dirs)  # every refusal before anything is written
     if html is None and not (markdown or summary or junit or annotations):
         if len(run_dirs) > 1:
             raise InputError("several run folders: name the page with --html FILE")
         html = run_dirs[0] / PAGE_NAME
-    documents = read_folders(run_dirs)  # every refusal before anything is written
     written = write_reports(documents, ReportTargets(html=html, junit=junit, summary=summary))
     if markdown:
         runs = views(documents, report_dir=Path.cwd())
