@@ -193,6 +193,10 @@ def replay(  # noqa: PLR0917 - one parameter per command-line option
             owner=owner,
             expires_at=parse_expiry(expires, now) if expires else None,
         )
+    if html or junit or summary:  # a report path that cannot be written: exit 2 before running
+        from orchestrator.commands.report import check_replay_targets
+
+        check_replay_targets(html=html, junit=junit, summary=summary)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)

@@ -68,6 +68,7 @@ def report(
     from orchestrator.errors import InputError
     from orchestrator.services.run_folders import (
         ReportTargets,
+        check_targets,
         read_folders,
         views,
         write_reports,
@@ -80,7 +81,9 @@ def report(
         if len(run_dirs) > 1:
             raise InputError("several run folders: name the page with --html FILE")
         html = run_dirs[0] / PAGE_NAME
-    written = write_reports(documents, ReportTargets(html=html, junit=junit, summary=summary))
+    targets = ReportTargets(html=html, junit=junit, summary=summary)
+    check_targets(targets)
+    written = write_reports(documents, targets)
     if markdown:
         runs = views(documents, report_dir=Path.cwd())
         typer.echo(render_markdown(runs), nl=False)
@@ -94,6 +97,13 @@ def report(
 def print_written(written: Mapping[str, Path], *, err: bool) -> None:
     for kind, path in written.items():
         typer.echo(f"{kind}: {path}", err=err)
+
+
+def check_replay_targets(*, html: Path | None, junit: Path | None, summary: Path | None) -> None:
+    """``replay --html/--junit/--summary``: refuse unwritable paths before anything runs."""
+    from orchestrator.services.run_folders import ReportTargets, check_targets
+
+    check_targets(ReportTargets(html=html, junit=junit, summary=summary))
 
 
 def write_after_replay(

@@ -144,8 +144,26 @@ def read_runs(folders: Sequence[Path], *, report_dir: Path) -> tuple[RunView, ..
     return views(read_folders(folders), report_dir=report_dir)
 
 
-def write_text(path: Path, text: str) -> None:
-    files.write_atomic(path, text.encode("utf-8"))
+def check_targets(targets: ReportTargets) -> None:
+    """Refuse (exit 2) a report path that cannot be written, before any work is done:
+    a folder, or a path whose nearest existing parent is not a writable folder."""
+    for path in (targets.html, targets.junit, targets.summary):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise InputError(f"{path}: is a folder, not a file to write")
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise InputError(f"{path}: cannot be written ({parent} is not a writable folder)")
+
+
+def write_text(path: Path, data: bytes) -> None:
+    try:
+        files.write_atomic(path, data)
+    except OSError as error:
+        raise InputError(f"{path}: cannot write ({error.strerror or error})") from None
 
 
 def append_summary(path: Path, render: Callable[[int], str]) -> None:
@@ -153,10 +171,13 @@ def append_summary(path: Path, render: Callable[[int], str]) -> None:
     limit: ``render(max_bytes)`` gets the room left after what is already there."""
     from orchestrator.core.reports.markdown import DEFAULT_MAX_BYTES
 
-    existing = path.read_bytes() if path.is_file() else b""
+    try:
+        existing = path.read_bytes() if path.is_file() else b""
+    except OSError as error:
+        raise InputError(f"{path}: cannot read ({error.strerror or error})") from None
     text = render(max(DEFAULT_MAX_BYTES - len(existing), 0))
     separator = b"\n" if existing and not existing.endswith(b"\n") else b""
-    files.write_atomic(path, existing + separator + text.encode("utf-8"))
+    write_text(path, existing + separator + text.encode("utf-8"))
 
 
 def write_reports(documents: Sequence[RunDocuments], targets: ReportTargets) -> dict[str, Path]:
@@ -176,7 +197,7 @@ def write_reports(documents: Sequence[RunDocuments], targets: ReportTargets) -> 
         runs = views(documents, report_dir=targets.junit.parent)
         texts["junit"] = (targets.junit, render_junit(runs))
     for path, text in texts.values():
-        write_text(path, text)
+        write_text(path, text.encode("utf-8"))
     written = {kind: path for kind, (path, _) in texts.items()}
     if targets.summary is not None:
         runs = views(documents, report_dir=targets.summary.parent)

@@ -216,3 +216,32 @@ def test_junit_validates_and_reads_back(
     assert pins["base_rev"] == "1" * 40
     assert pins["patch_rev"] == "2" * 40
     assert pins["seed"] == "7"
+
+
+def test_a_report_path_that_cannot_be_written_is_refused_before_writing(
+    cli: Any, run_folder: Path, tmp_path: Path
+) -> None:
+    junit = tmp_path / "junit.xml"
+    assert_refused(
+        cli("report", str(run_folder), "--html", str(tmp_path), "--junit", str(junit)),
+        "is a folder",
+    )
+    under_a_file = run_folder / "summary.json" / "page.html"
+    assert_refused(
+        cli("report", str(run_folder), "--junit", str(junit), "--html", str(under_a_file)),
+        "cannot be written",
+    )
+    assert not junit.exists()
+
+
+def test_replay_refuses_an_unwritable_report_path_before_anything_runs(
+    cli: Any, run_folder: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "never"
+    run = cli(
+        "replay", "--repo", str(tmp_path), "--base", "main", "--patch", "HEAD",
+        "--image", "orchestrator-runner:latest", "--no-record", "--out", str(out),
+        "--summary", str(run_folder / "summary.json" / "step.md"),
+    )  # fmt: skip
+    assert_refused(run, "cannot be written")
+    assert not out.exists()
