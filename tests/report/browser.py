@@ -37,11 +37,21 @@ FLAGS = (
 # Collects every long task (main thread busy over 50 ms) from the document's first moment.
 LONG_TASK_OBSERVER = """
 window.__longTasks = [];
-new PerformanceObserver((list) => {
+window.__longTaskObserver = new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) {
     window.__longTasks.push({start: entry.startTime, duration: entry.duration});
   }
-}).observe({type: 'longtask', buffered: true});
+});
+window.__longTaskObserver.observe({type: 'longtask', buffered: true});
+"""
+# Entries the observer holds but has not delivered yet (its callback runs as a later task).
+TAKE_LONG_TASKS = """
+const observer = window.__longTaskObserver;
+if (!observer) return null;
+for (const entry of observer.takeRecords()) {
+  window.__longTasks.push({start: entry.startTime, duration: entry.duration});
+}
+return window.__longTasks;
 """
 
 
@@ -83,7 +93,11 @@ def observe_long_tasks(driver: Any) -> None:
 
 
 def long_tasks(driver: Any) -> list[dict[str, float]]:
-    return list(driver.execute_script("return window.__longTasks || null") or [])
+    """Every long task of the current document so far (the observer must be installed)."""
+    tasks = driver.execute_script(TAKE_LONG_TASKS)
+    if tasks is None:
+        raise AssertionError("no long-task observer in this document (observe_long_tasks)")
+    return list(tasks)
 
 
 def network_requests(driver: Any) -> list[str]:

@@ -180,12 +180,12 @@ def test_a_page_of_5000_properties_opens_and_scrolls_without_blocking_a_second(
         encoding="utf-8",
     )
     open_page(driver, busy)
+    frames(driver)
     assert max(task["duration"] for task in browser.long_tasks(driver)) >= 1200 - 50
 
     page = tmp_path / "big.html"
     subprocess.run([str(CLI), "report", str(big_run), "--html", str(page)], check=True)
     open_page(driver, page)
-    assert driver.execute_script("return window.__longTasks") is not None
     assert shown_count(driver) == 5000
     browser.scroll_through(driver, steps=40)
     driver.execute_script("window.scrollTo(0, 0)")
