@@ -27,7 +27,8 @@ from pathlib import Path
 from sqlalchemy import insert
 
 from orchestrator import model
-from orchestrator.adapters.ledger import CLAIMS, EVENTS, FREEZES, Ledger
+from orchestrator.adapters.ledger import Ledger
+from orchestrator.adapters.ledger.schema import CLAIMS, EVENTS, FREEZES
 from orchestrator.core.digest import canonical_json, digest
 from orchestrator.services.ledger_jobs import check_expired
 
