@@ -25,7 +25,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres wheelhouse doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres wheelhouse browser junit-xsd doctor test lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -72,6 +72,22 @@ $(WHEELHOUSE)/.done: $(WHEELHOUSE_LISTS) | $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)/.done
 
+# The report tests drive headless Chromium: Debian's browser and its driver.
+browser:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null \
+		|| scripts/apt-install chromium chromium-driver
+
+# The report tests validate JUnit XML against a published schema: Jenkins' junit-10.xsd,
+# which pytest's source distribution carries (testing/example_scripts/junit-10.xsd).
+JUNIT_XSD_PYTEST := 9.2.0
+JUNIT_XSD_SDIST := $(VENV)/cache/pytest-$(JUNIT_XSD_PYTEST).tar.gz
+
+$(JUNIT_XSD_SDIST): | $(BIN)/python
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps \
+		--no-binary :all: --dest $(VENV)/cache pytest==$(JUNIT_XSD_PYTEST)
+
+junit-xsd: $(JUNIT_XSD_SDIST)
+
 doctor: venv engine image
 	$(BIN)/orchestrator doctor
 
@@ -80,8 +96,8 @@ lint: venv
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
-test: venv engine image postgres wheelhouse
-	$(BIN)/python -m pytest
+test: venv engine image postgres wheelhouse browser junit-xsd
+	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
 
 replay: venv engine image
 ifeq ($(strip $(REPO)),)
