@@ -84,3 +84,25 @@ def test_a_read_only_tree_write_is_a_harness_error_with_a_hint(built, tmp_path):
     # Without --env TZ the variable is unset, as EXPECTED_TZ is.
     assert decisions["test_tz_is_what_the_replay_set"]["base_labels"] == ["assert_pass"]
     assert done.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--env", "PYTHONPATH=/x"), "--pythonpath"),
+        (("--env", "TZ"), "expected KEY=VALUE"),
+        (("--env", "A=1", "--env", "A=2"), "given twice"),
+        (("--pythonpath", "a:b"), "one folder"),
+    ],
+)
+def test_a_bad_environment_is_one_line_before_any_container(scratch, tmp_path, extra, message):
+    out = tmp_path / "run"
+    done = orchestrator(
+        "replay", "--repo", str(scratch.path), "--base", scratch.base, "--patch", scratch.patch,
+        "--image", "orchestrator-runner:latest", "--no-record", "--out", str(out), *extra,
+    )  # fmt: skip
+    assert done.exit_code == 2
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1
+    assert message in errors[0]
+    assert not out.exists()
