@@ -472,6 +472,12 @@ def test_a_test_added_above_a_flaky_one_leaves_it_flake_queue_eligible(tmp_path,
         flaky: ("flake_queue_eligible", patch),
         added: ("no_freeze", patch),
     }
+    from orchestrator.adapters.ledger import Ledger
+    from orchestrator.model import EventKind
+
+    with Ledger.open(f"sqlite:///{tmp_path / '.replay' / 'ledger.db'}") as store:
+        events = store.events(kinds=[EventKind.DECISION])
+    assert [event.detail["tests_from"] for event in events[-2:]] == [patch, patch]
 
 
 def test_owner_without_freeze_is_bad_input(tmp_path, repo):
