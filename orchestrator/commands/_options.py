@@ -116,3 +116,22 @@ WritableTreeOption = Annotated[
         "(default: read-only; a write into it is harness_error read_only_tree).",
     ),
 ]
+
+# --tests-from, --test-path ---------------------------------------------------------------
+
+TESTS_FROM_HELP = (
+    "Judge both sides by one revision's test files: they are laid over every exported tree "
+    "before anything runs (added, modified and deleted test files all follow it). Test files: "
+    "everything under each property's test folder (tests/), every conftest.py, test_*.py and "
+    "*_test.py, and --test-path."
+)
+
+TestPathOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--test-path",
+        metavar="PATH",
+        help="With --tests-from: one more test file or folder to take from that revision "
+        "(test data outside the test folder; repeatable).",
+    ),
+]

@@ -204,6 +204,7 @@ def parse_evidence(doc: Any) -> Evidence:
         oracle_reasons=_strings(obj, "oracle_reasons"),
         environment=_environment(obj.get("environment")),
         pythonpath=_pythonpath(obj.get("pythonpath")),
+        tests_from=optional_str(obj, "tests_from"),
     )
 
 
