@@ -69,6 +69,15 @@ def replay(
             help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
         ),
     ] = None,
+    shrink: Annotated[
+        bool,
+        typer.Option(
+            "--shrink",
+            help="When the property fails on the patch, shrink --fixture against it there "
+            "(2 attempts, one warm container), then replay it with the minimal fixture and "
+            "the shrink report; the run folder keeps both fixtures. Needs one --property.",
+        ),
+    ] = False,
     origin: Annotated[
         Path | None,
         typer.Option(
@@ -181,6 +190,10 @@ def replay(
     ]
     if missing:
         raise InputError(f"--freeze needs {' and '.join(missing)}")
+    if shrink:
+        from orchestrator.services.replay_shrink import validate_shrink_options
+
+        validate_shrink_options(options)
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -194,6 +207,20 @@ def replay(
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)
+    if shrink:
+        try:
+            _replay_and_shrink(
+                options=options,
+                client=client,
+                now=now,
+                json_logs=json_logs,
+                ledger_request=ledger_request,
+                as_json=as_json,
+                logger=logger,
+            )
+        finally:
+            client.close()
+        return
     try:
         plan = plan_replay(options, client=client, now=now)
         logger.info(
@@ -217,6 +244,51 @@ def replay(
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
+
+
+def _replay_and_shrink(
+    *,
+    options: Any,
+    client: Any,
+    now: datetime,
+    json_logs: bool,
+    ledger_request: Any,
+    as_json: bool,
+    logger: Any,
+) -> None:
+    """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
+    from orchestrator.errors import ShrinkStoppedError
+    from orchestrator.files import dumps
+    from orchestrator.services.replay_shrink import replay_and_shrink
+
+    def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
+        logger.debug(
+            "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+        )
+
+    try:
+        with _progress(json_logs, options.replays, logger) as progress:
+            result = replay_and_shrink(
+                options,
+                client=client,
+                now=now,
+                progress=progress,
+                shrink_progress=shrink_progress,
+                ledger=ledger_request,
+            )
+    except ShrinkStoppedError:
+        logger.error("replay.shrink_stopped", detail="the wide replay decides nothing more")
+        raise
+    if as_json:
+        typer.echo(dumps(result.report))
+    else:
+        _print_table(result.deciding)
+        _print_ledger(result.report.get("ledger"))
+        typer.echo(f"shrink: {result.outcome}: {result.message}")
+        typer.echo(f"run folder: {result.report['run_dir']}")
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    if result.exit_status:
+        raise typer.Exit(result.exit_status)
 
 
 @contextmanager

@@ -195,7 +195,8 @@ def test_shrink_report_keys_and_stability() -> None:
     payload = wide_payload(random.Random(1), width=40)
     report = shrink_report(payload, role_property, attempts=3)
     doc = report.to_json()
-    assert list(doc) == [
+    # The fields of the first version, then the ones added since (none renamed).
+    assert list(doc)[:10] == [
         "schema",
         "minimal",
         "minimal_digest",
@@ -207,7 +208,27 @@ def test_shrink_report_keys_and_stability() -> None:
         "identical_minima",
         "stable",
     ]
+    assert list(doc)[10:] == [
+        "property",
+        "test",
+        "repo",
+        "rev",
+        "image_id",
+        "image_ref",
+        "seed",
+        "timeout_s",
+        "tests_from",
+        "failure",
+        "assertion_key",
+        "minima",
+    ]
     assert (doc["attempts"], doc["identical_minima"], doc["stable"]) == (3, 3, True)
+    # A host-side shrink has no test pins; each attempt's minimum and calls are listed.
+    assert (doc["test"], doc["rev"], doc["image_id"], doc["assertion_key"]) == (None,) * 4
+    assert doc["failure"].startswith("builtins.AssertionError at ")
+    assert doc["minima"] == [
+        {"minimal_digest": doc["minimal_digest"], "property_calls": doc["property_calls"]}
+    ] * 3
     assert report.summary().minimal_digest == doc["minimal_digest"]
     # The wide payload travels with the report, so a freeze can keep its bytes too.
     assert doc["origin"] == payload
