@@ -144,6 +144,7 @@ def test_each_job_gets_one_result_line_with_its_id_and_its_own_fixture(tmp_path)
         assert (result["seed"], result["spawn"], result["timeout_s"]) == (3, "fork", 30)
         assert result["probe_version"] == PROBE_VERSION
         assert result["wall_ms"] > 0
+        assert result["cpu_ms"] > 0
         assert result["result"]["schema"] == "replay-probe/1"
     assert labels(first) == {"test_records.py::test_role": "assert_fail"}
     assert labels(second) == {"test_records.py::test_role": "assert_pass"}
