@@ -22,7 +22,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres browser junit-xsd doctor test lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -57,6 +57,22 @@ postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| scripts/apt-install postgresql-15 || scripts/apt-install postgresql
 
+# The report tests drive headless Chromium: Debian's browser and its driver.
+browser:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null \
+		|| scripts/apt-install chromium chromium-driver
+
+# The report tests validate JUnit XML against a published schema: Jenkins' junit-10.xsd,
+# which pytest's source distribution carries (testing/example_scripts/junit-10.xsd).
+JUNIT_XSD_PYTEST := 9.2.0
+JUNIT_XSD_SDIST := $(VENV)/cache/pytest-$(JUNIT_XSD_PYTEST).tar.gz
+
+$(JUNIT_XSD_SDIST): | $(BIN)/python
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps \
+		--no-binary :all: --dest $(VENV)/cache pytest==$(JUNIT_XSD_PYTEST)
+
+junit-xsd: $(JUNIT_XSD_SDIST)
+
 doctor: venv engine image
 	$(BIN)/orchestrator doctor
 
@@ -65,8 +81,8 @@ lint: venv
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
-test: venv engine image postgres
-	$(BIN)/python -m pytest
+test: venv engine image postgres browser junit-xsd
+	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
 
 replay: venv engine image
 ifeq ($(strip $(REPO)),)

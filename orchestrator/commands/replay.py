@@ -133,6 +133,20 @@ def replay(
             "--expires", help="When the freeze expires: ISO-8601 time, or 72h / 3d from now."
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="After the run, write its HTML page here (see `report`)."),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="After the run, write JUnit XML here.")
+    ] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary",
+            help='After the run, append its Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").',
+        ),
+    ] = None,
 ) -> None:
     """Replay --command on --base and --patch, N times each, in hermetic containers; decide.
 
@@ -204,6 +218,10 @@ def replay(
             owner=owner,
             expires_at=expires_at,
         )
+    if html or junit or summary:  # a report path that cannot be written: exit 2 before running
+        from orchestrator.commands.report import check_replay_targets
+
+        check_replay_targets(html=html, junit=junit, summary=summary)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)
@@ -241,6 +259,10 @@ def replay(
         _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
+    if html or junit or summary:  # other views of the run folder just written
+        from orchestrator.commands.report import write_after_replay
+
+        write_after_replay(plan.run_dir, html=html, junit=junit, summary=summary, err=as_json)
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)

@@ -1,0 +1,69 @@
+"""The example CI workflows in docs/ci/ call the CLI with options it has.
+
+Every `orchestrator ...` command line in a workflow's `run:` steps is parsed by the
+real command (click's own parser, nothing run), so a renamed or dropped option breaks
+this test, not a user's CI.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+import typer
+
+from orchestrator.cli import app
+
+DOCS_CI = Path(__file__).resolve().parents[2] / "docs" / "ci"
+SHELL_ENDS = {">", ">>", "||", "&&", ";", "|"}
+
+
+def command_lines(workflow: Path) -> list[list[str]]:
+    """The argument lists of each `.venv/bin/orchestrator` call in the workflow."""
+    text = workflow.read_text(encoding="utf-8").replace("\\\n", " ")
+    text = re.sub(r"\$\{\{[^}]*\}\}", "EXPR", text)  # GitHub's expressions
+    calls = []
+    for line in text.splitlines():
+        _, found, rest = line.partition(".venv/bin/orchestrator ")
+        if not found:
+            continue
+        words = shlex.split(rest, comments=True)
+        for index, word in enumerate(words):
+            if word in SHELL_ENDS:
+                words = words[:index]
+                break
+        calls.append(words)
+    return calls
+
+
+def parse(words: list[str]) -> click.Context:
+    command: click.Command = typer.main.get_command(app)
+    words = list(words)
+    while isinstance(command, click.Group):
+        name = words.pop(0)
+        command = command.commands[name]
+    return command.make_context(name, words)
+
+
+@pytest.mark.parametrize("workflow", ["replay.yml", "thaw.yml"])
+def test_every_orchestrator_call_in_the_workflow_parses(workflow: str) -> None:
+    calls = command_lines(DOCS_CI / workflow)
+    assert calls, f"no orchestrator call found in {workflow}"
+    for words in calls:
+        parse(words)  # raises click.UsageError on an unknown option or a bad value
+
+
+def test_the_replay_workflow_reports_where_reviewers_look() -> None:
+    calls = {words[0]: words for words in command_lines(DOCS_CI / "replay.yml")}
+    replay = parse(calls["replay"]).params
+    assert replay["html"] is not None
+    assert replay["junit"] is not None
+    report = parse(calls["report"]).params
+    assert str(report["summary"]) == "$GITHUB_STEP_SUMMARY"
+    assert report["annotations"] is True
+    text = (DOCS_CI / "replay.yml").read_text(encoding="utf-8")
+    assert "actions/upload-artifact" in text
+    assert "junit.xml" in text.split("actions/upload-artifact")[1]
