@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
@@ -20,6 +20,9 @@ from orchestrator.commands._options import (
     TimeoutOption,
 )
 from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.services.replay_shrink import ShrinkingReplay
 
 ISOLATION_HELP = (
     "side: one container per side runs the N replays, each a fresh pytest process "
@@ -226,8 +229,11 @@ def replay(
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)
     if shrink:
+        from orchestrator.errors import ShrinkStoppedError
+        from orchestrator.services.replay_shrink import STOPPED
+
         try:
-            _replay_and_shrink(
+            shrunk = _replay_and_shrink(
                 options=options,
                 client=client,
                 now=now,
@@ -238,6 +244,15 @@ def replay(
             )
         finally:
             client.close()
+        if html or junit or summary:
+            from orchestrator.commands.report import write_after_replay
+
+            run_dir = Path(shrunk.report["run_dir"])
+            write_after_replay(run_dir, html=html, junit=junit, summary=summary, err=as_json)
+        if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
+            raise ShrinkStoppedError(shrunk.message)
+        if shrunk.exit_status:
+            raise typer.Exit(shrunk.exit_status)
         return
     try:
         plan = plan_replay(options, client=client, now=now)
@@ -277,40 +292,35 @@ def _replay_and_shrink(
     ledger_request: Any,
     as_json: bool,
     logger: Any,
-) -> None:
+) -> ShrinkingReplay:
     """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
-    from orchestrator.errors import ShrinkStoppedError
     from orchestrator.files import dumps
-    from orchestrator.services.replay_shrink import replay_and_shrink
+    from orchestrator.services.replay_shrink import STOPPED, replay_and_shrink
 
     def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
         logger.debug(
             "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
         )
 
-    try:
-        with _progress(json_logs, options.replays, logger) as progress:
-            result = replay_and_shrink(
-                options,
-                client=client,
-                now=now,
-                progress=progress,
-                shrink_progress=shrink_progress,
-                ledger=ledger_request,
-            )
-    except ShrinkStoppedError:
-        logger.error("replay.shrink_stopped", detail="the wide replay decides nothing more")
-        raise
+    with _progress(json_logs, options.replays, logger) as progress:
+        result = replay_and_shrink(
+            options,
+            client=client,
+            now=now,
+            progress=progress,
+            shrink_progress=shrink_progress,
+            ledger=ledger_request,
+        )
     if as_json:
         typer.echo(dumps(result.report))
     else:
         _print_table(result.deciding)
         _print_ledger(result.report.get("ledger"))
-        typer.echo(f"shrink: {result.outcome}: {result.message}")
+        if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
+            typer.echo(f"shrink: {result.outcome}: {result.message}")
         typer.echo(f"run folder: {result.report['run_dir']}")
     logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
-    if result.exit_status:
-        raise typer.Exit(result.exit_status)
+    return result
 
 
 @contextmanager

@@ -1,27 +1,28 @@
 """``replay --shrink``: from a wide failing payload to a decision on its minimal fixture.
 
-1. Replay the property on both sides with the wide ``--fixture`` (``wide/``, a run folder
-   of its own; nothing goes to the ledger yet).
+1. Replay the property on both sides with the wide ``--fixture`` (nothing goes to the
+   ledger yet).
 2. When the property failed on the patch (some ``assert_fail``), shrink the fixture
    against that test at the patch revision, in the same image with the same seed,
-   ``SHRINK_ATTEMPTS`` times from scratch (:mod:`orchestrator.services.shrink`).
-3. Replay the property with the minimal fixture and the shrink report (``minimal/``),
-   exactly as ``replay --fixture fixture-minimal.json --shrink-report shrink-report.json``
-   would; that run decides and is the one recorded in the ledger.
+   timeout and pytest options, ``SHRINK_ATTEMPTS`` times from scratch
+   (:mod:`orchestrator.services.shrink`).
+3. Move the wide replay into ``wide/`` and replay the property with the minimal fixture
+   and the shrink report, exactly as ``replay --fixture fixture-minimal.json
+   --shrink-report shrink-report.json`` would. That run decides and is recorded.
 
-The run folder keeps both fixtures::
+The run folder is always a whole run folder of the deciding replay (``run-log.json``,
+evidence, decisions, ``raw/``, ``summary.json`` with a ``shrink`` section), so
+``classify`` and ``report`` read it as any other; beside it, it keeps both fixtures::
 
     <run>/fixture-origin.json    the --fixture bytes as given
-    <run>/wide/                  the replay with them (run-log.json, evidence, decisions, raw/)
     <run>/shrink-report.json     shrink-report/1 of the shrink against the patch
     <run>/fixture-minimal.json   its minimal fixture
-    <run>/minimal/               the replay with the minimal fixture
-    <run>/summary.json           replay-report/1 of the deciding run, with "shrink"
+    <run>/wide/                  the replay with the wide fixture (a run folder)
 
 When the property does not fail on the patch (or no longer fails in the shrink's
-container), nothing is shrunk and the wide replay decides. A candidate with no verdict
-stops the shrink: the wide replay is recorded, and the run ends with
-:class:`~orchestrator.errors.ShrinkStoppedError` (exit 3).
+container), or a candidate with no verdict stops the shrink, nothing is shrunk: the
+wide replay stays where it is, decides and is recorded; a stopped shrink makes the
+run's exit status 3 (``replay`` then ends with the line naming the candidate).
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import files
 from orchestrator.core.replay_run import PATCH, ReplayOptions
-from orchestrator.errors import InputError, PropertyDoesNotFailError, ShrinkStoppedError
+from orchestrator.errors import (
+    ExitCode,
+    InputError,
+    PropertyDoesNotFailError,
+    ShrinkStoppedError,
+)
 from orchestrator.log import get_logger
 from orchestrator.model import Label
 from orchestrator.services.replay import (
@@ -62,7 +68,8 @@ log = get_logger(__name__)
 
 SHRINK_ATTEMPTS = 2
 WIDE = "wide"
-MINIMAL = "minimal"
+RUN_LOG = "run-log.json"
+SUMMARY = "summary.json"
 FIXTURE_ORIGIN = "fixture-origin.json"
 FIXTURE_MINIMAL = "fixture-minimal.json"
 SHRINK_REPORT = "shrink-report.json"
@@ -151,18 +158,19 @@ def replay_and_shrink(
     default_root: Path | None = None,
 ) -> ShrinkingReplay:
     """Wide replay, shrink against the patch, replay with the minimal fixture (see the
-    module). Raises :class:`ShrinkStoppedError` after writing the summary when a candidate
-    stopped the shrink."""
+    module). A candidate that stopped the shrink gives the outcome ``stopped`` (the wide
+    replay decides; the summary's exit status is 3, and the message is the one line that
+    names the candidate)."""
     validate_shrink_options(options)
     assert options.fixture is not None  # validate_shrink_options checked it
     run_id = run_id or new_run_id(now.timestamp())
     run_dir = run_folder(options, run_id, default_root)
-    for folder in (run_dir, run_dir / WIDE, run_dir / MINIMAL):
-        if (folder / "run-log.json").exists() or (folder / "summary.json").exists():
+    for folder in (run_dir, run_dir / WIDE):
+        if (folder / RUN_LOG).exists() or (folder / SUMMARY).exists():
             raise InputError(f"{folder}: already holds a run; pick another --out")
 
     wide_plan = plan_replay(
-        replace(options, out=run_dir / WIDE), client=client, now=now, run_id=f"{run_id}-{WIDE}"
+        replace(options, out=run_dir), client=client, now=now, run_id=f"{run_id}-{WIDE}"
     )
     shutil.copyfile(wide_plan.options.fixture or options.fixture, run_dir / FIXTURE_ORIGIN)
     wide = execute(wide_plan, client=client, progress=progress)
@@ -184,38 +192,33 @@ def replay_and_shrink(
     except PropertyDoesNotFailError as error:
         return _decided_by_wide(run_dir, wide, ledger, NOT_REPRODUCED, str(error))
     except ShrinkStoppedError as error:
-        _decided_by_wide(run_dir, wide, ledger, STOPPED, str(error))
-        raise
+        return _decided_by_wide(run_dir, wide, ledger, STOPPED, str(error))
     report = shrunk.report
     files.write_json_atomic(run_dir / SHRINK_REPORT, report.to_json())
     files.write_json_atomic(run_dir / FIXTURE_MINIMAL, report.minimal)
+    wide = move_run(wide, run_dir / WIDE)
 
     minimal_plan = plan_replay(
         replace(
             options,
             fixture=run_dir / FIXTURE_MINIMAL,
             shrink_report=run_dir / SHRINK_REPORT,
-            out=run_dir / MINIMAL,
+            out=run_dir,
         ),
         client=client,
         now=now,
-        run_id=f"{run_id}-{MINIMAL}",
+        run_id=run_id,
     )
     minimal = execute(minimal_plan, client=client, progress=progress, ledger=ledger)
     message = (
         f"shrunk to {report.minimal_digest} ({'stable' if report.stable else 'unstable'}, "
         f"{report.identical_minima}/{report.attempts} identical minima)"
     )
-    document = summary_document(
-        run_dir,
-        minimal,
-        wide=wide,
-        decided_in=MINIMAL,
-        outcome=SHRUNK,
-        message=message,
-        shrink=report,
+    document = dict(minimal.report)
+    document["shrink"] = shrink_section(
+        wide, outcome=SHRUNK, message=message, shrink=report, wide_run_dir=WIDE
     )
-    files.write_json_atomic(run_dir / "summary.json", document)
+    files.write_json_atomic(run_dir / SUMMARY, document)
     return ShrinkingReplay(
         deciding=minimal,
         wide=wide,
@@ -226,6 +229,21 @@ def replay_and_shrink(
     )
 
 
+def move_run(outcome: ReplayOutcome, dest: Path) -> ReplayOutcome:
+    """Move a finished run's own files (not the fixtures beside them) into ``dest``."""
+    source = outcome.plan.run_dir
+    dest.mkdir(parents=True, exist_ok=True)
+    names = [RUN_LOG, SUMMARY, "raw"]
+    for entry in outcome.report["decisions"]:
+        names += [entry["evidence_file"], entry["decision_file"]]
+    for name in names:
+        if (source / name).exists():
+            (source / name).rename(dest / name)
+    report = {**outcome.report, "run_dir": str(dest)}
+    files.write_json_atomic(dest / SUMMARY, report)
+    return replace(outcome, plan=replace(outcome.plan, run_dir=dest), report=report)
+
+
 def _decided_by_wide(
     run_dir: Path,
     wide: ReplayOutcome,
@@ -233,59 +251,38 @@ def _decided_by_wide(
     outcome: str,
     message: str,
 ) -> ShrinkingReplay:
-    """Nothing was shrunk: the wide replay decides (and is recorded)."""
-    recorded = None
+    """Nothing was shrunk: the wide replay, where it is, decides (and is recorded)."""
+    document = dict(wide.report)
     if ledger is not None:
-        recorded = record_in_ledger(wide.plan, wide.properties, ledger)
-    document = summary_document(
-        run_dir,
-        wide,
-        wide=wide,
-        decided_in=WIDE,
-        outcome=outcome,
-        message=message,
-        shrink=None,
-        ledger=recorded,
+        document["ledger"] = record_in_ledger(wide.plan, wide.properties, ledger)
+    document["shrink"] = shrink_section(
+        wide, outcome=outcome, message=message, shrink=None, wide_run_dir=None
     )
-    files.write_json_atomic(run_dir / "summary.json", document)
+    if outcome == STOPPED:
+        document["exit_status"] = int(ExitCode.UNDECIDED)
+    files.write_json_atomic(run_dir / SUMMARY, document)
     log.info("replay.not_shrunk", outcome=outcome, detail=message)
     return ShrinkingReplay(
         deciding=wide, wide=wide, shrink=None, outcome=outcome, message=message, report=document
     )
 
 
-def summary_document(
-    run_dir: Path,
-    deciding: ReplayOutcome,
-    *,
+def shrink_section(
     wide: ReplayOutcome,
-    decided_in: str,
+    *,
     outcome: str,
     message: str,
     shrink: ShrinkReport | None,
-    ledger: dict[str, Any] | None = None,
+    wide_run_dir: str | None,
 ) -> dict[str, Any]:
-    """The deciding run's replay-report/1, placed at the run folder, with "shrink". Pure."""
-    document = dict(deciding.report)
-    document["run_dir"] = str(run_dir)
-    document["decisions"] = [
-        {
-            **entry,
-            "evidence_file": f"{decided_in}/{entry['evidence_file']}",
-            "decision_file": f"{decided_in}/{entry['decision_file']}",
-        }
-        for entry in deciding.report["decisions"]
-    ]
-    if ledger is not None:
-        document["ledger"] = ledger
+    """The ``shrink`` section of a ``replay --shrink`` summary. Pure."""
     wide_entry = wide.report["decisions"][0] if wide.report["decisions"] else None
-    document["shrink"] = {
+    return {
         "outcome": outcome,
         "message": message,
-        "decided_in": decided_in,
         "property_id": wide.plan.options.property_ids[0],
-        "rev": wide.plan.pins.patch_rev,
         "side": PATCH,
+        "rev": wide.plan.pins.patch_rev,
         "fixture_origin": FIXTURE_ORIGIN,
         "origin_digest": wide.plan.pins.fixture_digest,
         "fixture_minimal": FIXTURE_MINIMAL if shrink is not None else None,
@@ -293,8 +290,6 @@ def summary_document(
         "shrink_report": SHRINK_REPORT if shrink is not None else None,
         "stable": shrink.stable if shrink is not None else None,
         "property_calls": [calls for _, calls in shrink.minima] if shrink is not None else [],
-        "wide_run_dir": WIDE,
+        "wide_run_dir": wide_run_dir,
         "wide_decision": None if wide_entry is None else wide_entry["decision"],
-        "minimal_run_dir": MINIMAL if decided_in == MINIMAL else None,
     }
-    return document

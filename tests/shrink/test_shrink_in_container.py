@@ -275,26 +275,24 @@ def test_replay_shrink_decides_on_the_minimal_fixture_with_a_stable_shrink(
 ) -> None:
     run_dir = tmp_path / "run"
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    page = tmp_path / "report.html"
     done = cli(*replay_shrink_args(example, runner_image_id, run_dir, "raw-role"),
-               "--ledger", ledger)  # fmt: skip
+               "--ledger", ledger, "--html", str(page))  # fmt: skip
     assert done.code == 1, done.stderr[-3000:]  # base passes, the patch fails: blocking
     summary = done.json()
     assert summary == json.loads((run_dir / "summary.json").read_text())
+    assert summary["run_dir"] == str(run_dir)
     (entry,) = summary["decisions"]
     assert (entry["lane"], entry["code"]) == ("property_regression", "assertion_regression")
-    assert entry["evidence_file"] == "minimal/evidence-1.json"
     shrink = summary["shrink"]
-    assert (shrink["outcome"], shrink["decided_in"], shrink["stable"]) == (
-        "shrunk",
-        "minimal",
-        True,
-    )
+    assert (shrink["outcome"], shrink["wide_run_dir"], shrink["stable"]) == ("shrunk", "wide", True)
     assert shrink["rev"] == example.rev("raw-role")
     assert shrink["minimal_digest"] == SEED_DIGEST
+    assert shrink["origin_digest"] == digest(wide_user())
     assert shrink["wide_decision"]["code"] == "assertion_regression"
-    # The deciding evidence: the minimal fixture's digest, the wide one's as origin, a
-    # stable shrink made on the patch in the same image with the same seed.
-    evidence = json.loads((run_dir / "minimal" / "evidence-1.json").read_text())
+    # The run folder is the deciding replay's: the minimal fixture's digest, the wide
+    # one's as origin, a stable shrink made on the patch in the same image and seed.
+    evidence = json.loads((run_dir / entry["evidence_file"]).read_text())
     assert evidence["fixture_digest"] == SEED_DIGEST
     assert evidence["origin_digest"] == digest(wide_user())
     assert evidence["shrink"]["stable"] is True
@@ -306,16 +304,23 @@ def test_replay_shrink_decides_on_the_minimal_fixture_with_a_stable_shrink(
     )
     assert [replay["label"] for replay in evidence["patch"]] == ["assert_fail"] * 2
     assert [replay["label"] for replay in evidence["base"]] == ["assert_pass"] * 2
-    # The run folder keeps both fixtures, and the wide replay that started it all.
+    run_log = json.loads((run_dir / "run-log.json").read_text())
+    assert run_log["fixture_digest"] == SEED_DIGEST
+    # Both fixtures stay, and the wide replay that started it all, whole, in wide/.
     assert (run_dir / "fixture-origin.json").read_bytes() == example.user_fixture.read_bytes()
     assert json.loads((run_dir / "fixture-minimal.json").read_text()) == MINIMAL_USER
     assert json.loads((run_dir / "shrink-report.json").read_text())["stable"] is True
     wide = json.loads((run_dir / "wide" / "evidence-1.json").read_text())
     assert wide["fixture_digest"] == digest(wide_user())
     assert wide["shrink"] is None
-    # Only the deciding run is recorded.
+    assert json.loads((run_dir / "wide" / "summary.json").read_text())["run_dir"] == str(
+        run_dir / "wide"
+    )
+    assert sorted(path.name for path in (run_dir / "wide" / "raw").iterdir()) == ["base", "patch"]
+    # Only the deciding run is recorded, and the page is the deciding run's.
     (recorded,) = summary["ledger"]["entries"]
     assert recorded["property_id"] == ROLE_PROPERTY
+    assert ROLE_PROPERTY in page.read_text()
     assert_nothing_left(docker_client, cli, done)
 
 
@@ -329,11 +334,36 @@ def test_replay_shrink_leaves_a_property_that_does_not_fail_on_the_patch_alone(
     summary = done.json()
     (entry,) = summary["decisions"]
     assert (entry["lane"], entry["code"]) == ("no_freeze", "not_reproduced")
-    assert entry["evidence_file"] == "wide/evidence-1.json"
     shrink = summary["shrink"]
-    assert (shrink["outcome"], shrink["decided_in"]) == ("not_failing_on_patch", "wide")
+    assert (shrink["outcome"], shrink["wide_run_dir"]) == ("not_failing_on_patch", None)
     assert shrink["minimal_digest"] is None
-    assert not (run_dir / "minimal").exists()
+    evidence = json.loads((run_dir / entry["evidence_file"]).read_text())
+    assert evidence["fixture_digest"] == digest(wide_user())
+    assert not (run_dir / "wide").exists()
     assert not (run_dir / "fixture-minimal.json").exists()
     assert (run_dir / "fixture-origin.json").is_file()
+    assert_nothing_left(docker_client, cli, done)
+
+
+def test_replay_shrink_stopped_by_a_hanging_candidate_is_exit_3_and_keeps_the_wide_decision(
+    cli: Cli, runner_image_id: str, docker_client: Any, tmp_path: Path
+) -> None:
+    repo = build_example(tmp_path / "repo", extra_files={"tests/test_slow_profiles.py": HANG_TEST})
+    run_dir = tmp_path / "run"
+    args = list(replay_shrink_args(repo, runner_image_id, run_dir, "raw-role", "--no-record"))
+    args[args.index(ROLE_PROPERTY)] = HANG_PROPERTY
+    args[args.index("--timeout") + 1] = "3"
+    done = cli(*args)
+    assert done.code == 3, done.stderr[-3000:]
+    (line,) = done.error_lines()
+    assert "shrink stopped at candidate 2 of attempt 1" in line
+    summary = done.json()
+    assert summary["exit_status"] == 3
+    assert (summary["shrink"]["outcome"], summary["shrink"]["message"]) == (
+        "stopped",
+        line.removeprefix("orchestrator: error: "),
+    )
+    (entry,) = summary["decisions"]  # the wide replay's, which did finish
+    assert (entry["lane"], entry["code"]) == ("property_regression", "assertion_regression")
+    assert not (run_dir / "fixture-minimal.json").exists()
     assert_nothing_left(docker_client, cli, done)
