@@ -56,6 +56,10 @@ needs several pytest runs in one container can speak it.
   job's id); its "replay" is the job's number in this driver (1, 2, ...). The pytest
   output of job n is DIR/job-<n:06d>.log. A progress line `job <n> <id> <status>`
   goes to standard error.
+- Jobs share the container's /tmp, as the replays of one batch do. To keep a job cheap,
+  the driver writes each probe result in the temp folder (a tmpfs in a container) and
+  builds pytest's initial config (the plugin manager with the built-in plugins; nothing
+  of the project) once per argument list; each forked job uses its own copy.
 - End of the --jobs input ends the driver: DIR/driver.json ("replays": the number of
   jobs run, "finished": true), exit 0. A line that is not a valid job ends it too:
   driver.json says "finished": false with the "error", the error goes to standard

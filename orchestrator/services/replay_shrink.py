@@ -112,20 +112,19 @@ def run_folder(options: ReplayOptions, run_id: str, default_root: Path | None = 
     return (options.out or root / ".replay" / "runs" / run_id).resolve()
 
 
-def fails_on_patch(outcome: ReplayOutcome) -> bool:
-    """Did the (one) property fail on the patch in some replay? Pure."""
-    return any(
-        replay.label == Label.ASSERT_FAIL
-        for item in outcome.properties
-        for replay in item.evidence.patch
-    )
+def failing_on_patch(outcome: ReplayOutcome) -> str | None:
+    """The node id of the first property that failed on the patch in some replay (the
+    one asked for, or one of its parametrizations), or None. Pure."""
+    for item in outcome.properties:
+        if any(replay.label == Label.ASSERT_FAIL for replay in item.evidence.patch):
+            return item.evidence.property_id
+    return None
 
 
-def shrink_plan(wide: ReplayOutcome) -> ShrinkTestPlan:
-    """Shrink against the property at the patch revision, in the wide run's image, seed,
-    timeout and pytest options. Pure."""
+def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
+    """Shrink against ``test`` at the patch revision, in the wide run's image, with its
+    seed, timeout and pytest options. Pure."""
     plan, options = wide.plan, wide.plan.options
-    test = options.property_ids[0]
     request = ShrinkTestRequest(
         repo=options.repo,
         rev=plan.pins.patch_rev,
@@ -175,11 +174,12 @@ def replay_and_shrink(
     shutil.copyfile(wide_plan.options.fixture or options.fixture, run_dir / FIXTURE_ORIGIN)
     wide = execute(wide_plan, client=client, progress=progress)
 
-    if not fails_on_patch(wide):
+    test = failing_on_patch(wide)
+    if test is None:
         message = f"{options.property_ids[0]} did not fail on the patch: nothing to shrink"
-        return _decided_by_wide(run_dir, wide, ledger, NOT_FAILING, message)
+        return _decided_by_wide(run_dir, wide, ledger, NOT_FAILING, message, test=None)
 
-    plan = shrink_plan(wide)
+    plan = shrink_plan(wide, test)
     log.info("replay.shrinking", test=plan.request.test, rev=plan.rev, run_id=run_id)
     try:
         shrunk = shrink_test(
@@ -190,9 +190,9 @@ def replay_and_shrink(
             progress=shrink_progress,
         )
     except PropertyDoesNotFailError as error:
-        return _decided_by_wide(run_dir, wide, ledger, NOT_REPRODUCED, str(error))
+        return _decided_by_wide(run_dir, wide, ledger, NOT_REPRODUCED, str(error), test=test)
     except ShrinkStoppedError as error:
-        return _decided_by_wide(run_dir, wide, ledger, STOPPED, str(error))
+        return _decided_by_wide(run_dir, wide, ledger, STOPPED, str(error), test=test)
     report = shrunk.report
     files.write_json_atomic(run_dir / SHRINK_REPORT, report.to_json())
     files.write_json_atomic(run_dir / FIXTURE_MINIMAL, report.minimal)
@@ -216,7 +216,7 @@ def replay_and_shrink(
     )
     document = dict(minimal.report)
     document["shrink"] = shrink_section(
-        wide, outcome=SHRUNK, message=message, shrink=report, wide_run_dir=WIDE
+        wide, outcome=SHRUNK, message=message, test=test, shrink=report, wide_run_dir=WIDE
     )
     files.write_json_atomic(run_dir / SUMMARY, document)
     return ShrinkingReplay(
@@ -250,13 +250,15 @@ def _decided_by_wide(
     ledger: LedgerRequest | None,
     outcome: str,
     message: str,
+    *,
+    test: str | None,
 ) -> ShrinkingReplay:
     """Nothing was shrunk: the wide replay, where it is, decides (and is recorded)."""
     document = dict(wide.report)
     if ledger is not None:
         document["ledger"] = record_in_ledger(wide.plan, wide.properties, ledger)
     document["shrink"] = shrink_section(
-        wide, outcome=outcome, message=message, shrink=None, wide_run_dir=None
+        wide, outcome=outcome, message=message, test=test, shrink=None, wide_run_dir=None
     )
     if outcome == STOPPED:
         document["exit_status"] = int(ExitCode.UNDECIDED)
@@ -272,6 +274,7 @@ def shrink_section(
     *,
     outcome: str,
     message: str,
+    test: str | None,
     shrink: ShrinkReport | None,
     wide_run_dir: str | None,
 ) -> dict[str, Any]:
@@ -280,7 +283,7 @@ def shrink_section(
     return {
         "outcome": outcome,
         "message": message,
-        "property_id": wide.plan.options.property_ids[0],
+        "property_id": test,  # what was shrunk against (None: nothing failed on the patch)
         "side": PATCH,
         "rev": wide.plan.pins.patch_rev,
         "fixture_origin": FIXTURE_ORIGIN,
