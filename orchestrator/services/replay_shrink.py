@@ -68,6 +68,7 @@ log = get_logger(__name__)
 
 SHRINK_ATTEMPTS = 2
 WIDE = "wide"
+MINIMAL = "minimal"  # the run id's suffix of the replay with the minimal fixture
 RUN_LOG = "run-log.json"
 SUMMARY = "summary.json"
 FIXTURE_ORIGIN = "fixture-origin.json"
@@ -168,9 +169,7 @@ def replay_and_shrink(
         if (folder / RUN_LOG).exists() or (folder / SUMMARY).exists():
             raise InputError(f"{folder}: already holds a run; pick another --out")
 
-    wide_plan = plan_replay(
-        replace(options, out=run_dir), client=client, now=now, run_id=f"{run_id}-{WIDE}"
-    )
+    wide_plan = plan_replay(replace(options, out=run_dir), client=client, now=now, run_id=run_id)
     shutil.copyfile(wide_plan.options.fixture or options.fixture, run_dir / FIXTURE_ORIGIN)
     wide = execute(wide_plan, client=client, progress=progress)
 
@@ -207,7 +206,7 @@ def replay_and_shrink(
         ),
         client=client,
         now=now,
-        run_id=run_id,
+        run_id=f"{run_id}-{MINIMAL}",
     )
     minimal = execute(minimal_plan, client=client, progress=progress, ledger=ledger)
     message = (
