@@ -53,6 +53,9 @@ def report(
 ) -> None:
     """Write other views of finished run folders: nothing is replayed or decided again.
 
+    RUN_DIR... is one or more run folders that `replay` wrote (its --out), or that
+    `merge` joined.
+
     The HTML page is one self-contained file (no network when opened): the pins,
     the exit status and a count per lane, then one row per property, blocking lanes
     first, with each side's replays as a strip of cells linking to their logs, the

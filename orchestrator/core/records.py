@@ -8,10 +8,12 @@ record may be written. ``now`` is passed in: nothing here reads a clock.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orchestrator.core.digest import digest
 from orchestrator.core.lanes import failing_assertions
 from orchestrator.core.timing import TIMING_DEBT_OPENED
 from orchestrator.model import (
@@ -130,6 +132,29 @@ def validate_timing_freeze(
     if admission_code != TIMING_DEBT_OPENED:
         codes.append("not_timing_debt_opened")
     codes.extend(_expiry_codes(record.opened_at, record.expires_at, now, max_age))
+    return tuple(codes)
+
+
+def payload_bytes_codes(
+    record: FlakeFreeze, fixture_bytes: bytes | None, origin_bytes: bytes | None
+) -> tuple[str, ...]:
+    """Rejection codes for the two payloads a flake freeze keeps beside its record: each
+    must be present, UTF-8 JSON, and match its digest in the record (when it has one)."""
+    codes: list[str] = []
+    for name, blob, expected in (
+        ("fixture_bytes", fixture_bytes, record.fixture_digest),
+        ("origin_bytes", origin_bytes, record.origin_digest),
+    ):
+        if blob is None:
+            codes.append(f"missing_field:{name}")
+            continue
+        try:
+            parsed = json.loads(blob.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            codes.append(f"{name}_not_json")
+            continue
+        if expected and digest(parsed) != expected:
+            codes.append(f"{name}_digest_mismatch")
     return tuple(codes)
 
 

@@ -21,6 +21,7 @@ from orchestrator.adapters.ledger import (
     FreezeRow,
     InfraEntry,
     Ledger,
+    RunRecord,
     WriteOutcome,
 )
 from orchestrator.adapters.ledger_location import ledger_url
@@ -220,3 +221,28 @@ def export_document(rows: Sequence[FreezeRow]) -> dict[str, Any]:
             entry["fixture"] = json.loads(row.fixture_bytes.decode("utf-8"))
         freezes.append(entry)
     return {"schema": EXPORT_SCHEMA, "freezes": freezes}
+
+
+def record_run(  # noqa: PLR0917 - one replay run's facts
+    ledger: Ledger,
+    run_id: str,
+    started_at: datetime,
+    finished_at: datetime,
+    exit_status: int,
+    command: str | None,
+    detail: Mapping[str, Any],
+) -> None:
+    """The run's row, written when it ends: status ``ok``, ``blocking`` or ``undecided``
+    (its exit status's name)."""
+    from orchestrator.errors import ExitCode
+
+    ledger.record_run(
+        RunRecord(
+            id=run_id,
+            started_at=started_at,
+            finished_at=finished_at,
+            status=ExitCode(exit_status).name.lower(),
+            command=command,
+            detail={**detail, "exit_status": exit_status},
+        )
+    )

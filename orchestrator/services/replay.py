@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -292,7 +292,13 @@ def execute(
         )
     report = report_document(plan, properties)
     if ledger is not None:
-        report["ledger"] = record_in_ledger(plan, properties, ledger)
+        report["ledger"] = record_in_ledger(
+            plan,
+            properties,
+            ledger,
+            finished_at=datetime.now(UTC),
+            exit_status=report["exit_status"],
+        )
     files.write_json_atomic(plan.run_dir / "summary.json", report)
     return ReplayOutcome(
         plan=plan, properties=properties, report=report, exit_status=report["exit_status"]
@@ -300,14 +306,21 @@ def execute(
 
 
 def record_in_ledger(
-    plan: RunPlan, properties: Sequence[PropertyOutcome], request: LedgerRequest
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    request: LedgerRequest,
+    *,
+    finished_at: datetime,
+    exit_status: int,
 ) -> dict[str, Any]:
-    """Append each decision (and queue infra cases, and try freezes) in the ledger."""
+    """Record the run and each decision (and queue infra cases, and try freezes) in the
+    ledger, in one transaction."""
     from orchestrator.adapters.ledger import display_url
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
         record_decision,
+        record_run,
         write_flake_freeze_from_replay,
     )
 
@@ -317,7 +330,16 @@ def record_in_ledger(
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
     origin_bytes = plan.origin_bytes
     entries = []
-    with open_ledger(request.url, {}, Path.cwd()) as store:
+    with open_ledger(request.url, {}, Path.cwd()) as store, store.transaction():
+        record_run(
+            store,
+            plan.run_id,
+            plan.started_at,
+            finished_at,
+            exit_status,
+            plan.options.command,
+            {"run_dir": str(plan.run_dir), "properties": len(properties)},
+        )
         for item in properties:
             evidence, decision = item.evidence, item.decision
             entry: dict[str, Any] = {

@@ -142,7 +142,14 @@ def postgres_server() -> Iterator[PostgresServer]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts the PostgreSQL server carries the ``postgres`` mark."""
+    for item in items:
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty ledger URL on each back end."""
     if request.param == "sqlite":

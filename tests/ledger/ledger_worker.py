@@ -2,7 +2,7 @@
 
 Usage: python ledger_worker.py MODE URL [ARGS...]. Each mode opens the ledger, prints
 ``ready``, and waits for a line on stdin before it starts, so the parent can release all
-workers at once.
+workers at once (mode ``open`` waits before it opens).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from ledger_factories import FIXTURE_BYTES, NOW, ORIGIN_BYTES, eligible, flake_record
 
+from orchestrator import model
 from orchestrator.adapters.ledger import Ledger
 
 
@@ -33,6 +34,13 @@ def write_flake(ledger: Ledger, n: int):
 
 
 def main(mode: str, url: str, *args: str) -> None:
+    if mode == "open":  # open the ledger (maybe the first to) only when released
+        say("ready")
+        sys.stdin.readline()
+        with Ledger.open(url) as ledger:
+            event = model.Event(id=None, at=NOW, kind=model.EventKind.DECISION, code=args[0])
+            say(json.dumps(ledger.append_event(event)))
+        return
     with Ledger.open(url) as ledger:
         say("ready")
         sys.stdin.readline()

@@ -16,16 +16,17 @@ from sqlalchemy import text
 
 from orchestrator import model
 from orchestrator.adapters.ledger import Ledger
+from orchestrator.adapters.ledger.schema import HEAD
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def spawn(*args: str) -> subprocess.Popen[str]:
+def spawn(*args: str, stdin: int = subprocess.PIPE) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, str(WORKER), *args],
-        stdin=subprocess.PIPE,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -80,6 +81,48 @@ def test_eight_processes_writing_200_freezes_each_lose_and_duplicate_nothing(
         }
         assert sorted(row.subject for row in rows) == sorted(expected)
         assert_consistent(ledger)
+
+
+def test_processes_writing_the_same_records_keep_one_row_each(ledger_url: str) -> None:
+    """Idempotent inserts: identical records from four writers at once are one row each."""
+    Ledger.open(ledger_url).close()
+    workers = [spawn("write", ledger_url, "1", "100") for _ in range(4)]
+    release_together(workers)
+    reported = [json.loads(finish(worker)) for worker in workers]
+    assert all(ids == reported[0] for ids in reported)
+    assert len(set(reported[0])) == 100
+    with Ledger.open(ledger_url) as ledger:
+        assert {row.id for row in ledger.live_freezes()} == set(reported[0])
+        assert_consistent(ledger)
+
+
+@pytest.mark.slow
+def test_several_processes_opening_one_fresh_ledger_at_once_all_succeed(
+    ledger_url: str, backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The first open creates and migrates the ledger; the others wait for it, never fail
+    (SQLite used to answer "database is locked" to the loser of this race)."""
+    urls = [ledger_url]
+    for n in range(1, 3):
+        if backend == "sqlite":
+            urls.append(f"sqlite:///{tmp_path / f'fresh-{n}.db'}")
+        else:
+            server = request.getfixturevalue("postgres_server")
+            urls.append(server.url(server.create_database()))
+    for url in urls:
+        # One pipe is every worker's stdin: closing it wakes them all at the same moment.
+        start, go = os.pipe()
+        workers = [spawn("open", url, f"opener-{n}", stdin=start) for n in range(6)]
+        os.close(start)
+        for worker in workers:  # every worker has imported everything and waits
+            assert worker.stdout.readline().strip() == "ready", worker.stderr.read()
+        os.close(go)
+        event_ids = [json.loads(finish(worker)) for worker in workers]
+        assert len(set(event_ids)) == 6
+        with Ledger.open(url) as ledger:
+            assert ledger.schema_revision() == HEAD
+            assert sorted(e.code for e in ledger.events()) == [f"opener-{n}" for n in range(6)]
+            assert_consistent(ledger)
 
 
 def test_a_writer_killed_inside_its_transaction_leaves_the_ledger_consistent(

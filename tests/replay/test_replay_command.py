@@ -558,8 +558,15 @@ def test_without_json_a_table_names_property_labels_deltas_lane_and_code(tmp_pat
 
     with Ledger.open(f"sqlite:///{tmp_path / '.replay' / 'ledger.db'}") as store:
         events = store.events(kinds=[EventKind.DECISION])
+        (run,) = store.runs()
     assert [(e.code, e.subject) for e in events] == [("call_budget", STAMP)]
     assert events[0].detail["base_labels"] == ["assert_pass"] * 2
+    # The run's row is finished with the run's outcome, not left "running".
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (run.id, run.status, run.detail["exit_status"]) == (summary["run_id"], "blocking", 1)
+    assert run.finished_at is not None
+    assert run.started_at <= run.finished_at
+    assert events[0].detail["run_id"] == run.id
 
 
 def test_no_record_leaves_no_ledger(tmp_path, repo):

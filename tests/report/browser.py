@@ -100,6 +100,25 @@ def long_tasks(driver: Any) -> list[dict[str, float]]:
     return list(tasks)
 
 
+def wait_for_long_task(
+    driver: Any, at_least_ms: float, *, frames: int = 120
+) -> list[dict[str, float]]:
+    """The long tasks so far, once one of at least ``at_least_ms`` has been reported.
+
+    A long task is reported after it ends, and its entry reaches the observer in a later
+    task: under load that can take a few frames, so keep rendering frames (at most
+    ``frames`` pairs) until it arrives rather than reading once.
+    """
+    for _ in range(frames):
+        tasks = long_tasks(driver)
+        if any(task["duration"] >= at_least_ms for task in tasks):
+            return tasks
+        driver.execute_async_script(
+            "requestAnimationFrame(() => requestAnimationFrame(arguments[0]))"
+        )
+    raise AssertionError(f"no long task of {at_least_ms:g} ms reported: {long_tasks(driver)}")
+
+
 def network_requests(driver: Any) -> list[str]:
     """URLs of every request the pages made since the last call (CDP Network events)."""
     import json

@@ -1,0 +1,707 @@
+"""The freeze ledger's store: a thin SQLAlchemy Core layer over the tables of ``schema``.
+
+SQLite by default, PostgreSQL for teams. Whether a record may be written is the pure
+core's decision (``orchestrator.core.records``); every write method here is one
+transaction, and a freeze write validates inside it, so a refusal event and "no freeze
+written" are one atomic outcome. :meth:`Ledger.transaction` groups several writes: the
+replay records its run row, its decision events, infra cases and freezes (or their
+refusals) in one transaction, and an admission its event and its freeze.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, Table, and_, delete, func, insert, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from orchestrator import model
+from orchestrator.adapters.ledger import migrate
+from orchestrator.adapters.ledger.connection import (
+    Transactions,
+    display_url,
+    open_engine,
+    parse_url,
+    sqlite_file,
+)
+from orchestrator.adapters.ledger.schema import CLAIMS, EVENTS, FREEZES, HEAD, INFRA, RUNS
+from orchestrator.adapters.ledger.values import (
+    DEFAULT_FLAKE_MAX_AGE,
+    DEFAULT_TIMING_MAX_AGE,
+    RUN_REFERENCED,
+    FreezeRow,
+    InfraEntry,
+    RunRecord,
+    WriteOutcome,
+    canonical,
+)
+from orchestrator.errors import LedgerError
+
+# A claim older than this belongs to a thaw job that died; another job may take the row.
+CLAIM_TTL = timedelta(hours=6)
+
+
+class Ledger:
+    """The ledger behind one URL. Use as a context manager; it disposes its engine."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self._tx = Transactions(engine)
+
+    # -- opening and versioning --
+
+    @classmethod
+    def open(cls, url: str, *, target_revision: str = HEAD) -> Ledger:
+        """Connect, then create or upgrade the schema (``target_revision`` is for tests)."""
+        shown = display_url(url)
+        parsed = parse_url(url)
+        engine = open_engine(parsed, shown)
+        try:
+            migrate.ensure_schema(
+                engine, shown=shown, database=sqlite_file(parsed), target=target_revision
+            )
+        except DBAPIError as error:
+            engine.dispose()
+            reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+            raise LedgerError(f"ledger {shown} cannot be opened: {reason}") from None
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, url)
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def schema_revision(self) -> str | None:
+        """The Alembic revision the ledger is at."""
+        with self._tx.read() as conn:
+            return migrate.read_revision(conn).revision
+
+    # -- transactions --
+
+    @contextmanager
+    def transaction(self) -> Iterator[Ledger]:
+        """Group several writes into one atomic transaction (all or nothing)."""
+        with self._tx.write():
+            yield self
+
+    # -- events --
+
+    def append_event(self, event_row: model.Event) -> int:
+        with self._tx.write() as conn:
+            return _insert_event(conn, event_row)
+
+    def events(
+        self,
+        *,
+        since: datetime | None = None,
+        kinds: Collection[model.EventKind] | None = None,
+        subject: str | None = None,
+    ) -> list[model.Event]:
+        query = select(EVENTS).order_by(EVENTS.c.id)
+        if since is not None:
+            query = query.where(EVENTS.c.at >= since)
+        if kinds is not None:
+            query = query.where(EVENTS.c.kind.in_([kind.value for kind in kinds]))
+        if subject is not None:
+            query = query.where(EVENTS.c.subject == subject)
+        with self._tx.read() as conn:
+            return [
+                model.Event(
+                    id=row.id,
+                    at=row.at,
+                    kind=model.EventKind(row.kind),
+                    code=row.code,
+                    subject=row.subject,
+                    detail=json.loads(row.detail),
+                )
+                for row in conn.execute(query)
+            ]
+
+    def count_events(self) -> int:
+        with self._tx.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(EVENTS)).scalar_one())
+
+    # -- runs and the infra queue --
+
+    def record_run(self, run: RunRecord) -> None:
+        """Write a run's row (or complete the one a write referenced before it)."""
+        values = {
+            "id": run.id,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "status": run.status,
+            "command": run.command,
+            "detail": canonical(dict(run.detail)),
+        }
+        with self._tx.write() as conn:
+            upsert = _dialect_insert(conn, RUNS).values(values)
+            conn.execute(
+                upsert.on_conflict_do_update(
+                    index_elements=[RUNS.c.id],
+                    set_={name: upsert.excluded[name] for name in values if name != "id"},
+                )
+            )
+
+    def runs(self) -> list[RunRecord]:
+        with self._tx.read() as conn:
+            return [
+                RunRecord(
+                    id=row.id,
+                    started_at=row.started_at,
+                    finished_at=row.finished_at,
+                    status=row.status,
+                    command=row.command,
+                    detail=json.loads(row.detail),
+                )
+                for row in conn.execute(select(RUNS).order_by(RUNS.c.started_at, RUNS.c.id))
+            ]
+
+    def enqueue_infra(self, entry: InfraEntry) -> int:
+        """Queue a case the runner broke, and log it (one transaction)."""
+        with self._tx.write() as conn:
+            if entry.run_id is not None:
+                _ensure_run(conn, entry.run_id, entry.queued_at)
+            result = conn.execute(
+                insert(INFRA).values(
+                    queued_at=entry.queued_at,
+                    property_id=entry.property_id,
+                    code=entry.code,
+                    runner_id=entry.runner_id,
+                    image_digest=entry.image_digest,
+                    base_rev=entry.base_rev,
+                    patch_rev=entry.patch_rev,
+                    labels=canonical({k: list(v) for k, v in entry.labels.items()}),
+                    reasons=canonical(list(entry.reasons)),
+                    record=canonical(dict(entry.record)),
+                    run_id=entry.run_id,
+                )
+            )
+            infra_id = _new_id(result)
+            _insert_event(
+                conn,
+                model.Event(
+                    id=None,
+                    at=entry.queued_at,
+                    kind=model.EventKind.INFRA_QUEUED,
+                    code=entry.code,
+                    subject=entry.property_id,
+                    detail={
+                        "infra_id": infra_id,
+                        "runner_id": entry.runner_id,
+                        "reasons": list(entry.reasons),
+                        "labels": {k: list(v) for k, v in entry.labels.items()},
+                        "run_id": entry.run_id,
+                    },
+                ),
+            )
+            return infra_id
+
+    def infra_entries(self) -> list[InfraEntry]:
+        with self._tx.read() as conn:
+            return [
+                InfraEntry(
+                    id=row.id,
+                    queued_at=row.queued_at,
+                    property_id=row.property_id,
+                    code=row.code,
+                    runner_id=row.runner_id,
+                    image_digest=row.image_digest,
+                    base_rev=row.base_rev,
+                    patch_rev=row.patch_rev,
+                    labels=json.loads(row.labels),
+                    reasons=tuple(json.loads(row.reasons)),
+                    record=json.loads(row.record),
+                    run_id=row.run_id,
+                )
+                for row in conn.execute(select(INFRA).order_by(INFRA.c.id))
+            ]
+
+    # -- freezes: writes --
+
+    def write_flake_freeze(
+        self,
+        record: model.FlakeFreeze,
+        *,
+        decision: model.Decision,
+        now: datetime,
+        fixture_bytes: bytes | None,
+        origin_bytes: bytes | None,
+        max_age: timedelta = DEFAULT_FLAKE_MAX_AGE,
+        run_id: str | None = None,
+    ) -> WriteOutcome:
+        """Validate with the core, then write the row and its event, or only a refusal
+        event (one transaction)."""
+        from orchestrator.core import records
+
+        with self._tx.write():
+            codes = (
+                *records.validate_flake_freeze(record, decision=decision, now=now, max_age=max_age),
+                *records.payload_bytes_codes(record, fixture_bytes, origin_bytes),
+            )
+            if codes:
+                return self._refuse(
+                    model.FreezeKind.FLAKE,
+                    record.property_id,
+                    codes,
+                    owner=record.owner,
+                    now=now,
+                    run_id=run_id,
+                )
+            assert record.property_id
+            assert record.owner
+            assert record.opened_at
+            assert record.expires_at
+            return self._insert_freeze(
+                kind=model.FreezeKind.FLAKE,
+                subject=record.property_id,
+                owner=record.owner,
+                opened_at=record.opened_at,
+                expires_at=record.expires_at,
+                document=records.flake_freeze_to_json(record),
+                fixture_bytes=fixture_bytes,
+                origin_bytes=origin_bytes,
+                now=now,
+                run_id=run_id,
+                detail={"decision": decision.code},
+            )
+
+    def write_timing_freeze(
+        self,
+        record: model.TimingFreeze,
+        *,
+        admission_code: str,
+        now: datetime,
+        max_age: timedelta = DEFAULT_TIMING_MAX_AGE,
+        run_id: str | None = None,
+    ) -> WriteOutcome:
+        """Validate with the core, then write the row and its event, or only a refusal
+        event (one transaction)."""
+        from orchestrator.core import records
+
+        with self._tx.write():
+            codes = records.validate_timing_freeze(
+                record, admission_code=admission_code, now=now, max_age=max_age
+            )
+            if codes:
+                return self._refuse(
+                    model.FreezeKind.TIMING,
+                    record.test_name,
+                    codes,
+                    owner=record.owner,
+                    now=now,
+                    run_id=run_id,
+                )
+            assert record.test_name
+            assert record.owner
+            assert record.opened_at
+            assert record.expires_at
+            return self._insert_freeze(
+                kind=model.FreezeKind.TIMING,
+                subject=record.test_name,
+                owner=record.owner,
+                opened_at=record.opened_at,
+                expires_at=record.expires_at,
+                document=records.timing_freeze_to_json(record),
+                fixture_bytes=None,
+                origin_bytes=None,
+                now=now,
+                run_id=run_id,
+                detail={"admission": admission_code},
+            )
+
+    def _refuse(
+        self,
+        kind: model.FreezeKind,
+        subject: str | None,
+        codes: tuple[str, ...],
+        *,
+        owner: str | None,
+        now: datetime,
+        run_id: str | None,
+    ) -> WriteOutcome:
+        refusal = model.Event(
+            id=None,
+            at=now,
+            kind=model.EventKind.FREEZE_REFUSED,
+            code=codes[0],
+            subject=subject,
+            detail={"codes": list(codes), "kind": kind.value, "owner": owner, "run_id": run_id},
+        )
+        return WriteOutcome(freeze_id=None, codes=codes, event_id=self.append_event(refusal))
+
+    def _insert_freeze(
+        self,
+        *,
+        kind: model.FreezeKind,
+        subject: str,
+        owner: str,
+        opened_at: datetime,
+        expires_at: datetime,
+        document: Mapping[str, Any],
+        fixture_bytes: bytes | None,
+        origin_bytes: bytes | None,
+        now: datetime,
+        run_id: str | None,
+        detail: Mapping[str, Any],
+    ) -> WriteOutcome:
+        from orchestrator.core.digest import digest
+
+        record_digest = digest(dict(document))
+        with self._tx.write() as conn:
+            # Idempotent: the same record again (also from a concurrent writer, whose
+            # insert this one waits for) adds nothing; the existing row is the answer.
+            freeze_id = conn.execute(
+                _dialect_insert(conn, FREEZES)
+                .values(
+                    kind=kind.value,
+                    subject=subject,
+                    owner=owner,
+                    opened_at=opened_at,
+                    expires_at=expires_at,
+                    record=canonical(dict(document)),
+                    record_digest=record_digest,
+                    fixture_bytes=fixture_bytes,
+                    origin_bytes=origin_bytes,
+                    run_id=run_id,
+                )
+                .on_conflict_do_nothing(index_elements=[FREEZES.c.record_digest])
+                .returning(FREEZES.c.id)
+            ).scalar_one_or_none()
+            if freeze_id is None:
+                existing = conn.execute(
+                    select(FREEZES.c.id).where(FREEZES.c.record_digest == record_digest)
+                ).scalar_one()
+                return WriteOutcome(freeze_id=int(existing), codes=(), event_id=None)
+            if run_id is not None:
+                _ensure_run(conn, run_id, now)
+            event_id = _insert_event(
+                conn,
+                model.Event(
+                    id=None,
+                    at=now,
+                    kind=model.EventKind.FREEZE_WRITTEN,
+                    code=kind.value,
+                    subject=subject,
+                    detail={
+                        **detail,
+                        "freeze_id": freeze_id,
+                        "owner": owner,
+                        "expires_at": expires_at.isoformat(),
+                        "record_digest": record_digest,
+                        "run_id": run_id,
+                    },
+                ),
+            )
+            return WriteOutcome(freeze_id=int(freeze_id), codes=(), event_id=event_id)
+
+    # -- freezes: reads --
+
+    def live_freezes(
+        self,
+        *,
+        expired_at: datetime | None = None,
+        kind: model.FreezeKind | None = None,
+        payloads: bool = False,
+    ) -> list[FreezeRow]:
+        """Live rows in id order; with ``expired_at``, those expired then, by expiry.
+
+        ``payloads`` also loads the fixture and origin bytes (``export`` needs them; a
+        listing does not).
+        """
+        query = _freeze_select(payloads=payloads)
+        if expired_at is None:
+            query = query.order_by(FREEZES.c.id)
+        else:  # the expiry index serves both the range and the order
+            query = query.where(FREEZES.c.expires_at <= expired_at).order_by(
+                FREEZES.c.expires_at, FREEZES.c.id
+            )
+        if kind is not None:
+            query = query.where(FREEZES.c.kind == kind.value)
+        with self._tx.read() as conn:
+            return [_freeze_row(row) for row in conn.execute(query).all()]
+
+    def freeze(self, freeze_id: int) -> FreezeRow | None:
+        with self._tx.read() as conn:
+            row = conn.execute(
+                _freeze_select(payloads=True).where(FREEZES.c.id == freeze_id)
+            ).one_or_none()
+            return None if row is None else _freeze_row(row)
+
+    def count_freezes(self) -> int:
+        with self._tx.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(FREEZES)).scalar_one())
+
+    def due_freezes(self, now: datetime, within: timedelta = timedelta(0)) -> list[FreezeRow]:
+        """Rows whose expiry falls at or before ``now + within`` (read only, no claim)."""
+        return self.live_freezes(expired_at=now + within)
+
+    # -- thaw: claims and transitions --
+
+    def claim_due(
+        self,
+        now: datetime,
+        *,
+        within: timedelta = timedelta(0),
+        claimant: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[str, list[FreezeRow]]:
+        """Atomically claim the due rows no other job holds or has probed since ``now``.
+
+        Returns the claim token and the claimed rows. A row stays claimed until
+        :meth:`thaw` deletes it or :meth:`mark_overdue` releases it; a row probed at or
+        after ``now`` by a concurrent job is not probed again by this one.
+        """
+        token = claimant or uuid.uuid4().hex
+        stale = now - CLAIM_TTL
+        held_free = or_(  # an existing claim row that no live job holds
+            and_(
+                CLAIMS.c.claimed_by.is_(None),
+                or_(CLAIMS.c.probed_at.is_(None), CLAIMS.c.probed_at < now),
+            ),
+            and_(CLAIMS.c.claimed_by.is_not(None), CLAIMS.c.claimed_at < stale),
+        )
+        pick = (
+            select(FREEZES.c.id)
+            .select_from(FREEZES.outerjoin(CLAIMS, CLAIMS.c.freeze_id == FREEZES.c.id))
+            .where(
+                FREEZES.c.expires_at <= now + within,
+                or_(CLAIMS.c.freeze_id.is_(None), held_free),
+            )
+            .order_by(FREEZES.c.expires_at, FREEZES.c.id)
+        )
+        if limit is not None:
+            pick = pick.limit(limit)
+        with self._tx.write() as conn:
+            postgres = conn.dialect.name == "postgresql"
+            if postgres:  # SQLite's BEGIN IMMEDIATE already serialises claimers
+                pick = pick.with_for_update(of=FREEZES, skip_locked=True)
+            ids = list(conn.execute(pick).scalars())
+            if ids:
+                upsert = (postgresql_insert if postgres else sqlite_insert)(CLAIMS)
+                # The WHERE re-checks a row another job claimed meanwhile: it stays theirs.
+                upsert = upsert.on_conflict_do_update(
+                    index_elements=[CLAIMS.c.freeze_id],
+                    set_={
+                        "claimed_by": upsert.excluded.claimed_by,
+                        "claimed_at": upsert.excluded.claimed_at,
+                        "probed_at": upsert.excluded.probed_at,
+                    },
+                    where=held_free,
+                )
+                conn.execute(
+                    upsert,
+                    [
+                        {"freeze_id": i, "claimed_by": token, "claimed_at": now, "probed_at": now}
+                        for i in ids
+                    ],
+                )
+            rows = conn.execute(
+                _freeze_select(payloads=True)
+                .join(CLAIMS, CLAIMS.c.freeze_id == FREEZES.c.id)
+                .where(CLAIMS.c.claimed_by == token)
+                .order_by(FREEZES.c.expires_at, FREEZES.c.id)
+            )
+            return token, [_freeze_row(row) for row in rows]
+
+    def thaw(self, freeze_id: int, *, token: str, now: datetime, detail: Mapping[str, Any]) -> int:
+        """Delete a claimed live row and append the THAWED event (one transaction)."""
+        with self._tx.write() as conn:
+            row = self._claimed(conn, freeze_id, token)
+            conn.execute(delete(CLAIMS).where(CLAIMS.c.freeze_id == freeze_id))
+            conn.execute(delete(FREEZES).where(FREEZES.c.id == freeze_id))
+            return _insert_event(
+                conn,
+                model.Event(
+                    id=None,
+                    at=now,
+                    kind=model.EventKind.THAWED,
+                    code="thawed",
+                    subject=row.subject,
+                    detail={
+                        **detail,
+                        "freeze_id": freeze_id,
+                        "kind": row.kind,
+                        "owner": row.owner,
+                        "record": json.loads(row.record),
+                    },
+                ),
+            )
+
+    def mark_overdue(
+        self, freeze_id: int, *, token: str, now: datetime, code: str, detail: Mapping[str, Any]
+    ) -> int:
+        """Keep the row, release the claim, append the OVERDUE event (one transaction)."""
+        with self._tx.write() as conn:
+            row = self._claimed(conn, freeze_id, token)
+            conn.execute(  # probed_at stays: this job does not take the row again
+                update(CLAIMS)
+                .where(CLAIMS.c.freeze_id == freeze_id)
+                .values(claimed_by=None, claimed_at=None)
+            )
+            result = conn.execute(
+                insert(EVENTS).values(
+                    _overdue_values(
+                        freeze_id=row.id,
+                        subject=row.subject,
+                        kind=row.kind,
+                        owner=row.owner,
+                        expires_at=row.expires_at,
+                        now=now,
+                        code=code,
+                        detail=detail,
+                    )
+                )
+            )
+            return _new_id(result)
+
+    def release(self, freeze_id: int, *, token: str) -> None:
+        """Give a claimed row back untouched (the job could not probe it)."""
+        with self._tx.write() as conn:
+            conn.execute(
+                delete(CLAIMS).where(CLAIMS.c.freeze_id == freeze_id, CLAIMS.c.claimed_by == token)
+            )
+
+    def record_overdue(self, rows: Sequence[FreezeRow], *, now: datetime, code: str) -> int:
+        """Append one OVERDUE event per row found live past expiry (``check``); returns count."""
+        if not rows:
+            return 0
+        with self._tx.write() as conn:
+            conn.execute(
+                insert(EVENTS),
+                [
+                    _overdue_values(
+                        freeze_id=row.id,
+                        subject=row.subject,
+                        kind=row.kind.value,
+                        owner=row.owner,
+                        expires_at=row.expires_at,
+                        now=now,
+                        code=code,
+                        detail={},
+                    )
+                    for row in rows
+                ],
+            )
+        return len(rows)
+
+    @staticmethod
+    def _claimed(conn: Connection, freeze_id: int, token: str) -> Any:
+        holder = conn.execute(
+            select(CLAIMS.c.claimed_by).where(CLAIMS.c.freeze_id == freeze_id)
+        ).scalar_one_or_none()
+        row = conn.execute(select(FREEZES).where(FREEZES.c.id == freeze_id)).one_or_none()
+        if row is None or holder != token:
+            raise LedgerError(f"freeze {freeze_id} is not claimed by this job")
+        return row
+
+
+def _new_id(result: Any) -> int:
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def _insert_event(conn: Connection, event_row: model.Event) -> int:
+    result = conn.execute(
+        insert(EVENTS).values(
+            at=event_row.at,
+            kind=event_row.kind.value,
+            code=event_row.code,
+            subject=event_row.subject,
+            detail=canonical(dict(event_row.detail)),
+        )
+    )
+    return _new_id(result)
+
+
+def _overdue_values(
+    *,
+    freeze_id: int,
+    subject: str,
+    kind: str,
+    owner: str,
+    expires_at: datetime,
+    now: datetime,
+    code: str,
+    detail: Mapping[str, Any],
+) -> dict[str, Any]:
+    return {
+        "at": now,
+        "kind": model.EventKind.OVERDUE.value,
+        "code": code,
+        "subject": subject,
+        "detail": canonical(
+            {
+                **detail,
+                "freeze_id": freeze_id,
+                "kind": kind,
+                "owner": owner,
+                "expires_at": expires_at.isoformat(),
+            }
+        ),
+    }
+
+
+_SUMMARY_COLUMNS = [c for c in FREEZES.c if c.name not in ("fixture_bytes", "origin_bytes")]
+_SUMMARY_WIDTH = len(_SUMMARY_COLUMNS) + 2
+
+
+def _freeze_select(*, payloads: bool) -> Any:
+    columns = list(_SUMMARY_COLUMNS)
+    flags = [
+        FREEZES.c.fixture_bytes.is_not(None).label("has_fixture_bytes"),
+        FREEZES.c.origin_bytes.is_not(None).label("has_origin_bytes"),
+    ]
+    if payloads:
+        columns += [FREEZES.c.fixture_bytes, FREEZES.c.origin_bytes]
+    return select(*columns, *flags)
+
+
+def _freeze_row(row: Any) -> FreezeRow:
+    with_payloads = len(row) > _SUMMARY_WIDTH
+    return FreezeRow(
+        id=row.id,
+        kind=model.FreezeKind(row.kind),
+        subject=row.subject,
+        owner=row.owner,
+        opened_at=row.opened_at,
+        expires_at=row.expires_at,
+        record_json=row.record,
+        fixture_bytes=row.fixture_bytes if with_payloads else None,
+        origin_bytes=row.origin_bytes if with_payloads else None,
+        has_fixture_bytes=bool(row.has_fixture_bytes),
+        has_origin_bytes=bool(row.has_origin_bytes),
+        run_id=row.run_id,
+    )
+
+
+def _dialect_insert(conn: Connection, table: Table) -> Any:
+    """INSERT with ``ON CONFLICT`` support in the connection's dialect."""
+    if conn.dialect.name == "postgresql":
+        return postgresql_insert(table)
+    return sqlite_insert(table)
+
+
+def _ensure_run(conn: Connection, run_id: str, now: datetime) -> None:
+    """A write names a run not recorded yet: give it a row (the run completes it)."""
+    conn.execute(
+        _dialect_insert(conn, RUNS)
+        .values(id=run_id, started_at=now, status=RUN_REFERENCED, detail="{}")
+        .on_conflict_do_nothing(index_elements=[RUNS.c.id])
+    )
