@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,13 +254,19 @@ def _decided_by_wide(
 ) -> ShrinkingReplay:
     """Nothing was shrunk: the wide replay, where it is, decides (and is recorded)."""
     document = dict(wide.report)
+    if outcome == STOPPED:
+        document["exit_status"] = int(ExitCode.UNDECIDED)
     if ledger is not None:
-        document["ledger"] = record_in_ledger(wide.plan, wide.properties, ledger)
+        document["ledger"] = record_in_ledger(
+            wide.plan,
+            wide.properties,
+            ledger,
+            finished_at=datetime.now(UTC),
+            exit_status=document["exit_status"],
+        )
     document["shrink"] = shrink_section(
         wide, outcome=outcome, message=message, test=test, shrink=None, wide_run_dir=None
     )
-    if outcome == STOPPED:
-        document["exit_status"] = int(ExitCode.UNDECIDED)
     files.write_json_atomic(run_dir / SUMMARY, document)
     log.info("replay.not_shrunk", outcome=outcome, detail=message)
     return ShrinkingReplay(
