@@ -1,7 +1,8 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it
+image ID (never pulled), digests the fixture, checks a shrink report against it,
+plans the tests (``--changed``, ``--tests-from``: :mod:`orchestrator.services.replay_tests`)
 and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
 compares each property's oracle slice on both revisions
@@ -37,6 +38,7 @@ from orchestrator.core.replay_run import (
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
 from orchestrator.services.oracle import property_oracles
+from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
@@ -173,10 +175,13 @@ def plan_replay(
     from orchestrator.adapters.docker import resolve_image
 
     validate_options(options)
-    args = pytest_args(options.command, options.property_ids)
+    check_test_options(options)
+    pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
+    tests = plan_tests(options, repo, base_rev, patch_rev)
+    args = pytest_args(options.command, tests.property_ids)
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
@@ -216,6 +221,9 @@ def plan_replay(
             probe_version=probe_version(),
         ),
         pytest_args=args,
+        overlay=tests.overlay,
+        selection=tests.selection,
+        targets=tests.targets,
     )
     if (run_dir / "run-log.json").exists():
         raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
@@ -229,13 +237,26 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
     return ReplayPlan(
         image_id=plan.pins.image_id,
         pytest_args=plan.pytest_args,
-        property_ids=options.property_ids,
+        property_ids=plan.property_ids,
         fixture=options.fixture,
         replays=options.replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        expand_parametrized=True,
+    )
+
+
+def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
+    """One side as the engine runs it: with the overlay, if any, and what pytest is handed
+    there."""
+    return SideSpec(
+        name=name,
+        repo=plan.options.repo,
+        rev=rev,
+        tests=None if plan.overlay is None else plan.overlay.side(name),
+        targets=tuple(plan.targets.get(name, ())),
     )
 
 
@@ -268,21 +289,21 @@ def execute(
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
-    sides = (
-        SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
-        SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
-    )
-    labelled = replay_sides(
-        sides_plan(plan),
-        sides,
-        client=client,
-        progress=progress,
-        run_id=plan.run_id,
-        keep_raw=plan.run_dir / "raw",
-    )
-    named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-    oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
-    properties = decide_all(plan, labelled, oracle)
+    properties: tuple[PropertyOutcome, ...] = ()
+    if not plan.nothing_selected:
+        labelled = replay_sides(
+            sides_plan(plan),
+            (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev)),
+            client=client,
+            progress=progress,
+            run_id=plan.run_id,
+            keep_raw=plan.run_dir / "raw",
+        )
+        named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
+        oracle = property_oracles(
+            options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+        )
+        properties = decide_all(plan, labelled, oracle)
     for item in properties:
         files.write_json_atomic(
             plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
