@@ -114,6 +114,15 @@ def shrink(
     seed: Annotated[
         int, typer.Option("--seed", help="With --test: $REPLAY_SEED of every candidate run.")
     ] = 0,
+    tests_from: Annotated[
+        str | None,
+        typer.Option(
+            "--tests-from",
+            metavar="REV",
+            help="With --test: lay the test files of REV over --rev's tree (as `replay "
+            "--tests-from` does), so REV's test judges --rev's code.",
+        ),
+    ] = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     attempts: Annotated[
         int,
@@ -159,7 +168,12 @@ def shrink(
     if test is None:
         extra = [
             name
-            for name, value in (("--repo", repo), ("--rev", rev), ("--image", image))
+            for name, value in (
+                ("--repo", repo),
+                ("--rev", rev),
+                ("--image", image),
+                ("--tests-from", tests_from),
+            )
             if value is not None
         ]
         if extra:
@@ -182,6 +196,7 @@ def shrink(
             seed=seed,
             timeout_s=timeout,
             attempts=attempts,
+            tests_from=tests_from,
         )
         validate_request(request)  # every usage mistake before the engine is asked
         payload = read_json(fixture)
@@ -253,6 +268,8 @@ def _print_report(report: ShrinkReport, out: Path | None) -> None:
         typer.echo(f"rev: {target.rev}")
         typer.echo(f"image: {target.image_id} ({target.image_ref})")
         typer.echo(f"seed: {target.seed}")
+        if target.tests_from is not None:
+            typer.echo(f"tests from: {target.tests_from}")
     typer.echo(f"minimal: {canonical_json(report.minimal).decode('utf-8')}")
     typer.echo(f"minimal_digest: {report.minimal_digest}")
     typer.echo(f"origin_digest: {report.origin_digest}")

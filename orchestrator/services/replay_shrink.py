@@ -124,8 +124,9 @@ def failing_on_patch(outcome: ReplayOutcome) -> str | None:
 
 def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
     """Shrink against ``test`` at the patch revision, in the wide run's image, with its
-    seed, timeout and pytest options. Pure."""
+    seed, timeout, pytest options and ``--tests-from`` overlay (the patch side's). Pure."""
     plan, options = wide.plan, wide.plan.options
+    tests = None if plan.overlay is None else plan.overlay.side(PATCH)
     request = ShrinkTestRequest(
         repo=options.repo,
         rev=plan.pins.patch_rev,
@@ -136,6 +137,7 @@ def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
         attempts=SHRINK_ATTEMPTS,
         runner_id=options.runner_id,
         command=options.command,
+        tests_from=None if tests is None else tests.rev,
     )
     return ShrinkTestPlan(
         request=request,
@@ -143,6 +145,7 @@ def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
         rev=plan.pins.patch_rev,
         image_id=plan.pins.image_id,
         pytest_args=pytest_arguments(plan.pytest_args, (test,)),
+        tests=tests,
     )
 
 

@@ -3,7 +3,8 @@
 :class:`WarmContainer` exports one revision (read-only at ``/src``, as a replay's),
 starts one hermetic container from the pinned image ID with the replay's environment
 and limits (:mod:`orchestrator.services.sides`), and runs
-``python3 -m orchestrator.probe.replay --serve`` in it: the driver imports pytest once
+``python3 -m orchestrator.probe.replay --serve`` in it (the side's ``--tests-from``
+overlay and mutant applied to the tree as in a replay): the driver imports pytest once
 and forks a fresh pytest session per job (``orchestrator/probe/driver.py`` documents the
 ``replay-job/1`` protocol). Jobs go in and ``replay-run/1`` results come back through
 two FIFOs (:mod:`orchestrator.adapters.job_channel`) in a folder mounted read-only at
@@ -148,7 +149,9 @@ class WarmContainer:
         git_adapter.sweep_scratch(docker_adapter.pid_alive)
         stack = self._stack
         tree = stack.enter_context(
-            git_adapter.checkout(self.side.repo, self.side.rev, mutant=self.side.mutant)
+            git_adapter.checkout(
+                self.side.repo, self.side.rev, mutant=self.side.mutant, tests=self.side.tests
+            )
         )
         out_dir = self._scratch("out")
         out_dir.chmod(0o777)  # written by the container's uid 1000

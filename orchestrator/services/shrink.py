@@ -42,9 +42,12 @@ from orchestrator.services.sides import (
     new_run_id,
     pytest_arguments,
 )
+from orchestrator.services.tests_from import plan_test_overlay, resolve_tests_from
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+    from orchestrator.core.test_files import SideOverlay
 
 log = get_logger(__name__)
 
@@ -68,6 +71,7 @@ class ShrinkTestRequest:
     attempts: int = 2
     runner_id: str = "local"
     command: str = "pytest -q"
+    tests_from: str | None = None  # a revision whose test files judge the candidates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +83,8 @@ class ShrinkTestPlan:
     rev: str  # full SHA
     image_id: str
     pytest_args: tuple[str, ...]
+    # --tests-from: that revision's test files laid over the tree (services.tests_from).
+    tests: SideOverlay | None = None
 
     @property
     def target(self) -> ShrinkTarget:
@@ -91,6 +97,7 @@ class ShrinkTestPlan:
             image_ref=request.image,
             seed=request.seed,
             timeout_s=request.timeout_s,
+            tests_from=None if self.tests is None else self.tests.rev,
         )
 
     def replay_plan(self) -> ReplayPlan:
@@ -116,21 +123,41 @@ def validate_request(request: ShrinkTestRequest) -> None:
         raise InputError("--attempts must be at least 1")
     if request.timeout_s <= 0:
         raise InputError("--timeout must be a positive number of seconds")
+    if request.tests_from is not None and not request.tests_from.strip():
+        raise InputError("--tests-from needs a revision")
 
 
 def plan_test_shrink(request: ShrinkTestRequest, *, client: DockerClient) -> ShrinkTestPlan:
-    """Pin the revision and the image; check the test file exists at that revision."""
+    """Pin the revision, the ``--tests-from`` overlay and the image; check the test file
+    exists where the test will come from."""
     from orchestrator.adapters.docker import resolve_image
 
     validate_request(request)
     repo = request.repo.resolve()
     rev = git_adapter.resolve_rev(repo, request.rev)
+    tests = None
+    tests_rev = rev
+    if request.tests_from is not None:
+        ref = request.tests_from.strip()
+        tests_rev = resolve_tests_from(repo, ref, {})
+        overlay = plan_test_overlay(
+            repo,
+            ref=ref,
+            rev=tests_rev,
+            sides={SHRINK_SIDE: rev},
+            property_ids=(request.test,),
+            command_paths=(),
+            test_paths=(),
+        )
+        tests = overlay.side(SHRINK_SIDE)
     test_file = split_node_id(request.test).path
-    if git_adapter.read_blobs(repo, rev, [test_file])[test_file] is None:
-        raise InputError(f"--test {request.test!r}: no file {test_file} at {rev[:12]}")
+    if git_adapter.read_blobs(repo, tests_rev, [test_file])[test_file] is None:
+        raise InputError(f"--test {request.test!r}: no file {test_file} at {tests_rev[:12]}")
     image = resolve_image(client, request.image)  # never pulled: exit 3 when absent
     args = pytest_arguments(pytest_args(request.command, (request.test,)), (request.test,))
-    return ShrinkTestPlan(request=request, repo=repo, rev=rev, image_id=image.id, pytest_args=args)
+    return ShrinkTestPlan(
+        request=request, repo=repo, rev=rev, image_id=image.id, pytest_args=args, tests=tests
+    )
 
 
 def candidate_preview(candidate: Any) -> str:
@@ -236,7 +263,7 @@ def shrink_test(
     import time
 
     request = plan.request
-    side = SideSpec(name=SHRINK_SIDE, repo=plan.repo, rev=plan.rev)
+    side = SideSpec(name=SHRINK_SIDE, repo=plan.repo, rev=plan.rev, tests=plan.tests)
     judges: list[ContainerJudge] = []
 
     def judge_for(attempt: int) -> Judge:

@@ -249,6 +249,37 @@ def test_a_candidate_that_hangs_stops_the_shrink_with_exit_3_naming_it(
     assert_nothing_left(docker_client, cli, done)
 
 
+NEW_TEST = """
+from eventlib.users import ALLOWED_ROLES
+
+
+def test_records_carry_an_allowed_role(replay_fixture):
+    if replay_fixture["user_id"] >= 0:
+        assert replay_fixture["role"] in ALLOWED_ROLES
+"""
+NEW_PROPERTY = "tests/test_new_users.py::test_records_carry_an_allowed_role"
+
+
+def test_shrink_tests_from_lays_another_revisions_tests_over_the_tree(
+    cli: Cli, runner_image_id: str, docker_client: Any, tmp_path: Path
+) -> None:
+    # The test is new on a branch: on base it exists only through --tests-from.
+    repo = build_example(
+        tmp_path / "repo", extra_patches={"new-test": {"tests/test_new_users.py": NEW_TEST}}
+    )
+    without = cli(*shrink_args(repo, NEW_PROPERTY, runner_image_id, rev=repo.base))
+    assert without.code == 2, without.stderr[-3000:]
+    assert "no file tests/test_new_users.py" in without.error_lines()[0]
+    done = cli(*shrink_args(repo, NEW_PROPERTY, runner_image_id, "--json",
+                            "--tests-from", "patch/new-test", rev=repo.base))  # fmt: skip
+    assert done.code == 0, done.stderr[-3000:]
+    report = done.json()
+    assert report["minimal"] == MINIMAL_USER
+    assert (report["rev"], report["tests_from"]) == (repo.base, repo.rev("new-test"))
+    assert report["stable"] is True
+    assert_nothing_left(docker_client, cli, done)
+
+
 def test_a_test_that_does_not_fail_on_the_fixture_is_exit_2(
     example: ExampleRepo, cli: Cli, runner_image_id: str, docker_client: Any
 ) -> None:
@@ -366,4 +397,42 @@ def test_replay_shrink_stopped_by_a_hanging_candidate_is_exit_3_and_keeps_the_wi
     (entry,) = summary["decisions"]  # the wide replay's, which did finish
     assert (entry["lane"], entry["code"]) == ("property_regression", "assertion_regression")
     assert not (run_dir / "fixture-minimal.json").exists()
+    assert_nothing_left(docker_client, cli, done)
+
+
+WEAK_TEST = """
+def test_known_users_carry_an_allowed_role(replay_fixture):
+    assert replay_fixture is not None  # weakened with the patch: passes on any record
+"""
+RAW_ROLE_USERS = ROOT / "fixtures" / "example" / "patches" / "raw-role" / "eventlib" / "users.py"
+
+
+def test_replay_shrink_with_tests_from_shrinks_under_the_same_tests(
+    cli: Cli, runner_image_id: str, docker_client: Any, tmp_path: Path
+) -> None:
+    # The patch breaks the code and weakens its test; --tests-from base judges both sides
+    # with base's test, and so must every candidate of the shrink on the patch.
+    repo = build_example(
+        tmp_path / "repo",
+        extra_patches={
+            "weakened": {
+                "eventlib/users.py": RAW_ROLE_USERS.read_text(),
+                "tests/test_users.py": WEAK_TEST,
+            }
+        },
+    )
+    run_dir = tmp_path / "run"
+    done = cli(*replay_shrink_args(repo, runner_image_id, run_dir, "weakened"),
+               "--tests-from", "base", "--no-record")  # fmt: skip
+    assert done.code == 1, done.stderr[-3000:]
+    summary = done.json()
+    assert (summary["shrink"]["outcome"], summary["shrink"]["minimal_digest"]) == (
+        "shrunk",
+        SEED_DIGEST,
+    )
+    report = json.loads((run_dir / "shrink-report.json").read_text())
+    assert (report["rev"], report["tests_from"]) == (repo.rev("weakened"), repo.base)
+    evidence = json.loads((run_dir / summary["decisions"][0]["evidence_file"]).read_text())
+    assert evidence["tests_from"] == repo.base
+    assert evidence["fixture_digest"] == SEED_DIGEST
     assert_nothing_left(docker_client, cli, done)
