@@ -3,7 +3,7 @@
 Started through its small entry module (which pins PYTHONHASHSEED first, see there):
 
     python -m orchestrator.probe.replay --replays N --timeout SECONDS --out DIR [--seed S] \
-        [--spawn fork|exec] -- <pytest args>
+        [--spawn fork|exec] [--attach] -- <pytest args>
 
 Each replay is a new process in its own process group, so one container start pays for
 N independent replays. How the process is made (`--spawn`):
@@ -25,6 +25,13 @@ DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
 `replay <k>/<N> <status>`; DIR/driver.json (replay-driver/1) is written last. SIGTERM or
 SIGINT kills the running replay's group, writes driver.json with "finished": false, and
 exits 128 + signal.
+
+With `--attach` (`orchestrator reproduce`) a replay keeps the driver's standard input,
+output and error instead of /dev/null and DIR/replay-<k>.log, so pytest's own output
+streams out as it comes and `--pdb` can talk to the terminal; on a terminal the replay's
+process group takes the foreground (a background group that reads it would be stopped,
+and Ctrl-C is meant for pytest), and the driver takes it back after. The driver then
+prints nothing of its own.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
+    attach: bool = False
 
 
 class Terminated(Exception):
@@ -108,6 +116,12 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         help="fork: a child of a driver that imported pytest once (default); "
         "exec: a new interpreter per replay",
     )
+    parser.add_argument(
+        "--attach",
+        action="store_true",
+        help="each replay keeps the driver's stdin, stdout and stderr (no log file), "
+        "and the terminal's foreground when there is one",
+    )
     options = parser.parse_args(own)
     seed = options.seed
     if seed is None:
@@ -123,6 +137,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
+        attach=options.attach,
     )
 
 
@@ -155,6 +170,30 @@ def child_environment(base: dict[str, str], *, result_path: Path, seed: int) -> 
     if _PACKAGE_ROOT not in paths:
         env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *paths])
     return env
+
+
+def _on_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
+def take_terminal(pgid: int | None = None) -> None:
+    """Make process group ``pgid`` (default: our own) the foreground of the terminal on
+    stdin, when there is one.
+
+    Asked from a background group, the kernel would stop us with SIGTTOU: ignore it for
+    the call, as shells do.
+    """
+    if not _on_terminal():
+        return
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(0, os.getpgrp() if pgid is None else pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
 
 
 def read_result(path: Path) -> tuple[str, bytes | None]:
@@ -264,6 +303,8 @@ class Driver:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         self.child_pid = None
+        if options.attach:
+            take_terminal()
         wall_ms = (perf_counter() - started) * 1000.0
         if timed_out:
             status, result = TIMEOUT, None
@@ -296,15 +337,22 @@ class Driver:
             "no:cacheprovider",  # no state carried from one replay to the next
             *self.options.pytest_args,
         ]
-        with log_path.open("wb") as log:
-            child = subprocess.Popen(
-                command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        if self.options.attach:
+            child = subprocess.Popen(command, env=env, process_group=0)
+            take_terminal(child.pid)
+            # Had it read the terminal before it had the foreground, it was stopped.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGCONT)
+        else:
+            with log_path.open("wb") as log:
+                child = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         # Reaped with os.waitpid by the caller; Popen must not reap it too.
         child.returncode = 0
         self.child_pid = child.pid
@@ -340,13 +388,16 @@ class Driver:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.environ.clear()
             os.environ.update(env)
-            null = os.open(os.devnull, os.O_RDONLY)
-            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(null)
-            os.close(log)
+            if self.options.attach:
+                take_terminal()
+            else:
+                null = os.open(os.devnull, os.O_RDONLY)
+                log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.close(null)
+                os.close(log)
             pytest, plugin = self._pytest, self._plugin
             if pytest is None or plugin is None:
                 raise RuntimeError("fork mode: prepare() was not called")
@@ -379,7 +430,8 @@ class Driver:
             for k in range(1, options.replays + 1):
                 run, result = self.run_one(k)
                 write_bytes_atomic(options.out / f"replay-{k:03d}.json", encode_run(run, result))
-                print(f"replay {k}/{options.replays} {run['status']}", flush=True)
+                if not options.attach:
+                    print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
             self.kill_child_group()
             self._write_driver(finished=False, signal_number=stop.signum)
