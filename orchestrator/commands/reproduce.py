@@ -85,6 +85,9 @@ def reproduce(
     """Run one recorded replay of PROPERTY again, exactly as it ran, and say whether the
     probe labels it as the run did.
 
+    RUN_DIR is a finished run folder that `replay` wrote (its --out); PROPERTY is one of
+    its properties, a pytest node id as the run's table and summary.json name it.
+
     The same image (by its ID, never pulled), the tree at the pinned SHA with the same
     --tests-from overlay, the fixture's kept bytes (checked against the run's digest),
     the seed and PYTHONHASHSEED of replay N, the same environment and limits, no
