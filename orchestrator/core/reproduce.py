@@ -12,6 +12,7 @@ is not reproducible, which is evidence too.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -351,25 +352,59 @@ def isolation_hint(run: RecordedRun, replay: int) -> str | None:
     )
 
 
+# A run of one padding character: pytest's rulers (``=====``, ``_____``) and the blanks that
+# push ``[100%]`` to the right margin (never a line's indentation). Shortened, never below
+# three, to fit a column.
+_PADDING = re.compile(r"(?<=\S) {4,}|([=_~<>#*-])\1{3,}")
+
+
+def fit(line: str, column: int) -> str:
+    """``line`` with its padding runs shortened (the longest first, each to no fewer than
+    three) until it fits ``column``, or they are all that short. Only padding goes."""
+    runs = [match.span() for match in _PADDING.finditer(line)]
+    lengths = [end - start for start, end in runs]
+    excess = len(line) - column
+    while excess > 0 and lengths and max(lengths) > 3:
+        longest = lengths.index(max(lengths))
+        lengths[longest] -= 1
+        excess -= 1
+    pieces, last = [], 0
+    for (start, end), length in zip(runs, lengths, strict=True):
+        pieces.append(line[last : start + length])
+        last = end
+    pieces.append(line[last:])
+    return "".join(pieces)
+
+
+def fold(line: str, column: int) -> list[str]:
+    """``line`` in pieces of at most ``column`` characters, cut after a blank when there
+    is one in the second half of the piece."""
+    rows: list[str] = []
+    while len(line) > column:
+        cut = line.rfind(" ", column // 2, column)
+        cut = column if cut <= 0 else cut + 1
+        rows.append(line[:cut].rstrip())
+        line = line[cut:]
+    rows.append(line)
+    return rows
+
+
 def side_by_side(left: str, right: str, *, headings: tuple[str, str], width: int) -> list[str]:
-    """Two texts in two columns of equal width separated by `` | ``, each line folded (not
-    cut) to its column; every line is at most ``width`` characters (at least 43)."""
+    """Two texts in two columns of equal width separated by `` | ``; a line too wide for
+    its column loses padding first (:func:`fit`), then folds (:func:`fold`), so nothing but
+    padding is lost. Every line is at most ``width`` characters (at least 43)."""
     column = max(20, (width - 3) // 2)
 
-    def folded(text: str) -> list[str]:
+    def rows_of(text: str) -> list[str]:
         rows: list[str] = []
         for raw in text.expandtabs(8).replace("\r\n", "\n").split("\n"):
-            line = raw.replace("\r", "").rstrip()
-            while len(line) > column:
-                rows.append(line[:column])
-                line = line[column:]
-            rows.append(line)
+            rows.extend(fold(fit(raw.replace("\r", "").rstrip(), column), column))
         while rows and not rows[-1]:
             rows.pop()
         return rows
 
-    lefts = [headings[0][:column], "-" * column, *folded(left)]
-    rights = [headings[1][:column], "-" * column, *folded(right)]
+    lefts = [headings[0][:column], "-" * column, *rows_of(left)]
+    rights = [headings[1][:column], "-" * column, *rows_of(right)]
     height = max(len(lefts), len(rights))
     lefts += [""] * (height - len(lefts))
     rights += [""] * (height - len(rights))

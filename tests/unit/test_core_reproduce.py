@@ -3,6 +3,7 @@ seed, the commands, the comparison with the record, the two outputs side by side
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from orchestrator.core.reproduce import (
     choose_replay,
     compare,
     describe,
+    fit,
+    fold,
     isolation_hint,
     parse_run_log,
     plan_reproduce,
@@ -315,25 +318,54 @@ def test_a_later_side_isolated_replay_says_what_is_not_recreated() -> None:
 
 # -- side by side ---------------------------------------------------------------------------
 
-TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300)
+TEXT = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300),
+    st.text(alphabet="=_ -<>ab.[]%\n\t", max_size=400),  # rulers, padding, indentation
+)
+
+
+def squeezed(text: str) -> str:
+    """The text without blanks, each run of one padding character as one: what folding
+    and fitting must keep."""
+    joined = "".join(
+        piece.replace("\r", "") for piece in text.expandtabs(8).replace("\r\n", "\n").split("\n")
+    )
+    return re.sub(r"([=_~<>#*-])\1+", r"\1", joined.replace(" ", ""))
 
 
 @given(left=TEXT, right=TEXT, width=st.integers(0, 200))
-def test_two_outputs_side_by_side_fit_and_lose_nothing(left: str, right: str, width: int) -> None:
+def test_two_outputs_side_by_side_fit_and_lose_nothing_but_padding(
+    left: str, right: str, width: int
+) -> None:
     lines = side_by_side(left, right, headings=("base", "patch"), width=width)
     column = max(20, (width - 3) // 2)
     assert all(len(line) <= 2 * column + 3 for line in lines)
-    lefts = [line[:column].rstrip() for line in lines[2:]]
+    assert all(line[column : column + 3] in (" | ", " |") for line in lines)
+    lefts = [line[:column] for line in lines[2:]]
     rights = [line[column + 3 :] for line in lines[2:]]
+    assert squeezed("".join(lefts)) == squeezed(left)
+    assert squeezed("".join(rights)) == squeezed(right)
 
-    def squeezed(text: str) -> str:
-        return "".join(
-            piece.replace("\r", "").rstrip()
-            for piece in text.expandtabs(8).replace("\r\n", "\n").split("\n")
-        ).replace(" ", "")
 
-    assert "".join(lefts).replace(" ", "") == squeezed(left)
-    assert "".join(rights).replace(" ", "") == squeezed(right)
+@given(
+    indent=st.integers(0, 12),
+    words=st.lists(st.text(alphabet="abc", min_size=1, max_size=5), min_size=1, max_size=5),
+    column=st.integers(20, 90),
+)
+def test_fitting_keeps_indentation_and_words(indent: int, words: list[str], column: int) -> None:
+    line = " " * indent + "=" * 30 + " " + " ".join(words) + " " + "=" * 30
+    fitted = fit(line, column)
+    assert fitted.startswith(" " * indent + "===")
+    assert " ".join(words) in fitted
+    assert len(fitted) <= max(column, len(line) - 54)  # only the rulers gave way
+
+
+def test_a_ruler_and_a_progress_line_fit_their_column() -> None:
+    ruler = "=" * 35 + " FAILURES " + "=" * 35
+    assert fit(ruler, 48) == "=" * 19 + " FAILURES " + "=" * 19
+    progress = "." + " " * 72 + "[100%]"
+    assert fit(progress, 48) == "." + " " * 41 + "[100%]"
+    assert fold("deps = <a b c d e>", 10) == ["deps = <a", "b c d e>"]
 
 
 def test_side_by_side_headings_and_separator() -> None:
