@@ -56,7 +56,7 @@ from orchestrator.core.reproduce import (
     pytest_alone,
     with_driver_flags,
 )
-from orchestrator.errors import ImageNotFoundError, InputError, SchemaError
+from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.services.run_folders import read_documents
@@ -70,6 +70,7 @@ from orchestrator.services.sides import (
     pytest_arguments,
     side_container_config,
     side_deadline_s,
+    terminate_as_interrupt,
 )
 
 if TYPE_CHECKING:
@@ -297,18 +298,25 @@ def reproduce(
             now=_probe_version(),
             detail="the probe that labels this replay is not the one that labelled the run",
         )
-    return tuple(
-        _reproduce_side(
-            prepared,
-            side,
-            client=client,
-            owner=owner,
-            on_output=on_output,
-            on_note=on_note,
-            user=user or UserTerminal(),
-        )
-        for side in plan.sides
-    )
+    results = []
+    try:
+        with terminate_as_interrupt():  # a SIGTERM removes what a Ctrl-C would
+            for side in plan.sides:
+                results.append(
+                    _reproduce_side(
+                        prepared,
+                        side,
+                        client=client,
+                        owner=owner,
+                        on_output=on_output,
+                        on_note=on_note,
+                        user=user or UserTerminal(),
+                    )
+                )
+    except KeyboardInterrupt:
+        # The containers (unless kept) and the trees went with the context managers.
+        raise Interrupted("interrupted; containers and sources removed") from None
+    return tuple(results)
 
 
 def _probe_version() -> str:
