@@ -127,6 +127,13 @@ def parse_run_log(doc: Any) -> RecordedRun:
     limits = {} if limits is None else limits
     if not isinstance(limits, Mapping):
         raise SchemaError("limits: expected an object")
+    for name, read in (
+        ("memory", optional_str),
+        ("pids", optional_int),
+        ("cpus", optional_number),
+        ("tmp_size", optional_str),
+    ):
+        read(limits, name, "limits.")
     return RecordedRun(
         run_id=_required_str(doc, "run_id"),
         repo=_required_str(doc, "repo"),

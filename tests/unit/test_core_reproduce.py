@@ -141,6 +141,7 @@ def test_a_run_log_without_the_later_fields_still_reads() -> None:
         ("timeout_s", None, "timeout_s"),
         ("overlaid_files", [{"blob": "x"}], "overlaid_files[0]"),
         ("limits", [], "limits"),
+        ("limits", {"pids": "many"}, "limits.pids"),
     ],
 )
 def test_a_run_log_missing_what_reproducing_needs_is_refused_by_name(field, value, named):
@@ -325,12 +326,12 @@ TEXT = st.one_of(
 
 
 def squeezed(text: str) -> str:
-    """The text without blanks, each run of one padding character as one: what folding
-    and fitting must keep."""
+    """The text without white space (trailing blanks go), each run of one padding character
+    as one: what folding and fitting must keep."""
     joined = "".join(
         piece.replace("\r", "") for piece in text.expandtabs(8).replace("\r\n", "\n").split("\n")
     )
-    return re.sub(r"([=_~<>#*-])\1+", r"\1", joined.replace(" ", ""))
+    return re.sub(r"([=_~<>#*-])\1+", r"\1", "".join(joined.split()))
 
 
 @given(left=TEXT, right=TEXT, width=st.integers(0, 200))
