@@ -362,7 +362,10 @@ def record_in_ledger(
         write_flake_freeze_from_replay,
     )
 
+    # The run folder's copy (the bytes every replay read) when it was kept.
     kept = plan.kept_fixture
+    if kept is not None and not kept.is_file():
+        kept = plan.options.fixture
     fixture_bytes = kept.read_bytes() if kept is not None else None
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
     # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or

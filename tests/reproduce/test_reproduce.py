@@ -396,7 +396,8 @@ def test_a_kept_container_stays_up_labelled_and_is_swept_later(recorded, cli, do
     fixture = kept.exec_run(["sh", "-c", 'cat "$REPLAY_FIXTURE"'])
     assert fixture.output == (recorded.run_dir / "fixture.json").read_bytes()
     tests = kept.exec_run(["ls", "/src/tests"]).output.decode().split()
-    assert "test_budget.py" in tests
+    (source,) = [m["Source"] for m in kept.attrs["Mounts"] if m["Destination"] == "/src"]
+    assert "test_budget.py" in tests, (source, Path(source).exists(), cli.folders_left())
     assert cli.folders_left() != []
     # Its owner is gone: the next sweep (every replay and reproduce starts with one)
     # removes the container and, by the same rule, its folders.
