@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
@@ -22,6 +22,9 @@ from orchestrator.commands._options import (
     TimeoutOption,
 )
 from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.services.replay_shrink import ShrinkingReplay
 
 ISOLATION_HELP = (
     "side: one container per side runs the N replays, each a fresh pytest process "
@@ -86,6 +89,15 @@ def replay(
             help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
         ),
     ] = None,
+    shrink: Annotated[
+        bool,
+        typer.Option(
+            "--shrink",
+            help="When the property fails on the patch, shrink --fixture against it there "
+            "(2 attempts, one warm container), then replay it with the minimal fixture and "
+            "the shrink report; the run folder keeps both fixtures. Needs one --property.",
+        ),
+    ] = False,
     origin: Annotated[
         Path | None,
         typer.Option(
@@ -221,6 +233,10 @@ def replay(
     ]
     if missing:
         raise InputError(f"--freeze needs {' and '.join(missing)}")
+    if shrink:
+        from orchestrator.services.replay_shrink import validate_shrink_options
+
+        validate_shrink_options(options)
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -238,6 +254,32 @@ def replay(
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)
+    if shrink:
+        from orchestrator.errors import ShrinkStoppedError
+        from orchestrator.services.replay_shrink import STOPPED
+
+        try:
+            shrunk = _replay_and_shrink(
+                options=options,
+                client=client,
+                now=now,
+                json_logs=json_logs,
+                ledger_request=ledger_request,
+                as_json=as_json,
+                logger=logger,
+            )
+        finally:
+            client.close()
+        if html or junit or summary:
+            from orchestrator.commands.report import write_after_replay
+
+            run_dir = Path(shrunk.report["run_dir"])
+            write_after_replay(run_dir, html=html, junit=junit, summary=summary, err=as_json)
+        if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
+            raise ShrinkStoppedError(shrunk.message)
+        if shrunk.exit_status:
+            raise typer.Exit(shrunk.exit_status)
+        return
     try:
         plan = plan_replay(options, client=client, now=now)
         logger.info(
@@ -267,6 +309,46 @@ def replay(
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
+
+
+def _replay_and_shrink(
+    *,
+    options: Any,
+    client: Any,
+    now: datetime,
+    json_logs: bool,
+    ledger_request: Any,
+    as_json: bool,
+    logger: Any,
+) -> ShrinkingReplay:
+    """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
+    from orchestrator.files import dumps
+    from orchestrator.services.replay_shrink import STOPPED, replay_and_shrink
+
+    def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
+        logger.debug(
+            "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+        )
+
+    with _progress(json_logs, options.replays, logger) as progress:
+        result = replay_and_shrink(
+            options,
+            client=client,
+            now=now,
+            progress=progress,
+            shrink_progress=shrink_progress,
+            ledger=ledger_request,
+        )
+    if as_json:
+        typer.echo(dumps(result.report))
+    else:
+        _print_table(result.deciding)
+        _print_ledger(result.report.get("ledger"))
+        if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
+            typer.echo(f"shrink: {result.outcome}: {result.message}")
+        typer.echo(f"run folder: {result.report['run_dir']}")
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    return result
 
 
 @contextmanager

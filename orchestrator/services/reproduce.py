@@ -64,13 +64,13 @@ from orchestrator.services.sides import (
     FIXTURE,
     ReplayPlan,
     SideSpec,
+    _terminate_as_interrupt,
     container_name,
     driver_command,
     private_fixture,
     pytest_arguments,
     side_container_config,
     side_deadline_s,
-    terminate_as_interrupt,
 )
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ def reproduce(
         )
     results = []
     try:
-        with terminate_as_interrupt():  # a SIGTERM removes what a Ctrl-C would
+        with _terminate_as_interrupt():  # a SIGTERM removes what a Ctrl-C would
             for side in plan.sides:
                 results.append(
                     _reproduce_side(

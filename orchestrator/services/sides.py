@@ -294,7 +294,7 @@ class _DeferredSignals:
 
 
 @contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
+def _terminate_as_interrupt() -> Iterator[None]:
     """While sides run (or a replay is reproduced), SIGTERM (a CI cancelling the job) cleans
     up like Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
@@ -608,7 +608,7 @@ def replay_sides(
     try:
         if plan.fixture is not None:
             run.fixture_copy = _copy_fixture(run, plan.fixture)
-        with terminate_as_interrupt():
+        with _terminate_as_interrupt():
             for side in sides:
                 threading.Thread(
                     target=_run_side,
