@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.core.digest import NULL_DIGEST
-from orchestrator.core.evidence import optional_int, optional_number, optional_str
+from orchestrator.core.evidence import optional_bool, optional_int, optional_number, optional_str
 from orchestrator.core.pytest_command import pytest_args
 from orchestrator.core.replay_run import BASE, PATCH
 from orchestrator.core.test_files import SideOverlay
@@ -67,6 +67,13 @@ class RecordedRun:
     overlaid_files: tuple[str, ...] = ()
     overlay_removed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     limits: Mapping[str, Any] = field(default_factory=dict)  # empty: the defaults
+    # The container's environment as pinned (empty: a run folder older than these pins):
+    # every variable but PYTHONPATH, each side's PYTHONPATH entries, the driver's
+    # interpreter, and whether the tree was a writable copy.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    interpreter: str | None = None
+    writable_tree: bool = False
 
     @property
     def has_fixture(self) -> bool:
@@ -88,6 +95,30 @@ def _required_str(doc: Mapping[str, Any], name: str) -> str:
     if not value:
         raise SchemaError(f"{name}: missing")
     return value
+
+
+def _strings_by_key(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SchemaError(f"{name}: expected an object")
+    return {str(key): item for key, item in value.items()}
+
+
+def _environment(value: Any) -> dict[str, str]:
+    found = _strings_by_key(value, "environment")
+    for key, item in found.items():
+        if not isinstance(item, str):
+            raise SchemaError(f"environment.{key}: expected a string")
+    return found
+
+
+def _pythonpath(value: Any) -> dict[str, tuple[str, ...]]:
+    found = _strings_by_key(value, "pythonpath")
+    for side, entries in found.items():
+        if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+            raise SchemaError(f"pythonpath.{side}: expected an array of strings")
+    return {side: tuple(entries) for side, entries in found.items()}
 
 
 def _paths(value: Any, name: str) -> tuple[str, ...]:
@@ -156,6 +187,10 @@ def parse_run_log(doc: Any) -> RecordedRun:
             for side, entries in removed.items()
         },
         limits=dict(limits),
+        environment=_environment(doc.get("environment")),
+        pythonpath=_pythonpath(doc.get("pythonpath")),
+        interpreter=optional_str(doc, "interpreter"),
+        writable_tree=bool(optional_bool(doc, "writable_tree")),
     )
 
 
@@ -261,6 +296,50 @@ def plan_reproduce(
         ),
         pytest_args=pytest_args(run.command, (property_id,)),
     )
+
+
+# Variables the replay sets from its own values, never taken over from a record.
+OWN_VARIABLES = frozenset({"REPLAY_SEED", "REPLAY_FIXTURE", "PYTHONPATH"})
+
+
+def recorded_extras(
+    recorded: Mapping[str, str], defaults: Mapping[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """The variables (``--env``'s part) that make ``defaults`` (what a replay gets without
+    any) the recorded environment: those the record adds or sets otherwise. Pure."""
+    return tuple(
+        (key, value)
+        for key, value in recorded.items()
+        if key not in OWN_VARIABLES and defaults.get(key) != value
+    )
+
+
+def environment_drift(
+    recorded: Mapping[str, str], built: Mapping[str, str], *, seed: int
+) -> tuple[str, ...]:
+    """The variables in which the environment built now differs from the recorded one
+    (REPLAY_SEED aside: it is replay N's); empty when the record has none to compare."""
+    if not recorded:
+        return ()
+    expected = {**recorded, "REPLAY_SEED": str(seed)}
+    keys = sorted((set(expected) | set(built)) - {"PYTHONPATH"})
+    return tuple(key for key in keys if expected.get(key) != built.get(key))
+
+
+def import_roots(container_paths: Sequence[str], *, tree: str, probe: str) -> tuple[str, ...]:
+    """A side's import roots (relative to its tree, or absolute) from the PYTHONPATH its
+    container had: its entries in order, less the probe's; ``/src/lib`` -> ``lib``. Pure."""
+    roots: list[str] = []
+    for entry in container_paths:
+        if entry == probe:
+            continue
+        if entry == tree:
+            roots.append(".")
+        elif entry.startswith(tree + "/"):
+            roots.append(entry[len(tree) + 1 :])
+        else:
+            roots.append(entry)
+    return tuple(roots)
 
 
 def with_driver_flags(command: Sequence[str], flags: Sequence[str]) -> list[str]:

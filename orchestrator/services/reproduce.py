@@ -42,6 +42,7 @@ from orchestrator.adapters.results import read_replay_files
 from orchestrator.core.digest import digest
 from orchestrator.core.evidence import parse_evidence
 from orchestrator.core.labels import ContainerFacts, label_replay
+from orchestrator.core.replay_env import MADE_DIRS
 from orchestrator.core.reproduce import (
     IDLE_COMMAND,
     SHELL_COMMAND,
@@ -51,9 +52,12 @@ from orchestrator.core.reproduce import (
     ReproducePlan,
     SideReplay,
     compare,
+    environment_drift,
+    import_roots,
     parse_run_log,
     plan_reproduce,
     pytest_alone,
+    recorded_extras,
     with_driver_flags,
 )
 from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
@@ -62,6 +66,9 @@ from orchestrator.model import Replay
 from orchestrator.services.run_folders import read_documents
 from orchestrator.services.sides import (
     FIXTURE,
+    PROBE_ROOT,
+    SRC,
+    TREE,
     ReplayPlan,
     SideSpec,
     _terminate_as_interrupt,
@@ -69,6 +76,8 @@ from orchestrator.services.sides import (
     driver_command,
     private_fixture,
     pytest_arguments,
+    replay_environment,
+    replay_variables,
     side_container_config,
     side_deadline_s,
 )
@@ -258,10 +267,14 @@ def replay_plan(plan: ReproducePlan, side: SideReplay, fixture: Path | None) -> 
         seed=side.seed,
         runner_id=run.runner_id,
         isolation=run.isolation,
+        # A run folder older than these pins ran python3 on a read-only tree.
+        interpreter=run.interpreter or INTERPRETER,
+        writable_tree=run.writable_tree,
     )
     limits = run.limits
     return replace(
         defaults,
+        env=recorded_extras(run.environment, replay_variables(defaults)),
         memory=str(limits.get("memory", defaults.memory)),
         pids=int(limits.get("pids", defaults.pids)),
         cpus=float(limits.get("cpus", defaults.cpus)),
@@ -273,8 +286,37 @@ def commands_for(plan: ReproducePlan, side: SideReplay) -> tuple[list[str], str]
     """The driver's command line for the replay, and pytest's alone (for a shell)."""
     sides_plan = replay_plan(plan, side, Path(FIXTURE) if plan.run.has_fixture else None)
     driver = with_driver_flags(driver_command(sides_plan, 1, (plan.property_id,)), [ATTACH])
-    alone = pytest_alone(INTERPRETER, pytest_arguments(plan.pytest_args, (plan.property_id,)))
+    alone = pytest_alone(
+        sides_plan.interpreter or INTERPRETER,
+        pytest_arguments(plan.pytest_args, (plan.property_id,)),
+    )
     return driver, alone
+
+
+def side_import_roots(run: RecordedRun, side: str) -> tuple[str, ...]:
+    """The side's import roots as its containers had them on PYTHONPATH (none, in a run
+    folder older than that pin: its containers had the probe's folder alone)."""
+    return import_roots(run.pythonpath.get(side, ()), tree=SRC, probe=PROBE_ROOT)
+
+
+def drift(run: RecordedRun, side: SideReplay, environment: Mapping[str, str]) -> tuple[str, ...]:
+    """Where the container's environment would differ from the one the run pinned."""
+    changed = list(environment_drift(run.environment, environment, seed=side.seed))
+    recorded_path = run.pythonpath.get(side.side)
+    if recorded_path is not None and environment.get("PYTHONPATH", "").split(":") != list(
+        recorded_path
+    ):
+        changed.append("PYTHONPATH")
+    return tuple(changed)
+
+
+def shell_preparation(sides_plan: ReplayPlan) -> list[str]:
+    """What the driver does before each replay, done before a shell opens: HOME made in
+    the tmpfs and, with a writable tree, the tree copied in."""
+    script = 'for folder in "$@"; do mkdir -p "$folder"; done'
+    if sides_plan.writable_tree:
+        script += f" && cp -a {TREE}/. {SRC}/"
+    return ["sh", "-c", script, "sh", *MADE_DIRS]
 
 
 def reproduce(
@@ -353,13 +395,21 @@ def _reproduce_side(
             git_adapter.checkout(prepared.repo, side.rev, tests=overlay, keep=keep)
         )
         sides_plan = replay_plan(plan, side, fixture_copy)
+        roots = side_import_roots(plan.run, side.side)
         spec = SideSpec(
             name=side.side,
             repo=prepared.repo,
             rev=side.rev,
             tests=overlay,
             targets=(plan.property_id,),
+            pythonpath=roots,
         )
+        moved = drift(plan.run, side, replay_environment(sides_plan, roots))
+        if moved:
+            on_note(
+                f"note: the environment differs from the run's in {', '.join(moved)} "
+                "(a run folder written by another version)"
+            )
         name = container_name(
             f"{plan.run.run_id}-reproduce-{uuid.uuid4().hex[:6]}", side.side, side.replay
         )
@@ -369,6 +419,7 @@ def _reproduce_side(
             tree=tree,
             out_dir=out_dir,
             fixture_copy=fixture_copy,
+            pythonpath=roots,
             name=name,
             labels={**owner.labels(side.side), LABEL_REPRODUCE: str(side.replay)},
             replays=1,
@@ -391,6 +442,12 @@ def _reproduce_side(
                 )
             else:
                 if plan.mode is Mode.SHELL:
+                    container.exec_stream(
+                        shell_preparation(sides_plan),
+                        environment={},
+                        on_output=lambda chunk: None,
+                        deadline=time.monotonic() + side_deadline_s(sides_plan, 1),
+                    )
                     on_note(_shell_note(plan, side, driver, alone))
                     command, environment = list(SHELL_COMMAND), {"PYTHONHASHSEED": side.hash_seed}
                 else:
@@ -447,9 +504,14 @@ def _shell_note(plan: ReproducePlan, side: SideReplay, driver: list[str], alone:
     import shlex
 
     fixture = f"; the fixture is $REPLAY_FIXTURE ({FIXTURE})" if plan.run.has_fixture else ""
+    tree = (
+        f"a writable copy of the tree at {SRC} (the replay's command copies {TREE} afresh)"
+        if plan.run.writable_tree
+        else f"the tree at {SRC}"
+    )
     return "\n".join(
         (
-            f"a shell in the replay's container: the tree at /src{fixture}; REPLAY_SEED="
+            f"a shell in the replay's container: {tree}{fixture}; REPLAY_SEED="
             f"{side.seed} and PYTHONHASHSEED={side.hash_seed} are set; exit to leave",
             f"the replay, labelled:  {shlex.join(driver)}",
             f"pytest alone:          {alone}",
