@@ -317,6 +317,50 @@ def test_sigterm_removes_the_container_and_exits_130(hung, cli, docker_client):
     assert cli.folders_left() == []
 
 
+ENV_TEST = "tests/test_env.py::test_flag_and_a_writable_tree"
+ENV_TEST_SOURCE = """\
+import os
+from pathlib import Path
+
+
+def test_flag_and_a_writable_tree():
+    assert os.environ["EXAMPLE_FLAG"] == "on"
+    Path("written-by-the-test.txt").write_text("x")
+"""
+
+
+def test_the_runs_environment_and_writable_tree_are_honoured(tmp_path, cli, docker_client):
+    # The test passes only with --env's variable and a tree it may write into: a
+    # reproduction without either would fail it.
+    repo = build_example(tmp_path / "example", extra_files={"tests/test_env.py": ENV_TEST_SOURCE})
+    run_dir = tmp_path / "run"
+    report = replay(
+        cli, repo, run_dir, "extra-clock-read", "--property", ENV_TEST, "--replays", "1",
+        "--env", "EXAMPLE_FLAG=on", "--writable-tree",
+    )  # fmt: skip
+    assert labels(report, ENV_TEST, "patch") == ["assert_pass"]
+    done = cli.run("reproduce", str(run_dir), ENV_TEST, "--side", "both")
+    assert done.code == 0, done.stdout + done.stderr
+    assert table_row(done.stdout, "now") == ["assert_pass", "assert_pass"]
+    assert "the environment differs" not in done.stdout
+    assert_removed(docker_client, cli, done)
+    child = cli.spawn("reproduce", str(run_dir), ENV_TEST, "--shell")
+    try:
+        child.expect("a writable copy of the tree at /src")
+        child.expect(PROMPT)
+        child.sendline('echo "flag=$EXAMPLE_FLAG home=$HOME"; ls tests; touch new && echo wrote')
+        child.expect("flag=on home=/tmp/home")
+        child.expect("test_env.py")
+        child.expect("wrote")
+        child.expect(PROMPT)
+        child.sendline("exit")
+        status = finish(child)
+    finally:
+        child.close(force=True)
+    assert status == 0
+    assert containers_of(docker_client, child.pid) == []
+
+
 # -- refused before any container starts ---------------------------------------------------
 
 

@@ -4,6 +4,7 @@ seed, the commands, the comparison with the record, the two outputs side by side
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from unit_factories import ASSERTION, OTHER_ASSERTION, replay
 
 from orchestrator.core.digest import NULL_DIGEST
+from orchestrator.core.replay_env import SidePath
 from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.core.reproduce import (
     PDB_TIMEOUT_S,
@@ -22,12 +24,15 @@ from orchestrator.core.reproduce import (
     choose_replay,
     compare,
     describe,
+    environment_drift,
     fit,
     fold,
+    import_roots,
     isolation_hint,
     parse_run_log,
     plan_reproduce,
     pytest_alone,
+    recorded_extras,
     replay_seed,
     shown_calls,
     side_by_side,
@@ -100,6 +105,22 @@ def test_what_replay_writes_is_what_reproduce_reads() -> None:
     assert run.overlay("patch") is None
 
 
+def test_the_containers_environment_comes_back() -> None:
+    plan = run_plan(
+        environment={"HOME": "/tmp/home", "TZ": "Europe/Paris", "REPLAY_SEED": "11"},
+        pythonpath={"base": ("/src/src", "/opt/orchestrator"), "patch": ("/opt/orchestrator",)},
+        options=replace(run_plan().options, writable_tree=True),
+        pins=replace(run_plan().pins, interpreter="/opt/venv/bin/python"),
+    )
+    run = parse_run_log(plan.run_log())
+    assert run.environment == {"HOME": "/tmp/home", "TZ": "Europe/Paris", "REPLAY_SEED": "11"}
+    assert run.pythonpath == {
+        "base": ("/src/src", "/opt/orchestrator"),
+        "patch": ("/opt/orchestrator",),
+    }
+    assert (run.interpreter, run.writable_tree) == ("/opt/venv/bin/python", True)
+
+
 def test_the_tests_from_overlay_comes_back_per_side() -> None:
     overlay = TestOverlay(
         ref="patch",
@@ -122,9 +143,15 @@ def test_the_tests_from_overlay_comes_back_per_side() -> None:
 def test_a_run_log_without_the_later_fields_still_reads() -> None:
     # A run folder of an earlier version: no fixture_file, limits, hash_seed or overlay.
     document = run_plan().run_log()
-    for name in ("fixture_file", "limits", "hash_seed", "tests_from", "overlaid_files"):
+    for name in (
+        "fixture_file", "limits", "hash_seed", "tests_from", "overlaid_files",
+        "environment", "pythonpath", "interpreter", "writable_tree",
+    ):  # fmt: skip
         document.pop(name)
     run = parse_run_log(document)
+    assert run.environment == {}
+    assert run.pythonpath == {}
+    assert (run.interpreter, run.writable_tree) == (None, False)
     assert run.fixture_file is None
     assert run.has_fixture
     assert run.limits == {}
@@ -142,6 +169,9 @@ def test_a_run_log_without_the_later_fields_still_reads() -> None:
         ("overlaid_files", [{"blob": "x"}], "overlaid_files[0]"),
         ("limits", [], "limits"),
         ("limits", {"pids": "many"}, "limits.pids"),
+        ("environment", {"TZ": 1}, "environment.TZ"),
+        ("pythonpath", {"base": "/src"}, "pythonpath.base"),
+        ("writable_tree", "yes", "writable_tree"),
     ],
 )
 def test_a_run_log_missing_what_reproducing_needs_is_refused_by_name(field, value, named):
@@ -230,6 +260,45 @@ def test_an_unknown_side_is_refused() -> None:
         plan_reproduce(
             recorded_run(), PROP, {}, {}, side="left", replay=None, mode=Mode.RUN, keep=False
         )
+
+
+# -- the environment, as pinned ----------------------------------------------------------
+
+SEGMENT = st.text(alphabet="abc_-", min_size=1, max_size=4)
+ROOT_ENTRY = st.one_of(
+    st.just("."),
+    st.lists(SEGMENT, min_size=1, max_size=3).map("/".join),
+    st.lists(SEGMENT, min_size=1, max_size=3).map(lambda parts: "/opt/" + "/".join(parts)),
+)
+
+
+@given(entries=st.lists(ROOT_ENTRY, max_size=4))
+def test_import_roots_are_what_the_containers_pythonpath_was_made_of(entries) -> None:
+    container = (*SidePath(entries=tuple(entries)).container_paths("/src"), "/opt/orchestrator")
+    roots = import_roots(container, tree="/src", probe="/opt/orchestrator")
+    assert roots == tuple(entries)
+    assert (*SidePath(entries=roots).container_paths("/src"), "/opt/orchestrator") == container
+
+
+def test_the_recorded_environment_is_the_defaults_and_its_extras() -> None:
+    defaults = {"REPLAY_SEED": "3", "HOME": "/tmp/home", "TMPDIR": "/tmp"}
+    recorded = {
+        "REPLAY_SEED": "0",  # the replay's own: never taken over
+        "REPLAY_FIXTURE": "/replay/fixture.json",
+        "HOME": "/tmp/home",
+        "TMPDIR": "/var/tmp",  # set otherwise
+        "TZ": "Europe/Paris",  # --env
+    }
+    extras = recorded_extras(recorded, defaults)
+    assert extras == (("TMPDIR", "/var/tmp"), ("TZ", "Europe/Paris"))
+    built = {**defaults, **dict(extras)}
+    assert (
+        environment_drift(recorded, {**built, "REPLAY_FIXTURE": "/replay/fixture.json"}, seed=3)
+        == ()
+    )
+    # A default the record lacks (written by an earlier version) is drift, named.
+    assert environment_drift({"REPLAY_SEED": "3"}, {"REPLAY_SEED": "3", "X": "1"}, seed=3) == ("X",)
+    assert environment_drift({}, built, seed=3) == ()  # nothing recorded to compare
 
 
 # -- command lines -------------------------------------------------------------------------
