@@ -476,6 +476,11 @@ class Container:
 
     ``cancelled`` (set by another thread) stops it from starting (:class:`Cancelled`)
     and ends :meth:`wait` early. Engine failures raise :class:`EngineError`.
+
+    ``keep`` is the one exception to the removal (``reproduce --keep``): a container
+    that started is left as it is on exit, running, for ``docker exec``; its owner
+    labels still let :func:`sweep_leftovers` remove it once this process is gone. One
+    that failed to start is removed all the same.
     """
 
     def __init__(
@@ -485,13 +490,16 @@ class Container:
         *,
         live: LiveContainers | None = None,
         cancelled: threading.Event | None = None,
+        keep: bool = False,
     ) -> None:
         self.name = str(config["name"])
         self._client = client
         self._config = dict(config)
         self._live = live
         self._cancelled = cancelled if cancelled is not None else threading.Event()
+        self._keep = keep
         self._handle: SdkContainer | None = None
+        self._started = False
         self._stopped = False  # it exited, or we killed it: nothing left to kill
         self._removed = False
 
@@ -506,8 +514,9 @@ class Container:
             with _translated(self._client):
                 self._handle.start()  # never retried: a retry could run the replay twice
         except BaseException:
-            self.close()
+            self._close()
             raise
+        self._started = True
         return self
 
     def __exit__(
@@ -606,6 +615,85 @@ class Container:
             cancelled=exit_.cancelled,
         )
 
+    # -- processes run in the started container (``docker exec``) -----------------
+
+    def _exec_create(
+        self, command: Sequence[str], environment: Mapping[str, str], *, tty: bool
+    ) -> str:
+        with _translated(self._client):
+            created = self._client.api.exec_create(
+                self.id,
+                list(command),
+                stdout=True,
+                stderr=True,
+                stdin=tty,
+                tty=tty,
+                environment=dict(environment),
+            )
+        return str(created["Id"])
+
+    def exec_exit_code(self, exec_id: str) -> int | None:
+        """The exit code of a finished ``exec`` (None while it runs, or unknown)."""
+        with _translated(self._client):
+            state = self._client.api.exec_inspect(exec_id)
+        code = state.get("ExitCode")
+        return code if isinstance(code, int) and not state.get("Running") else None
+
+    def exec_stream(
+        self,
+        command: Sequence[str],
+        *,
+        environment: Mapping[str, str],
+        on_output: Callable[[bytes], None],
+        deadline: float,
+    ) -> Exit:
+        """Run ``command`` in the container (its user, folder and environment, plus
+        ``environment``), no terminal, no stdin; hand its output (stdout and stderr as
+        they come) to ``on_output``. Past our monotonic ``deadline`` the container is
+        killed, which ends the process too."""
+        exec_id = self._exec_create(command, environment, tty=False)
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                with _translated(self._client):
+                    for chunk in self._client.api.exec_start(exec_id, stream=True):
+                        on_output(chunk)
+            except BaseException as error:  # handed to the waiting thread
+                failure.append(error)
+
+        thread = threading.Thread(target=pump, name=f"exec-{self.name}", daemon=True)
+        thread.start()
+        # Joined with a bound, not polled: the stream ends when the process does.
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        killed = thread.is_alive()
+        if killed:
+            with _translated(self._client):
+                self._kill_or_raise()
+            thread.join(timeout=10)
+        if failure and not killed:
+            raise failure[0]
+        return Exit(
+            status_code=self.exec_exit_code(exec_id), killed_at_deadline=killed, cancelled=False
+        )
+
+    def exec_terminal(
+        self, command: Sequence[str], *, environment: Mapping[str, str]
+    ) -> ExecTerminal:
+        """Start ``command`` in the container on a terminal of its own (a TTY, with stdin);
+        the caller relays its socket to the user's terminal (``adapters.terminal``)."""
+        exec_id = self._exec_create(command, environment, tty=True)
+        with _translated(self._client):
+            hijacked = self._client.api.exec_start(exec_id, tty=True, socket=True)
+        # The SDK hands back its socket wrapper (``SocketIO`` on a Unix socket): reads and
+        # writes go to the socket itself, with select() on it.
+        raw = getattr(hijacked, "_sock", hijacked)
+        if not isinstance(raw, socket.socket):
+            with contextlib.suppress(Exception):
+                hijacked.close()
+            raise EngineError("docker_api", "the engine's exec stream is not a socket here")
+        return ExecTerminal(client=self._client, exec_id=exec_id, socket=raw, owner=self)
+
     def kill(self) -> None:
         """Kill it now (from any thread); a container that already stopped, or an engine
         that is gone, is left to the removal to decide."""
@@ -615,8 +703,17 @@ class Container:
             self._handle.kill()
 
     def close(self) -> None:
-        """Kill unless stopped, then remove (with its volumes). Idempotent; never raises
-        an engine failure (it is logged, and the container stays in ``live``)."""
+        """Kill unless stopped, then remove (with its volumes); a started container made
+        with ``keep`` is left running instead. Idempotent; never raises an engine failure
+        (it is logged, and the container stays in ``live``)."""
+        if self._keep and self._started:
+            if self._live is not None:
+                self._live.discard(self)
+            log.info("container.kept", container=self.name)
+            return
+        self._close()
+
+    def _close(self) -> None:
         if self._handle is None or self._removed:
             return
         try:
@@ -646,6 +743,29 @@ class Container:
             return None
         status = result.get("StatusCode") if isinstance(result, Mapping) else None
         return int(status) if isinstance(status, int) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecTerminal:
+    """A process started by :meth:`Container.exec_terminal`: its terminal's socket (raw
+    bytes both ways), its size, its exit code."""
+
+    client: docker.DockerClient
+    exec_id: str
+    socket: socket.socket
+    owner: Container
+
+    def resize(self, rows: int, columns: int) -> None:
+        """Tell the process's terminal its size; a process already gone is not a failure."""
+        with contextlib.suppress(*_FAILURES):
+            self.client.api.exec_resize(self.exec_id, height=rows, width=columns)
+
+    def exit_code(self) -> int | None:
+        return self.owner.exec_exit_code(self.exec_id)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.close()
 
 
 def _create(client: docker.DockerClient, config: Mapping[str, Any]) -> SdkContainer:

@@ -29,9 +29,13 @@ from orchestrator.model import (
     Replay,
     ShrinkSummary,
 )
+from orchestrator.probe.driver import hash_seed
 
 BASE = "base"
 PATCH = "patch"
+# The run folder keeps the fixture's bytes as every replay read them (``reproduce`` mounts
+# them again, checked against the digest).
+FIXTURE_FILE = "fixture.json"
 # The run log's overlay fields when each side runs its own tests.
 NO_OVERLAY: Mapping[str, Any] = {
     "tests_from": None,
@@ -112,6 +116,13 @@ class RunPlan:
     # Side -> what pytest is handed there (empty: the property ids): the selected node ids
     # that side has, or whole modules (core.changed.Selection.targets).
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The containers' limits: memory, pids, cpus, tmp_size (empty: not known when planned).
+    limits: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept_fixture(self) -> Path | None:
+        """The run folder's copy of the fixture (None: the run has no fixture)."""
+        return None if self.options.fixture is None else self.run_dir / FIXTURE_FILE
 
     @property
     def property_ids(self) -> tuple[str, ...]:
@@ -157,6 +168,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "origin_digest": pins.origin_digest,
         "shrink": None if pins.shrink is None else pins.shrink.to_json(),
         "seed": options.seed,
+        "hash_seed": hash_seed(options.seed),
         "replays": options.replays,
         "timeout_s": options.timeout_s,
         "isolation": options.isolation,
@@ -177,6 +189,8 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "test_paths": list(options.test_paths),
         "selection": None if plan.selection is None else plan.selection.to_json(),
         "targets": {side: list(targets) for side, targets in plan.targets.items()},
+        "fixture_file": None if options.fixture is None else FIXTURE_FILE,
+        "limits": dict(plan.limits) or None,
     }
 
 

@@ -46,6 +46,7 @@ from orchestrator.services.sides import (
     ReplayPlan,
     SideSpec,
     new_run_id,
+    plan_limits,
     planned_pythonpath,
     replay_sides,
     side_pythonpath,
@@ -194,12 +195,15 @@ def plan_replay(
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
+    fixture_bytes: bytes | None = None
     if options.fixture is not None:
         fixture = options.fixture.resolve()
-        fixture_digest = digest(files.read_json(str(fixture)))
+        # Read once: these bytes are digested, kept in the run folder and mounted.
+        fixture_bytes = files.read_bytes(fixture)
+        fixture_digest = digest(files.parse_json(fixture_bytes, str(fixture)))
     shrink: ShrinkSummary | None = None
     origin_digest = fixture_digest
-    origin_bytes = fixture.read_bytes() if fixture is not None else None
+    origin_bytes = fixture_bytes
     if options.shrink_report is not None:
         report_doc = files.read_json(str(options.shrink_report))
         shrink = shrink_from_report(report_doc, fixture_digest)
@@ -247,8 +251,20 @@ def plan_replay(
         selection=tests.selection,
         targets=tests.targets,
     )
+    limits = plan_limits(sides_plan(plan))
+    plan = replace(
+        plan,
+        limits={
+            "memory": limits.memory,
+            "pids": limits.pids,
+            "cpus": limits.cpus,
+            "tmp_size": limits.tmp_size,
+        },
+    )
     if (run_dir / "run-log.json").exists():
         raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
+    if plan.kept_fixture is not None and fixture_bytes is not None:
+        files.write_atomic(plan.kept_fixture, fixture_bytes)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
 
@@ -260,7 +276,8 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
         image_id=plan.pins.image_id,
         pytest_args=plan.pytest_args,
         property_ids=plan.property_ids,
-        fixture=options.fixture,
+        # The run folder's copy: the bytes that were digested are the bytes mounted.
+        fixture=plan.kept_fixture,
         replays=options.replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
@@ -372,7 +389,11 @@ def record_in_ledger(
         write_flake_freeze_from_replay,
     )
 
-    fixture_bytes = plan.options.fixture.read_bytes() if plan.options.fixture is not None else None
+    # The run folder's copy (the bytes every replay read) when it was kept.
+    kept = plan.kept_fixture
+    if kept is not None and not kept.is_file():
+        kept = plan.options.fixture
+    fixture_bytes = kept.read_bytes() if kept is not None else None
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
     # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.

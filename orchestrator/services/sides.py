@@ -127,6 +127,7 @@ class ReplayPlan:
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
+    tmp_size: str = "64m"  # the /tmp tmpfs
     # The interpreter that runs the driver; None: the image's label says (else python3).
     interpreter: str | None = None
     env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, after the replay's own
@@ -244,6 +245,71 @@ def writable_tree_tmpfs(tree: Path) -> str:
     return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
 
 
+def side_mounts(
+    tree: Path, out_dir: Path, fixture_copy: Path | None, *, writable_tree: bool = False
+) -> list[docker_adapter.Mount]:
+    """What a side's container sees: its tree (read-only) at SRC (with ``writable_tree``
+    at TREE, copied to SRC per replay), the probe beside it, the folder the driver writes
+    its results into, and the fixture (read-only)."""
+    mounts = [
+        docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
+        docker_adapter.Mount(
+            source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
+        ),
+        docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
+    ]
+    if fixture_copy is not None:
+        mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
+    return mounts
+
+
+def side_container_config(
+    plan: ReplayPlan,
+    side: SideSpec,
+    *,
+    tree: Path,
+    out_dir: Path,
+    fixture_copy: Path | None,
+    pythonpath: Sequence[str],
+    name: str,
+    labels: Mapping[str, str],
+    replays: int,
+    command: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The one builder of a side's container (``replay`` and ``reproduce`` both use it):
+    the pinned image, the mounts, only the replay's environment (``pythonpath``: the side's
+    import roots), the limits, the tmpfs a writable tree is copied into, no network.
+    ``command`` replaces the driver's (``reproduce`` runs the driver with ``docker exec``
+    in a container that idles, so that it can be kept for more)."""
+    return docker_adapter.container_config(
+        image_id=plan.image_id,
+        name=name,
+        command=(
+            driver_command(plan, replays, side_targets(plan, side)) if command is None else command
+        ),
+        mounts=side_mounts(tree, out_dir, fixture_copy, writable_tree=plan.writable_tree),
+        environment=replay_environment(plan, pythonpath),
+        labels=labels,
+        limits=plan_limits(plan),
+        tmpfs={SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {},
+    )
+
+
+def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
+    return docker_adapter.Limits(
+        memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size
+    )
+
+
+def private_fixture(folder: Path, data: bytes) -> Path:
+    """The fixture's bytes as one world-readable file in ``folder`` (a private scratch
+    folder): the container's user reads it whatever the original's mode."""
+    copy = folder / "fixture.json"
+    copy.write_bytes(data)
+    copy.chmod(0o644)
+    return copy
+
+
 def side_deadline_s(plan: ReplayPlan, replays: int) -> float:
     """Our own bound on one container: its replays x --timeout plus start-up slack. Pure."""
     return replays * (plan.timeout_s + PER_REPLAY_SLACK_S) + STARTUP_SLACK_S
@@ -306,7 +372,8 @@ class _DeferredSignals:
 
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """While sides run, SIGTERM (a CI cancelling the job) cleans up like Ctrl-C."""
+    """While sides run (or a replay is reproduced), SIGTERM (a CI cancelling the job) cleans
+    up like Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -367,25 +434,16 @@ def _run_container(
     out_dir = run.make_scratch("out")
     try:
         out_dir.chmod(0o777)  # written by the container's uid 1000
-        tmpfs = {SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {}
-        mounts = [
-            docker_adapter.Mount(source=tree, target=TREE if plan.writable_tree else SRC),
-            docker_adapter.Mount(
-                source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
-            ),
-            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
-        ]
-        if run.fixture_copy is not None:
-            mounts.append(docker_adapter.Mount(source=run.fixture_copy, target=FIXTURE))
-        config = docker_adapter.container_config(
-            image_id=plan.image_id,
+        config = side_container_config(
+            plan,
+            side,
+            tree=tree,
+            out_dir=out_dir,
+            fixture_copy=run.fixture_copy,
+            pythonpath=pythonpath,
             name=container_name(run.owner.run_id, side.name, unit_index),
-            command=driver_command(plan, len(numbers), side_targets(plan, side)),
-            mounts=mounts,
-            environment=replay_environment(plan, pythonpath),
             labels=run.owner.labels(side.name),
-            limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
-            tmpfs=tmpfs,
+            replays=len(numbers),
         )
         tail = LineTail()
         try:
@@ -583,13 +641,11 @@ class SideInternalError(InternalError):
 def _copy_fixture(run: _Run, fixture: Path) -> Path:
     """One private, world-readable copy for every side: the user's file may be private
     (0600) or change while the run goes on, and both sides must read the same bytes."""
-    copy = run.make_scratch("fixture") / "fixture.json"
     try:
-        shutil.copyfile(fixture, copy)
+        data = fixture.read_bytes()
     except OSError as error:
         raise InputError(f"{fixture}: cannot read the fixture ({error.strerror})") from None
-    copy.chmod(0o644)
-    return copy
+    return private_fixture(run.make_scratch("fixture"), data)
 
 
 def replay_sides(
