@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.shards import Shard
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -50,6 +51,10 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    engines: tuple[str, ...] = ()  # --engine URLs; empty: DOCKER_HOST or the local socket
+    slots: int | None = None  # sides at once per engine; None: each engine's CPU count
+    shard: Shard | None = None
+    run_id: str | None = None  # a CI job's retry passes the same one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +85,19 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    # The properties this run replays when they are not the options' own: the tests the
+    # command collected (to cut the run), or this shard's part of them. None: as named.
+    selection: tuple[str, ...] | None = None
+    shard: Mapping[str, Any] | None = None  # what core.shards.shard_record said
+    engines: tuple[Mapping[str, Any], ...] = ()  # the pool: url, runner_id, slots
 
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
+
+    @property
+    def property_ids(self) -> tuple[str, ...]:
+        """What the sides replay (empty: every test the command runs)."""
+        return self.options.property_ids if self.selection is None else self.selection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,12 +105,13 @@ class PropertyOutcome:
     index: int
     evidence: Evidence
     decision: Decision
+    raw_dir: str = "raw"  # its raw replay files in the run folder: <raw_dir>/<side>/
 
 
 def run_log_document(plan: RunPlan) -> dict[str, Any]:
     """records.md "Run log", plus what else was pinned."""
     pins, options = plan.pins, plan.options
-    return {
+    document: dict[str, Any] = {
         "schema": RUN_LOG_SCHEMA,
         "run_id": plan.run_id,
         "base_rev": pins.base_rev,
@@ -118,6 +134,15 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
     }
+    if plan.engines:
+        document["engines"] = [str(engine.get("url")) for engine in plan.engines]
+        document["engine_pool"] = [dict(engine) for engine in plan.engines]
+        document["slots"] = options.slots
+    if plan.selection is not None:
+        document["selection"] = list(plan.selection)
+    if plan.shard is not None:
+        document["shard"] = dict(plan.shard)
+    return document
 
 
 def build_evidence(
@@ -127,14 +152,16 @@ def build_evidence(
     patch: Sequence[Replay],
     *,
     oracle: OracleChange | None = None,
+    runner_id: str | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property, with its oracle slice digests."""
+    """records.md "Evidence" for one property, with its oracle slice digests; ``runner_id``
+    names the engine that ran both its sides (default: the run's ``--runner-id``)."""
     pins, options = plan.pins, plan.options
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
         image_digest=pins.image_id,
-        runner_id=options.runner_id,
+        runner_id=runner_id or options.runner_id,
         command=options.command,
         property_id=property_id,
         seed=options.seed,
@@ -155,8 +182,13 @@ def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
     oracle: Mapping[str, OracleChange],
+    *,
+    runners: Mapping[str, str] | None = None,
+    raw_dirs: Mapping[str, str] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
-    """Evidence and a decision per property, in the order the properties were named."""
+    """Evidence and a decision per property, in the order the properties were named;
+    ``runners`` and ``raw_dirs`` say which engine ran each one and where its raw files are
+    (a run on a pool of engines)."""
     outcomes = []
     for index, property_id in enumerate(labelled[BASE], start=1):
         evidence = build_evidence(
@@ -165,8 +197,16 @@ def decide_all(
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
             oracle=oracle.get(property_id),
+            runner_id=(runners or {}).get(property_id),
         )
-        outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
+        outcomes.append(
+            PropertyOutcome(
+                index=index,
+                evidence=evidence,
+                decision=decide(evidence),
+                raw_dir=(raw_dirs or {}).get(property_id, "raw"),
+            )
+        )
     return tuple(outcomes)
 
 
@@ -205,18 +245,22 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
+        "raw_dir": item.raw_dir,
+        "runner_id": evidence.runner_id,
     }
 
 
 def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
-    """The replay-report/1 document (summary.json, and ``--json``)."""
+    """The replay-report/1 document (summary.json, and ``--json``). A shard with no
+    property of the selection decided nothing and blocks nothing (exit 0)."""
     decisions = [item.decision for item in properties]
+    empty_shard = plan.shard is not None and not properties and plan.selection == ()
     return {
         "schema": REPORT_SCHEMA,
         "run_id": plan.run_id,
         "run_dir": str(plan.run_dir),
         "run_log": plan.run_log(),
-        "exit_status": worst_exit(decisions),
+        "exit_status": 0 if empty_shard else worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
     }
 

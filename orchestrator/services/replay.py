@@ -1,9 +1,12 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it
-and writes ``run-log.json`` into the run folder before anything runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
+image ID on the first engine of the pool (never pulled), digests the fixture, checks a
+shrink report against it, fixes the selection (a ``--shard``'s part of it; when no
+``--property`` names the tests and the run is cut, the tests the command collects on
+both revisions) and writes ``run-log.json`` into the run folder before any replay runs.
+``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
+spread over the pool's engines),
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
@@ -14,6 +17,7 @@ property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and w
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
+from orchestrator.core.pool import lanes_for
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -36,14 +41,16 @@ from orchestrator.core.replay_run import (
 )
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
     SideSpec,
+    collect_tests,
     new_run_id,
-    replay_sides,
+    run_sides,
 )
 
 if TYPE_CHECKING:
@@ -93,6 +100,9 @@ class ReplayOutcome:
 
 # ---------------------------------------------------------------- checks on the inputs
 
+# A run id names a folder, containers and volumes: nothing that needs quoting.
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
 
 def validate_options(options: ReplayOptions) -> None:
     if options.replays < 1:
@@ -105,6 +115,12 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
+    if options.slots is not None and options.slots < 1:
+        raise InputError("--slots must be at least 1")
+    if options.run_id is not None and not _RUN_ID.match(options.run_id):
+        raise InputError(
+            f"--run-id {options.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
+        )
     for property_id in options.property_ids:
         if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
@@ -164,15 +180,23 @@ def probe_version() -> str:
 def plan_replay(
     options: ReplayOptions,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     now: datetime,
     run_id: str | None = None,
     default_root: Path | None = None,
+    pool: Pool | None = None,
 ) -> RunPlan:
-    """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
-    from orchestrator.adapters.docker import resolve_image
+    """Pin both revisions, the image, the fixture and the selection; write run-log.json.
+    No replay runs yet (a collection may, to cut a run whose tests are not named)."""
+    from orchestrator.adapters.docker import engine_url, resolve_image
 
     validate_options(options)
+    if pool is None:
+        if client is None:
+            raise ValueError("plan_replay needs a client or a pool")
+        import os
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     args = pytest_args(options.command, options.property_ids)
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
@@ -194,10 +218,13 @@ def plan_replay(
     elif options.origin is not None:
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
-    image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
-    run_id = run_id or new_run_id(now.timestamp())
+    # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
+    image = resolve_image(pool.first.client, options.image)
+    run_id = run_id or options.run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
     run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
+    if (run_dir / "run-log.json").exists():
+        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
     plan = RunPlan(
         run_id=run_id,
         run_dir=run_dir,
@@ -216,11 +243,39 @@ def plan_replay(
             probe_version=probe_version(),
         ),
         pytest_args=args,
+        engines=tuple(pool.describe()) if pool.named or options.slots is not None else (),
     )
-    if (run_dir / "run-log.json").exists():
-        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
+    plan = _select(plan, pool)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
+
+
+def _select(plan: RunPlan, pool: Pool) -> RunPlan:
+    """Fix what the run replays: a shard's part of the selection, and the tests the
+    command collects when none are named and the run is cut (into shards, or over more
+    than one lane of engines)."""
+    options = plan.options
+    shard = options.shard
+    lanes = sum(lanes_for(engine.slots) for engine in pool.engines)
+    selection: tuple[str, ...] | None = None
+    if not options.property_ids and (shard is not None or lanes > 1):
+        selection = collect_tests(
+            sides_plan(plan), _sides(plan), pool=pool, run_id=f"{plan.run_id}-collect"
+        )
+    if shard is None:
+        return replace(plan, selection=selection)
+    from orchestrator.core.shards import shard_record
+
+    whole = options.property_ids if selection is None else selection
+    part, record = shard_record(whole, shard, pool.durations)
+    return replace(plan, selection=part, shard=record)
+
+
+def _sides(plan: RunPlan) -> tuple[SideSpec, SideSpec]:
+    return (
+        SideSpec(name=BASE, repo=plan.options.repo, rev=plan.pins.base_rev),
+        SideSpec(name=PATCH, repo=plan.options.repo, rev=plan.pins.patch_rev),
+    )
 
 
 def sides_plan(plan: RunPlan) -> ReplayPlan:
@@ -229,7 +284,7 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
     return ReplayPlan(
         image_id=plan.pins.image_id,
         pytest_args=plan.pytest_args,
-        property_ids=options.property_ids,
+        property_ids=plan.property_ids,
         fixture=options.fixture,
         replays=options.replays,
         timeout_s=options.timeout_s,
@@ -259,30 +314,45 @@ def _import_in_background(module: str) -> None:
 def execute(
     plan: RunPlan,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     progress: Progress | None = None,
     ledger: LedgerRequest | None = None,
+    pool: Pool | None = None,
 ) -> ReplayOutcome:
     """Replay both sides at once, decide every property, write the run folder (and the
     ledger, when asked)."""
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
-    sides = (
-        SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
-        SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
-    )
-    labelled = replay_sides(
-        sides_plan(plan),
-        sides,
-        client=client,
-        progress=progress,
-        run_id=plan.run_id,
-        keep_raw=plan.run_dir / "raw",
-    )
-    named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-    oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
-    properties = decide_all(plan, labelled, oracle)
+    if pool is None:
+        if client is None:
+            raise ValueError("execute needs a client or a pool")
+        import os
+
+        from orchestrator.adapters.docker import engine_url
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
+    properties: tuple[PropertyOutcome, ...] = ()
+    extra: dict[str, Any] = {}
+    if plan.shard is None or plan.selection != ():  # an empty shard replays nothing
+        outcome = run_sides(
+            sides_plan(plan),
+            _sides(plan),
+            progress=progress,
+            run_id=plan.run_id,
+            keep_raw=plan.run_dir / "raw",
+            pool=pool,
+        )
+        labelled = outcome.labelled
+        named = [p for p in labelled[BASE] if p != NO_TEST_REPORTED]
+        oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
+        properties = decide_all(
+            plan, labelled, oracle, runners=outcome.runners, raw_dirs=outcome.raw_dirs
+        )
+        if plan.engines:
+            extra["engines"] = [dict(engine) for engine in outcome.engines]
+        if outcome.attempts:
+            extra["attempts"] = [attempt.to_json() for attempt in outcome.attempts]
     for item in properties:
         files.write_json_atomic(
             plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
@@ -291,6 +361,7 @@ def execute(
             plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
         )
     report = report_document(plan, properties)
+    report.update(extra)
     if ledger is not None:
         report["ledger"] = record_in_ledger(
             plan,
@@ -319,7 +390,7 @@ def record_in_ledger(
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
-        record_decision,
+        record_decision_once,
         record_run,
         write_flake_freeze_from_replay,
     )
@@ -342,13 +413,16 @@ def record_in_ledger(
         )
         for item in properties:
             evidence, decision = item.evidence, item.decision
+            event_id, new = record_decision_once(
+                store, evidence, decision, request.now, run_id=plan.run_id
+            )
             entry: dict[str, Any] = {
                 "property_id": evidence.property_id,
-                "decision_event": record_decision(
-                    store, evidence, decision, request.now, run_id=plan.run_id
-                ),
+                "decision_event": event_id,
             }
-            if decision.lane is Lane.INFRA_QUEUE:
+            if not new:  # a retried run: its first recording stands, with what came with it
+                entry["already_recorded"] = True
+            elif decision.lane is Lane.INFRA_QUEUE:
                 entry["infra_queue_id"] = queue_infra(
                     store, evidence, decision, request.now, run_id=plan.run_id
                 )
