@@ -861,6 +861,7 @@ def _outcome(run: _Run, dispatched: Dispatched) -> SidesOutcome:
     labelled: dict[str, dict[str, tuple[Replay, ...]]] = {side.name: {} for side in run.sides}
     runners: dict[str, str] = {}
     raw_dirs: dict[str, str] = {}
+    decided_by: dict[int, int] = {}  # engine index -> properties it gave the labels of
     finals = sorted(dispatched.finals, key=lambda item: item[0].key)
     for batch, results in finals:
         engine = engines[batch.engine]
@@ -871,6 +872,9 @@ def _outcome(run: _Run, dispatched: Dispatched) -> SidesOutcome:
         for property_id in per_side[run.sides[0].name]:
             runners[property_id] = engine.runner_id
             raw_dirs[property_id] = batch.raw_dir(single=run.single)
+        decided_by[batch.engine] = decided_by.get(batch.engine, 0) + len(
+            per_side[run.sides[0].name]
+        )
     if run.plan.property_ids:
         order = list(run.plan.property_ids)
         labelled = {
@@ -903,7 +907,7 @@ def _outcome(run: _Run, dispatched: Dispatched) -> SidesOutcome:
             "status": item.status,
             "detail": item.detail,
             "batches": list(item.batches),
-            "properties": sum(1 for p in runners if runners[p] == engines[item.index].runner_id),
+            "properties": decided_by.get(item.index, 0),
             "image_shipped": _shipped(engines[item.index]),
         }
         for item in dispatched.engines
