@@ -11,11 +11,12 @@ root; stopped, unmounted and removed at the end), and times:
 (s) shipping the runner image into the second engine, which does not hold it: the
     Docker SDK's ``save`` streamed into ``load``, the ID checked (once per engine);
 (1) `orchestrator replay --slots N` on the machine's engine alone;
-(2) the same run with `--engine <machine's> --engine <second>`.
+(2) the same run with `--engine <machine's> --engine <second>`;
 
-Both runs replay every test (no --property: the two-engine run collects them first,
-then cuts them in two). Prints the wall times, the ratio (1)/(2) (goal: at least 1.8
-with --slots 1) and what each engine ran.
+each twice: with every test named by `--property`, and with none named (every test the
+command runs: the two-engine run then collects the tests on both revisions first, in
+the first engine, to cut them in two). Prints the wall times, the ratios (1)/(2) (goal:
+at least 1.8 with --slots 1) and what each engine ran.
 """
 
 from __future__ import annotations
@@ -101,31 +102,36 @@ def main() -> int:
             "--slots",
             str(options.slots),
         ]
-        one_times, two_times = [], []
+        named = [arg for node_id in repo.property_ids for arg in ("--property", node_id)]
+        variants = (("every test named", named), ("none named (collected)", []))
+        times: dict[tuple[str, int], list[float]] = {}
         for round_ in range(1, options.rounds + 1):
-            one, one_doc = replay(common, work / f"one-{round_}", work / f"s1-{round_}")
-            two, two_doc = replay(
-                [*common, "--engine", main_url, "--engine", second.url],
-                work / f"two-{round_}",
-                work / f"s2-{round_}",
-            )
-            assert len(one_doc["decisions"]) == len(two_doc["decisions"]) == options.count
-            one_times.append(one)
-            two_times.append(two)
-            spread = ", ".join(
-                f"{engine['url'].rsplit('/', 2)[-2]}: {engine['properties']}"
-                for engine in two_doc["engines"]
-            )
-            print(f"round {round_}: one engine {one:.1f} s, two engines {two:.1f} s ({spread})")
-        one_s, two_s = statistics.median(one_times), statistics.median(two_times)
+            for label, extra in variants:
+                for engines in (1, 2):
+                    pool = [] if engines == 1 else ["--engine", main_url, "--engine", second.url]
+                    tag = f"{'named' if extra else 'all'}-{engines}-{round_}"
+                    elapsed, doc = replay(
+                        [*common, *extra, *pool], work / tag, work / f"scratch-{tag}"
+                    )
+                    assert len(doc["decisions"]) == options.count
+                    times.setdefault((label, engines), []).append(elapsed)
+                    spread = ", ".join(
+                        f"{engine['properties']} on engine {number}"
+                        for number, engine in enumerate(doc.get("engines") or (), start=1)
+                    )
+                    print(f"round {round_}, {label}, {engines} engine(s): {elapsed:.1f} s {spread}")
         rows = [
             ("ship the runner image to a new engine", f"{shipped.seconds:.1f} s",
              f"{shipped.bytes / 1e6:.0f} MB, once per engine"),
-            (f"one engine, --slots {options.slots}", f"{one_s:.1f} s", "bind mounts"),
-            (f"two engines, --slots {options.slots}", f"{two_s:.1f} s",
-             "volumes, tests collected then cut in two"),
-            ("ratio one / two", f"{one_s / two_s:.2f}x", "goal: at least 1.80x"),
         ]  # fmt: skip
+        for label, _ in variants:
+            one_s = statistics.median(times[(label, 1)])
+            two_s = statistics.median(times[(label, 2)])
+            rows += [
+                (f"{label}: one engine", f"{one_s:.1f} s", "bind mounts"),
+                (f"{label}: two engines", f"{two_s:.1f} s", "volumes"),
+                (f"{label}: one / two", f"{one_s / two_s:.2f}x", "goal: at least 1.80x"),
+            ]
     finally:
         second.remove()
         source.close()

@@ -28,6 +28,7 @@ import os
 import re
 import tarfile
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -257,10 +258,17 @@ class DockerEngine:
         if inputs.probe_tar is None or set(inputs.tars) != set(inputs.trees):
             raise ValueError("the volume path needs a tar of every tree and of the probe")
         prefix = volume_prefix(owner.run_id, self.index)
+        contents: dict[str, Path | bytes] = {
+            f"src-{side}": tar for side, tar in inputs.tars.items()
+        }
+        contents["probe"] = inputs.probe_tar
+        if inputs.fixture is not None:
+            contents["fixture"] = docker_adapter.tar_of(
+                [(FIXTURE_NAME, inputs.fixture.read_bytes(), 0o444)]
+            )
         with contextlib.ExitStack() as stack:
-
-            def volume(purpose: str, tar: Path) -> str:
-                made = stack.enter_context(
+            made = {
+                purpose: stack.enter_context(
                     docker_adapter.Volume(
                         self.client,
                         f"{prefix}-{purpose}",
@@ -268,22 +276,26 @@ class DockerEngine:
                         image_id=image_id,
                     )
                 )
-                with tar.open("rb") as stream:
-                    made.fill(stream)
-                return made.name
+                for purpose in contents
+            }
 
-            sources = {side: volume(f"src-{side}", tar) for side, tar in inputs.tars.items()}
-            probe = volume("probe", inputs.probe_tar)
-            fixture = None
-            if inputs.fixture is not None:
-                with contextlib.ExitStack() as files:
-                    tar_path = inputs.fixture.with_suffix(".tar")
-                    tar_path.write_bytes(
-                        docker_adapter.tar_of([(FIXTURE_NAME, inputs.fixture.read_bytes(), 0o444)])
-                    )
-                    files.callback(tar_path.unlink, missing_ok=True)
-                    fixture = volume("fixture", tar_path)
-            yield VolumeStaging(sources=sources, probe=probe, fixture=fixture)
+            def fill(purpose: str) -> None:
+                content = contents[purpose]
+                if isinstance(content, bytes):
+                    made[purpose].fill(content)
+                    return
+                with content.open("rb") as stream:
+                    made[purpose].fill(stream)
+
+            # Filled at once: each is a round trip through a helper container.
+            with ThreadPoolExecutor(max_workers=len(contents)) as pool:
+                for done in [pool.submit(fill, purpose) for purpose in contents]:
+                    done.result()
+            yield VolumeStaging(
+                sources={side: made[f"src-{side}"].name for side in inputs.tars},
+                probe=made["probe"].name,
+                fixture=made["fixture"].name if "fixture" in made else None,
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,6 +37,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -344,10 +345,11 @@ class _Run:
         if self.batches == 1:
             self.progress(side, number, self.plan.replays)
             return
+        total = self.plan.replays * self.batches
         with self.progress_lock:
             self.done_per_side[side] = self.done_per_side.get(side, 0) + 1
-            done = self.done_per_side[side]
-        self.progress(side, done, self.plan.replays * self.batches)
+            done = min(self.done_per_side[side], total)  # a batch run again counts once
+        self.progress(side, done, total)
 
 
 def _run_container(
@@ -1004,13 +1006,15 @@ def collected_selection(found: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 def collect_tests(
     plan: ReplayPlan, sides: Sequence[SideSpec], *, pool: Pool, run_id: str
 ) -> tuple[str, ...]:
-    """Every test the command collects on any side, in one container per side on the
-    pool's first engine (``pytest --collect-only``: nothing runs). What a run is cut
-    from when no ``--property`` names its tests."""
+    """Every test the command collects on any side, in one container per side (both at
+    once) on the pool's first engine (``pytest --collect-only``: nothing runs). What a
+    run is cut from when no ``--property`` names its tests."""
     validate_plan(plan, sides)
     engine = pool.first
+    # Only the first engine collects: bind mounts when it is this machine's.
+    volumes = pool.volumes and not engine.url.startswith("unix://")
     owner = docker_adapter.Owner.current(run_id)
-    found: list[Mapping[str, Any]] = []
+    cancelled = threading.Event()
     with contextlib.ExitStack() as stack:
         scratch = git_adapter.make_scratch("collect")
         stack.callback(git_adapter.remove_scratch, scratch)
@@ -1027,16 +1031,17 @@ def collect_tests(
             fixture.chmod(0o644)
         tars: dict[str, Path] = {}
         probe_tar = None
-        if pool.volumes:
+        if volumes:
             tars = {name: write_tar(tree, scratch / f"{name}.tar") for name, tree in trees.items()}
             probe_tar = write_tar(probe_package(), scratch / "probe.tar", arcname="orchestrator")
         inputs = Inputs(
             trees=trees, probe=probe_package(), fixture=fixture, tars=tars, probe_tar=probe_tar
         )
         staging = stack.enter_context(
-            engine.staging(inputs, volumes=pool.volumes, owner=owner, image_id=plan.image_id)
+            engine.staging(inputs, volumes=volumes, owner=owner, image_id=plan.image_id)
         )
-        for side in sides:
+
+        def collect(side: SideSpec) -> Mapping[str, Any] | None:
             out_dir = scratch / f"out-{side.name}"
             out_dir.mkdir()
             out_dir.chmod(0o777)  # written by the container's uid 1000
@@ -1055,7 +1060,7 @@ def collect_tests(
             )
             tail = LineTail()
             with docker_adapter.Container(
-                engine.client, config, before_start=staging.before_start
+                engine.client, config, cancelled=cancelled, before_start=staging.before_start
             ) as container:
                 container.follow_logs(tail)
                 exit_ = container.wait(deadline=time.monotonic() + side_deadline_s(plan, 1))
@@ -1068,9 +1073,16 @@ def collect_tests(
                     exit_code=exit_.status_code,
                     output_tail=list(tail.lines)[-10:],
                 )
-                continue
-            found.append(doc)
-    return collected_selection(found)
+            return doc
+
+        with ThreadPoolExecutor(max_workers=len(sides)) as workers:
+            running = [workers.submit(collect, side) for side in sides]
+            try:
+                found = [future.result() for future in running]
+            except BaseException:
+                cancelled.set()  # Ctrl-C or a failure: the other side stops at once
+                raise
+    return collected_selection([doc for doc in found if doc is not None])
 
 
 def _read_collected(path: Path) -> Mapping[str, Any] | None:
