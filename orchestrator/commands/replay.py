@@ -8,18 +8,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    TESTS_FROM_HELP,
     ImageOption,
     LedgerOption,
+    TestPathOption,
     TimeoutOption,
 )
 from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.services.replay_shrink import ShrinkingReplay
 
 ISOLATION_HELP = (
     "side: one container per side runs the N replays, each a fresh pytest process "
@@ -58,6 +63,21 @@ def replay(
             help="A pytest node id to decide (repeatable). Default: every test the command runs.",
         ),
     ] = None,
+    changed: Annotated[
+        bool,
+        typer.Option(
+            "--changed",
+            help="Instead of every test the command runs, only those the patch touched: "
+            "tests whose oracle differs between base and patch, and every test of a test "
+            "module that imports a module the patch changed (read statically; "
+            "docs/lanes.md says what that misses). Not with --property.",
+        ),
+    ] = False,
+    tests_from: Annotated[
+        str | None,
+        typer.Option("--tests-from", metavar="base|patch|REV", help=TESTS_FROM_HELP),
+    ] = None,
+    test_paths: TestPathOption = None,
     fixture: Annotated[
         Path | None,
         typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
@@ -69,6 +89,15 @@ def replay(
             help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
         ),
     ] = None,
+    shrink: Annotated[
+        bool,
+        typer.Option(
+            "--shrink",
+            help="When the property fails on the patch, shrink --fixture against it there "
+            "(2 attempts, one warm container), then replay it with the minimal fixture and "
+            "the shrink report; the run folder keeps both fixtures. Needs one --property.",
+        ),
+    ] = False,
     origin: Annotated[
         Path | None,
         typer.Option(
@@ -195,6 +224,12 @@ def replay(
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
 
+    A property whose own test code (its oracle) differs between the sides is not
+    compared (reject_run). --tests-from lays one revision's test files over both
+    trees, so both sides are judged by one oracle: --tests-from patch asks whether a
+    pull request's new test fails on base. --changed replays only the tests the
+    patch touched (docs/lanes.md, section 8).
+
     Beyond one machine: --engine URL (repeatable) spreads the properties over a pool
     of Docker engines, longest first, both sides of a property on one engine; an
     engine that stops answering gives its unfinished properties to the others, once.
@@ -239,6 +274,9 @@ def replay(
         slots=slots,
         shard=parse_shard(shard) if shard is not None else None,
         run_id=run_id,
+        tests_from=tests_from,
+        test_paths=tuple(test_paths or ()),
+        changed=changed,
     )
     validate_options(options)
     now = datetime.now(UTC)
@@ -254,6 +292,10 @@ def replay(
     ]
     if missing:
         raise InputError(f"--freeze needs {' and '.join(missing)}")
+    if shrink:
+        from orchestrator.services.replay_shrink import validate_shrink_options
+
+        validate_shrink_options(options)
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -270,6 +312,36 @@ def replay(
         check_replay_targets(html=html, junit=junit, summary=summary)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
+    if shrink:
+        from orchestrator.adapters.docker import connect
+        from orchestrator.errors import ShrinkStoppedError
+        from orchestrator.services.replay_shrink import STOPPED
+
+        if options.shard is not None or len(options.engines) > 1:
+            raise InputError("--shrink runs on one engine: not with --shard or several --engine")
+        client = connect(os.environ, url=options.engines[0] if options.engines else None)
+        try:
+            shrunk = _replay_and_shrink(
+                options=options,
+                client=client,
+                now=now,
+                json_logs=json_logs,
+                ledger_request=ledger_request,
+                as_json=as_json,
+                logger=logger,
+            )
+        finally:
+            client.close()
+        if html or junit or summary:
+            from orchestrator.commands.report import write_after_replay
+
+            run_dir = Path(shrunk.report["run_dir"])
+            write_after_replay(run_dir, html=html, junit=junit, summary=summary, err=as_json)
+        if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
+            raise ShrinkStoppedError(shrunk.message)
+        if shrunk.exit_status:
+            raise typer.Exit(shrunk.exit_status)
+        return
     pool = open_pool(options.engines, os.environ, runner_id=runner_id, slots=slots, durations=None)
     pool.image_ref = options.image
     try:
@@ -289,7 +361,9 @@ def replay(
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
-        _print_table(outcome)
+        _print_tests(outcome.plan)
+        if not outcome.plan.nothing_selected:
+            _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
     if html or junit or summary:  # other views of the run folder just written
@@ -299,6 +373,46 @@ def replay(
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
+
+
+def _replay_and_shrink(
+    *,
+    options: Any,
+    client: Any,
+    now: datetime,
+    json_logs: bool,
+    ledger_request: Any,
+    as_json: bool,
+    logger: Any,
+) -> ShrinkingReplay:
+    """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
+    from orchestrator.files import dumps
+    from orchestrator.services.replay_shrink import STOPPED, replay_and_shrink
+
+    def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
+        logger.debug(
+            "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+        )
+
+    with _progress(json_logs, options.replays, logger) as progress:
+        result = replay_and_shrink(
+            options,
+            client=client,
+            now=now,
+            progress=progress,
+            shrink_progress=shrink_progress,
+            ledger=ledger_request,
+        )
+    if as_json:
+        typer.echo(dumps(result.report))
+    else:
+        _print_table(result.deciding)
+        _print_ledger(result.report.get("ledger"))
+        if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
+            typer.echo(f"shrink: {result.outcome}: {result.message}")
+        typer.echo(f"run folder: {result.report['run_dir']}")
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    return result
 
 
 @contextmanager
@@ -334,6 +448,21 @@ def _progress(
         yield advance
 
 
+def _print_tests(plan: Any) -> None:
+    """Above the table: what --changed selected, and whose tests were the oracle."""
+    if plan.selection is not None:
+        typer.echo(f"changed: {plan.selection.summary()}")
+    overlay = plan.overlay
+    if overlay is not None:
+        count = len(overlay.files)
+        removed = sorted({path for paths in overlay.removed.values() for path in paths})
+        gone = f", {len(removed)} removed" if removed else ""
+        typer.echo(
+            f"tests from {overlay.ref} ({overlay.rev[:12]}): the oracle on both sides, "
+            f"{count} test file{'s' if count != 1 else ''} laid over each tree{gone}"
+        )
+
+
 def _print_table(outcome: Any) -> None:
     from orchestrator.core.replay_run import call_deltas, label_summary
 
@@ -351,6 +480,11 @@ def _print_table(outcome: Any) -> None:
             for item in outcome.properties
         ),
     )
+    # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
+    for item in outcome.properties:
+        if item.decision.code == "oracle_changed":
+            reasons = "; ".join(item.decision.reasons)
+            typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
 
 
 def _print_ledger(ledger: Any) -> None:

@@ -112,6 +112,19 @@ def retry(batch: Batch) -> Batch | None:
     return replace(batch, key=f"{batch.key}-attempt2", attempt=2)
 
 
+def narrow_targets(targets: Sequence[str], property_ids: Sequence[str] | None) -> tuple[str, ...]:
+    """What a side hands pytest for a part of the selection (a batch, a shard). ``targets``
+    are what it is handed for the whole selection (node ids it has, whole modules; empty:
+    the property ids themselves); the part keeps the node ids of ``property_ids`` the side
+    has, or all of them when it has none (pytest then reports them not found instead of
+    running every test). ``property_ids`` None: the whole selection, unchanged."""
+    if property_ids is None or not targets:
+        return tuple(targets)
+    wanted = set(targets)
+    kept = tuple(p for p in property_ids if p in wanted or p.partition("::")[0] in wanted)
+    return kept or tuple(property_ids)
+
+
 # ---------------------------------------------------------------- engines
 
 

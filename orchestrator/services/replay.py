@@ -2,9 +2,10 @@
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
 image ID on the first engine of the pool (never pulled), digests the fixture, checks a
-shrink report against it, fixes the selection (a ``--shard``'s part of it; when no
-``--property`` names the tests and the run is cut, the tests the command collects on
-both revisions) and writes ``run-log.json`` into the run folder before any replay runs.
+shrink report against it, plans the tests (``--changed``, ``--tests-from``:
+:mod:`orchestrator.services.replay_tests`; a ``--shard``'s part of them; when nothing
+names the tests and the run is cut, the tests the command collects on both revisions)
+and writes ``run-log.json`` into the run folder before any replay runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
 spread over the pool's engines),
 compares each property's oracle slice on both revisions
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
-from orchestrator.core.pool import lanes_for
+from orchestrator.core.pool import lanes_for, narrow_targets
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -43,6 +44,7 @@ from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
 from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import property_oracles
+from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
@@ -197,10 +199,13 @@ def plan_replay(
         import os
 
         pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
-    args = pytest_args(options.command, options.property_ids)
+    check_test_options(options)
+    pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
+    tests = plan_tests(options, repo, base_rev, patch_rev)
+    args = pytest_args(options.command, tests.property_ids)
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
@@ -244,6 +249,9 @@ def plan_replay(
         ),
         pytest_args=args,
         engines=tuple(pool.describe()) if pool.named or options.slots is not None else (),
+        overlay=tests.overlay,
+        selection=tests.selection,
+        targets=tests.targets,
     )
     plan = _select(plan, pool)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
@@ -251,31 +259,34 @@ def plan_replay(
 
 
 def _select(plan: RunPlan, pool: Pool) -> RunPlan:
-    """Fix what the run replays: a shard's part of the selection, and the tests the
-    command collects when none are named and the run is cut (into shards, or over more
-    than one lane of engines)."""
+    """Fix what the run replays when it is cut: the tests the command collects on both
+    revisions when nothing names them (cut into shards, or over more than one lane of
+    engines), then a shard's part of the selection."""
     options = plan.options
     shard = options.shard
+    if plan.nothing_selected:
+        return plan
     lanes = sum(lanes_for(engine.slots) for engine in pool.engines)
-    selection: tuple[str, ...] | None = None
-    if not options.property_ids and (shard is not None or lanes > 1):
-        selection = collect_tests(
-            sides_plan(plan), _sides(plan), pool=pool, run_id=f"{plan.run_id}-collect"
+    if not plan.property_ids and (shard is not None or lanes > 1):
+        collected = collect_tests(
+            sides_plan(plan),
+            (
+                side_spec(plan, BASE, plan.pins.base_rev),
+                side_spec(plan, PATCH, plan.pins.patch_rev),
+            ),
+            pool=pool,
+            run_id=f"{plan.run_id}-collect",
+        )
+        # Node ids now name the tests: the command's paths give way, as with --property.
+        plan = replace(
+            plan, collected=collected, pytest_args=pytest_args(options.command, collected)
         )
     if shard is None:
-        return replace(plan, selection=selection)
+        return plan
     from orchestrator.core.shards import shard_record
 
-    whole = options.property_ids if selection is None else selection
-    part, record = shard_record(whole, shard, pool.durations)
-    return replace(plan, selection=part, shard=record)
-
-
-def _sides(plan: RunPlan) -> tuple[SideSpec, SideSpec]:
-    return (
-        SideSpec(name=BASE, repo=plan.options.repo, rev=plan.pins.base_rev),
-        SideSpec(name=PATCH, repo=plan.options.repo, rev=plan.pins.patch_rev),
-    )
+    part, record = shard_record(plan.property_ids, shard, pool.durations)
+    return replace(plan, part=part, shard=record)
 
 
 def sides_plan(plan: RunPlan) -> ReplayPlan:
@@ -291,6 +302,19 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        expand_parametrized=True,
+    )
+
+
+def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
+    """One side as the engine runs it: with the overlay, if any, and what pytest is handed
+    there."""
+    return SideSpec(
+        name=name,
+        repo=plan.options.repo,
+        rev=rev,
+        tests=None if plan.overlay is None else plan.overlay.side(name),
+        targets=narrow_targets(plan.targets.get(name, ()), plan.part),
     )
 
 
@@ -334,18 +358,20 @@ def execute(
         pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     properties: tuple[PropertyOutcome, ...] = ()
     extra: dict[str, Any] = {}
-    if plan.shard is None or plan.selection != ():  # an empty shard replays nothing
+    if not plan.nothing_selected:
         outcome = run_sides(
             sides_plan(plan),
-            _sides(plan),
+            (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev)),
             progress=progress,
             run_id=plan.run_id,
             keep_raw=plan.run_dir / "raw",
             pool=pool,
         )
         labelled = outcome.labelled
-        named = [p for p in labelled[BASE] if p != NO_TEST_REPORTED]
-        oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
+        named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
+        oracle = property_oracles(
+            options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+        )
         properties = decide_all(
             plan, labelled, oracle, runners=outcome.runners, raw_dirs=outcome.raw_dirs
         )

@@ -53,7 +53,8 @@ from orchestrator.core.labels import (
     mark_image_mismatch,
     nodeids_seen,
 )
-from orchestrator.core.pool import RAW, Batch, plan_batches
+from orchestrator.core.pool import RAW, Batch, narrow_targets, plan_batches
+from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.errors import (
     EngineError,
     InputError,
@@ -82,6 +83,8 @@ from orchestrator.services.engines import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from orchestrator.core.test_files import SideOverlay
+
 log = get_logger(__name__)
 
 ISOLATIONS = ("side", "container")
@@ -108,6 +111,12 @@ class SideSpec:
     repo: Path
     rev: str  # full SHA
     mutant: Path | None = None
+    # --tests-from: another revision's test files laid over the exported tree.
+    tests: SideOverlay | None = None
+    # What pytest is handed on this side instead of the plan's property ids (empty: those):
+    # the selected node ids this side has (one node id pytest cannot find stops the whole
+    # run; the missing ones are labelled not_found), or whole modules.
+    targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +132,9 @@ class ReplayPlan:
     seed: int
     runner_id: str
     isolation: str = "side"
+    # The properties are the node ids reported for each selected id: a function's id
+    # stands for its parametrizations (core.pytest_command.expand_parametrized).
+    expand_parametrized: bool = False
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
@@ -137,8 +149,21 @@ def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) ->
     return ("-p", "no:cacheprovider", *pytest_args, *property_ids)
 
 
-def driver_command(plan: ReplayPlan, replays: int, *, out: str = OUT) -> list[str]:
-    """The container's command: the probe driver, N replays of the pytest arguments. Pure."""
+def side_targets(plan: ReplayPlan, side: SideSpec) -> tuple[str, ...]:
+    """The node ids (or paths) handed to pytest on one side. Pure."""
+    return side.targets or plan.property_ids
+
+
+def driver_command(
+    plan: ReplayPlan,
+    replays: int,
+    property_ids: Sequence[str] | None = None,
+    *,
+    out: str = OUT,
+) -> list[str]:
+    """The container's command: the probe driver, N replays of the pytest arguments
+    (``property_ids``: the side's own, default the plan's; ``out``: where the results go
+    in the container). Pure."""
     return [
         "python3",
         "-m",
@@ -152,7 +177,9 @@ def driver_command(plan: ReplayPlan, replays: int, *, out: str = OUT) -> list[st
         "--seed",
         str(plan.seed),
         "--",
-        *pytest_arguments(plan.pytest_args, plan.property_ids),
+        *pytest_arguments(
+            plan.pytest_args, plan.property_ids if property_ids is None else property_ids
+        ),
     ]
 
 
@@ -371,7 +398,9 @@ def _run_container(
         config = docker_adapter.container_config(
             image_id=plan.image_id,
             name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
-            command=driver_command(plan, len(numbers), out=staging.out_path),
+            command=driver_command(
+                plan, len(numbers), _batch_targets(run, batch, side), out=staging.out_path
+            ),
             mounts=staging.mounts(side.name, out_dir),
             environment=replay_environment(plan),
             labels=run.owner.labels(side.name),
@@ -416,6 +445,14 @@ def _run_container(
         ]
     finally:
         run.drop_scratch(out_dir)
+
+
+def _batch_targets(run: _Run, batch: Batch, side: SideSpec) -> tuple[str, ...]:
+    """What pytest is handed on one side of one batch: the side's own targets for a run
+    of one batch, else those of the batch's properties. Pure."""
+    if not batch.property_ids or batch.property_ids == run.plan.property_ids:
+        return side_targets(run.plan, side)
+    return narrow_targets(side.targets, batch.property_ids) or batch.property_ids
 
 
 def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
@@ -501,7 +538,9 @@ def _export_side(
     """Export the side's sources (in parallel with the other sides) and keep them until
     the run is done; for the volume path also as a tar."""
     try:
-        with git_adapter.checkout(side.repo, side.rev, mutant=side.mutant) as tree:
+        with git_adapter.checkout(
+            side.repo, side.rev, mutant=side.mutant, tests=side.tests
+        ) as tree:
             run.trees[side.name] = tree
             if run.pool.volumes:
                 run.tars[side.name] = write_tar(tree, run.make_scratch("tar") / "src.tar")
@@ -877,10 +916,17 @@ def _outcome(run: _Run, dispatched: Dispatched) -> SidesOutcome:
         decided_by[batch.engine] = decided_by.get(batch.engine, 0) + len(
             per_side[run.sides[0].name]
         )
-    if run.plan.property_ids:
-        order = list(run.plan.property_ids)
+    if run.plan.property_ids and len(finals) > 1:
+        # The selection's order, whichever batch ran a property; a parametrization goes
+        # where the function's id was named.
+        position = {p: index for index, p in enumerate(run.plan.property_ids)}
+
+        def rank(property_id: str) -> int:
+            named = position.get(property_id, position.get(property_id.split("[", 1)[0]))
+            return len(position) if named is None else named
+
         labelled = {
-            side: {p: per_property[p] for p in order if p in per_property}
+            side: {p: per_property[p] for p in sorted(per_property, key=rank)}
             for side, per_property in labelled.items()
         }
     attempts = tuple(
@@ -937,12 +983,15 @@ def _label_sides(
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
     """Labels per side and property, with the image check across sides. Pure."""
     property_ids = plan.property_ids
-    if not property_ids:
+    if not property_ids or plan.expand_parametrized:
         seen: dict[str, None] = {}
         for side in sides:
             for nodeid in nodeids_seen(replay_file for replay_file, _ in results[side.name]):
                 seen.setdefault(nodeid, None)
-        property_ids = tuple(seen) or (NO_TEST_REPORTED,)
+        if property_ids:
+            property_ids = expand_parametrized(property_ids, tuple(seen))
+        else:
+            property_ids = tuple(seen) or (NO_TEST_REPORTED,)
     observed_images = {
         facts.image_id
         for side in sides
@@ -1020,7 +1069,7 @@ def collect_tests(
         stack.callback(git_adapter.remove_scratch, scratch)
         trees = {
             side.name: stack.enter_context(
-                git_adapter.checkout(side.repo, side.rev, mutant=side.mutant)
+                git_adapter.checkout(side.repo, side.rev, mutant=side.mutant, tests=side.tests)
             )
             for side in sides
         }

@@ -36,6 +36,12 @@ PID_LABEL = "orchestrator.pid"
 MARK_LABEL = "orchestrator.replay=1"
 
 
+def example_tests() -> int:
+    """How many tests the bundled example's base has (every one is a property)."""
+    tests = ROOT / "fixtures" / "example" / "base" / "tests"
+    return sum(path.read_text().count("\ndef test_") for path in tests.glob("test_*.py"))
+
+
 def wait_for(predicate: Any, *, timeout: float, what: str, poll: float = 0.05) -> Any:
     """Poll ``predicate`` until it returns something truthy (a condition, not a sleep)."""
     deadline = time.monotonic() + timeout

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from second_engine import (
     SecondEngine,
+    example_tests,
     finish,
     ours,
     replay_command,
@@ -76,7 +77,7 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
     )
     assert one.exit_code == 1, one.stderr[-3000:]
     assert two.exit_code == one.exit_code, two.stderr[-3000:]
-    assert len(one.lanes()) == 5  # every test of the example, collected on both sides
+    assert len(one.lanes()) == example_tests()  # every test, collected on both sides
     assert two.lanes() == one.lanes()
 
     # Both sides of a property ran on one engine, and its evidence names that engine.
@@ -88,7 +89,7 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
     assert {e["runner_id"] for e in one.evidence()} == {"local"}  # as before pools
     log = two.run_log()
     assert log["engines"] == [main_url, second.url]
-    assert sorted(log["selection"]) == sorted(one.lanes())
+    assert sorted(log["collected"]) == sorted(one.lanes())
     assert [engine["status"] for engine in two.summary()["engines"]] == ["ok", "ok"]
 
     # Nothing left on either engine: containers, volumes (sources, probe, fixture, results).

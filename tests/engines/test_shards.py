@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from second_engine import CLI, Run, replay_command, run
+from second_engine import CLI, Run, example_tests, replay_command, run
 
 from fixtures.build_example import BUDGET_PROPERTY, OUTPUT_PROPERTY, TRIM_PROPERTY, ExampleRepo
 from orchestrator.adapters.docker import RUNNER_IMAGE
@@ -57,13 +57,15 @@ def test_three_shards_merged_give_the_unsharded_runs_lanes_and_exit_status(
         for i in (1, 2, 3)
     ]
     parts = [set(shard.lanes()) for shard in shards]
-    assert sum(len(part) for part in parts) == len(whole.lanes()) == 5  # collected, then cut
+    assert (
+        sum(len(part) for part in parts) == len(whole.lanes()) == example_tests()
+    )  # collected, cut
     assert set().union(*parts) == set(whole.lanes())
     for shard in shards:  # each a complete run folder with the same pins
         log = shard.run_log()
         for pin in ("base_rev", "patch_rev", "image_digest", "command", "seed"):
             assert log[pin] == whole.run_log()[pin]
-        assert log["shard"]["selected"] == 5
+        assert log["shard"]["selected"] == example_tests()
 
     merged_dir = tmp_path / "merged"
     merged = merge(shards[2].out, shards[0].out, shards[1].out, "--out", merged_dir, "--json")
@@ -98,7 +100,7 @@ def test_three_shards_merged_give_the_unsharded_runs_lanes_and_exit_status(
 
     table = merge(*(shard.out for shard in shards))
     assert table.returncode == 1
-    assert "merged 3 shards, 5 properties" in table.stdout
+    assert f"merged 3 shards, {example_tests()} properties" in table.stdout
 
 
 def test_merge_refuses_mismatched_pins_a_missing_or_repeated_shard_and_an_unfinished_one(
