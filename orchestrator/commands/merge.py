@@ -43,6 +43,8 @@ def merge(
     """Join the shards of one run (replay --shard 1/N ... N/N) into one report and one
     exit status.
 
+    RUN_DIR... is the run folder of every shard (replay's --out), in any order.
+
     Refuses (exit 2, naming the folder) shards with different pins (base, patch,
     image ID, command, seed, test source, fixture, replays), cut from another
     selection, a shard missing or given twice, a property in two shards, and a folder
