@@ -263,3 +263,16 @@ def checkout(
         yield tree
     finally:
         remove_scratch(scratch)
+
+
+def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:
+    """Every file path under ``folder`` (repository-relative) at commit ``sha``."""
+    import git
+
+    handle = _open_repo(repo)
+    try:
+        with handle:
+            out = handle.git.ls_tree("-r", "--name-only", sha, "--", folder.rstrip("/") + "/")
+    except git.GitCommandError as error:
+        raise GitError(f"git ls-tree failed: {error.stderr.strip() or error}") from None
+    return tuple(line for line in str(out).splitlines() if line)

@@ -16,10 +16,13 @@ import typer
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
     TESTS_FROM_HELP,
+    EnvOption,
     ImageOption,
     LedgerOption,
+    PythonpathOption,
     TestPathOption,
     TimeoutOption,
+    WritableTreeOption,
 )
 from orchestrator.commands._table import Column, print_table
 
@@ -171,6 +174,9 @@ def replay(
             "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
         ),
     ] = "side",
+    env: EnvOption = None,
+    pythonpath: PythonpathOption = None,
+    writable_tree: WritableTreeOption = False,
     ledger: LedgerOption,
     record: Annotated[
         bool,
@@ -242,6 +248,7 @@ def replay(
     from orchestrator import log
     from orchestrator.core.durations import parse_expiry
     from orchestrator.core.pool import check_engine_urls
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.core.shards import parse_shard
     from orchestrator.errors import InputError
@@ -274,6 +281,9 @@ def replay(
         slots=slots,
         shard=parse_shard(shard) if shard is not None else None,
         run_id=run_id,
+        env=parse_env(env or ()),
+        pythonpath=check_pythonpath(pythonpath or ()),
+        writable_tree=writable_tree,
         tests_from=tests_from,
         test_paths=tuple(test_paths or ()),
         changed=changed,
@@ -366,6 +376,7 @@ def replay(
             _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
+    _hint_writable_tree(outcome, logger)
     if html or junit or summary:  # other views of the run folder just written
         from orchestrator.commands.report import write_after_replay
 
@@ -485,6 +496,26 @@ def _print_table(outcome: Any) -> None:
         if item.decision.code == "oracle_changed":
             reasons = "; ".join(item.decision.reasons)
             typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
+
+
+def _hint_writable_tree(outcome: Any, logger: Any) -> None:
+    """A replay that wrote into its read-only tree names the flag that allows it."""
+    from orchestrator.core.labels import READ_ONLY_TREE, WRITABLE_TREE_HINT
+
+    touched = sorted(
+        {
+            str(item.evidence.property_id)
+            for item in outcome.properties
+            for replay in (*item.evidence.base, *item.evidence.patch)
+            if replay.reason == READ_ONLY_TREE
+        }
+    )
+    if touched:
+        logger.warning(
+            "replay.read_only_tree",
+            hint=f"tests wrote into their read-only tree: {WRITABLE_TREE_HINT}",
+            properties=touched,
+        )
 
 
 def _print_ledger(ledger: Any) -> None:

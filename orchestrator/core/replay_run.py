@@ -17,6 +17,7 @@ from orchestrator.core.calls import call_sets, compare, describe_change, sets_to
 from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.replay_env import SidePath
 from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
@@ -61,6 +62,9 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, parsed
+    pythonpath: tuple[str, ...] = ()  # --pythonpath, checked
+    writable_tree: bool = False
     # --tests-from base|patch|REV: that revision's test files judge both sides.
     tests_from: str | None = None
     test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
@@ -84,6 +88,8 @@ class Pins:
     origin_digest: str
     shrink: ShrinkSummary | None
     probe_version: str
+    interpreter: str = "python3"  # what runs the probe driver in the image
+    image_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +105,11 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    # Pins of the container's environment: the variables every replay gets (PYTHONPATH
+    # aside), each side's import roots (relative to its tree) and its whole PYTHONPATH.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    side_paths: Mapping[str, SidePath] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # --tests-from: the test files laid over both sides (None: each side its own).
     overlay: TestOverlay | None = None
     # --changed: what was selected (None: the properties are the given ones, or all).
@@ -175,6 +186,14 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "probe_version": pins.probe_version,
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
+        "environment": dict(plan.environment),
+        "pythonpath": {side: list(paths) for side, paths in plan.pythonpath.items()},
+        "pythonpath_reasons": {
+            side: list(paths.reasons) for side, paths in plan.side_paths.items()
+        },
+        "interpreter": pins.interpreter,
+        "image_labels": dict(pins.image_labels),
+        "writable_tree": options.writable_tree,
         **(plan.overlay.to_json() if plan.overlay is not None else NO_OVERLAY),
         "test_paths": list(options.test_paths),
         "selection": None if plan.selection is None else plan.selection.to_json(),
@@ -221,6 +240,8 @@ def build_evidence(
         base_oracle_digest=None if oracle is None else oracle.base_digest,
         patch_oracle_digest=None if oracle is None else oracle.patch_digest,
         oracle_reasons=() if oracle is None else oracle.reason_texts,
+        environment=dict(plan.environment),
+        pythonpath=dict(plan.pythonpath),
         tests_from=plan.tests_from,
     )
 

@@ -33,6 +33,7 @@ PINS = (
     "tests_from",
     "fixture_digest",
     "replays",
+    "environment",
 )
 BY_DURATIONS = "durations"
 BY_HASH = "hash"

@@ -19,6 +19,12 @@ N independent replays. How the process is made (`--spawn`):
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
+Before each replay (and outside its measured time) the driver creates every `--make-dir`
+that is missing (HOME, in the container's /tmp; like /tmp it is shared by the replays of
+one container, as a machine's are by test runs); with `--copy-tree FROM:TO` it empties TO
+and copies FROM's contents into it, so a suite that writes into its tree gets a private
+writable copy that no earlier replay touched.
+
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
 DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
@@ -122,6 +128,8 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
+    make_dirs: tuple[Path, ...] = ()
+    copy_tree: tuple[Path, Path] | None = None
     serve: bool = False
     jobs: str | None = None
     results: str | None = None
@@ -179,6 +187,20 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         "exec: a new interpreter per replay",
     )
     parser.add_argument(
+        "--make-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="created before each replay when missing (repeatable)",
+    )
+    parser.add_argument(
+        "--copy-tree",
+        type=_copy_pair,
+        default=None,
+        metavar="FROM:TO",
+        help="before each replay, empty TO and copy FROM's contents into it",
+    )
+    parser.add_argument(
         "--serve", action="store_true", help="run the jobs read from --jobs (see the docstring)"
     )
     parser.add_argument("--jobs", help="serve mode: where job lines come from (- for stdin)")
@@ -208,10 +230,19 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
+        make_dirs=tuple(options.make_dir),
+        copy_tree=options.copy_tree,
         serve=options.serve,
         jobs=options.jobs,
         results=options.results,
     )
+
+
+def _copy_pair(text: str) -> tuple[Path, Path]:
+    source, sep, dest = text.partition(":")
+    if not sep or not source or not dest:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO, got {text!r}")
+    return Path(source), Path(dest)
 
 
 def _positive_int(text: str) -> int:
@@ -226,6 +257,34 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
     return value
+
+
+def empty_dir(folder: Path) -> None:
+    """Remove everything in ``folder`` (not the folder: it may be a mount point)."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
+def copy_contents(source: Path, dest: Path) -> None:
+    """Copy what ``source`` holds into the empty ``dest`` (links kept as links). The
+    copies belong to whoever runs the driver, so they are writable."""
+    import shutil
+
+    with os.scandir(source) as entries:
+        for entry in entries:
+            target = dest / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                shutil.copytree(entry.path, target, symlinks=True)
+            else:
+                shutil.copy2(entry.path, target, follow_symlinks=False)
 
 
 def hash_seed(seed: int) -> str:
@@ -416,6 +475,7 @@ class Driver:
     def run_job(self, job: Job, log_path: Path) -> tuple[dict[str, Any], bytes | None]:
         result_path = (self._result_dir or self.options.out) / f".probe-{job.number:03d}.json"
         result_path.unlink(missing_ok=True)
+        self.reset_dirs()
         env = child_environment(
             dict(os.environ), result_path=result_path, seed=job.seed, fixture=job.fixture
         )
@@ -456,6 +516,23 @@ class Driver:
         if job.job_id is not None:
             run["job"] = job.job_id
         return run, result
+
+    def reset_dirs(self) -> None:
+        """HOME there, and (with --copy-tree) a fresh tree, for the next replay."""
+        for folder in self.options.make_dirs:
+            folder.mkdir(parents=True, exist_ok=True)
+        if self.options.copy_tree is not None:
+            source, dest = self.options.copy_tree
+            empty_dir(dest)
+            copy_contents(source, dest)
+        if self.options.copy_tree is not None:
+            import importlib
+
+            # Folders on sys.path that did not exist when the driver started (the tree's
+            # src/ before its first copy) are cached as "nothing here": forget that.
+            importlib.invalidate_caches()
+            for entry in [key for key, finder in sys.path_importer_cache.items() if not finder]:
+                del sys.path_importer_cache[entry]  # what Python < 3.10 does not forget
 
     def _exec(self, job: Job, env: dict[str, str], log_path: Path) -> int:
         import subprocess

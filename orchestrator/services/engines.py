@@ -45,6 +45,7 @@ log = get_logger(__name__)
 
 # Where a replay container finds its inputs and leaves its results.
 SRC = "/src"
+TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
 OUT = "/replay/out"
 FIXTURE = "/replay/fixture.json"
 PROBE_ROOT = "/opt/orchestrator"
@@ -90,7 +91,9 @@ class Staging(Protocol):
     def scratch_volumes(self) -> tuple[str, ...]:
         """Writable paths of the container backed by anonymous volumes."""
 
-    def mounts(self, side: str, out_dir: Path) -> list[docker_adapter.Mount]: ...
+    def mounts(
+        self, side: str, out_dir: Path, *, tree_target: str = SRC
+    ) -> list[docker_adapter.Mount]: ...
 
     def before_start(self, container: docker_adapter.Container) -> None: ...
 
@@ -105,9 +108,11 @@ class BindStaging:
     out_path: str = OUT
     scratch_volumes: tuple[str, ...] = ()
 
-    def mounts(self, side: str, out_dir: Path) -> list[docker_adapter.Mount]:
+    def mounts(
+        self, side: str, out_dir: Path, *, tree_target: str = SRC
+    ) -> list[docker_adapter.Mount]:
         mounts = [
-            docker_adapter.Mount(source=self.inputs.trees[side], target=SRC),
+            docker_adapter.Mount(source=self.inputs.trees[side], target=tree_target),
             docker_adapter.Mount(source=self.inputs.probe, target=f"{PROBE_ROOT}/orchestrator"),
             docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
         ]
@@ -133,9 +138,11 @@ class VolumeStaging:
     out_path: str = VOLUME_OUT
     scratch_volumes: tuple[str, ...] = (VOLUME_OUT_ROOT,)
 
-    def mounts(self, side: str, out_dir: Path) -> list[docker_adapter.Mount]:
+    def mounts(
+        self, side: str, out_dir: Path, *, tree_target: str = SRC
+    ) -> list[docker_adapter.Mount]:
         mounts = [
-            docker_adapter.Mount(source=self.sources[side], target=SRC),
+            docker_adapter.Mount(source=self.sources[side], target=tree_target),
             docker_adapter.Mount(source=self.probe, target=PROBE_ROOT),
         ]
         if self.fixture is not None:

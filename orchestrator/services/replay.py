@@ -46,13 +46,16 @@ from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
+    FIXTURE,
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
     SideSpec,
     collect_tests,
     new_run_id,
+    planned_pythonpath,
     run_sides,
+    side_pythonpath,
 )
 
 if TYPE_CHECKING:
@@ -123,6 +126,10 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError(
             f"--run-id {options.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
         )
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
+
+    parse_env([f"{key}={value}" for key, value in options.env])
+    check_pythonpath(options.pythonpath)
     for property_id in options.property_ids:
         if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
@@ -191,6 +198,8 @@ def plan_replay(
     """Pin both revisions, the image, the fixture and the selection; write run-log.json.
     No replay runs yet (a collection may, to cut a run whose tests are not named)."""
     from orchestrator.adapters.docker import engine_url, resolve_image
+    from orchestrator.core.project_image import interpreter_from_labels
+    from orchestrator.core.replay_env import replay_variables
 
     validate_options(options)
     if pool is None:
@@ -225,6 +234,10 @@ def plan_replay(
 
     # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
     image = resolve_image(pool.first.client, options.image)
+    side_paths = {
+        side: planned_pythonpath(repo, rev, options.pythonpath)
+        for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
+    }
     run_id = run_id or options.run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
     run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
@@ -246,9 +259,18 @@ def plan_replay(
             origin_digest=origin_digest,
             shrink=shrink,
             probe_version=probe_version(),
+            interpreter=interpreter_from_labels(image.labels),
+            image_labels=dict(image.labels),
         ),
         pytest_args=args,
         engines=tuple(pool.describe()) if pool.named or options.slots is not None else (),
+        environment=replay_variables(
+            seed=options.seed,
+            fixture=FIXTURE if fixture is not None else None,
+            extra=options.env,
+        ),
+        side_paths=side_paths,
+        pythonpath={side: side_pythonpath(paths.entries) for side, paths in side_paths.items()},
         overlay=tests.overlay,
         selection=tests.selection,
         targets=tests.targets,
@@ -302,19 +324,24 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        interpreter=plan.pins.interpreter,
+        env=options.env,
+        extra_pythonpath=options.pythonpath,
+        writable_tree=options.writable_tree,
         expand_parametrized=True,
     )
 
 
 def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
-    """One side as the engine runs it: with the overlay, if any, and what pytest is handed
-    there."""
+    """One side as the engine runs it: with the overlay, if any, what pytest is handed
+    there, and its import roots (planned at its revision)."""
     return SideSpec(
         name=name,
         repo=plan.options.repo,
         rev=rev,
         tests=None if plan.overlay is None else plan.overlay.side(name),
         targets=narrow_targets(plan.targets.get(name, ()), plan.part),
+        pythonpath=plan.side_paths[name].entries if name in plan.side_paths else None,
     )
 
 

@@ -2,8 +2,10 @@
 
 Used by ``replay``, ``thaw``, ``budget`` and ``accept``. Each side's revision is
 exported into its own temporary folder, mounted read-only into a container made
-from the pinned image ID; the container runs the probe's driver
-(``python3 -m orchestrator.probe.replay``), N fresh replays per container start
+from the pinned image ID (with ``writable_tree``, mounted read-only elsewhere and copied
+by the driver into a private tmpfs at /src before each replay); the container runs the
+probe's driver (``<interpreter> -m orchestrator.probe.replay``: a project image's venv
+python, named by its label, else ``python3``), N fresh replays per container start
 (``isolation="side"``; each replay a process forked from a driver that imported
 pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 (``isolation="container"``).
@@ -46,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.results import read_replay_files, replay_file_name
+from orchestrator.core import replay_env
 from orchestrator.core.labels import (
     ContainerFacts,
     ReplayFile,
@@ -71,6 +74,7 @@ from orchestrator.services.engines import (
     OUT,
     PROBE_ROOT,
     SRC,
+    TREE,
     DockerEngine,
     Inputs,
     Pool,
@@ -95,7 +99,8 @@ INTERNAL_ERROR_FILE = "internal-error.txt"  # its traceback, under keep_raw/<sid
 STARTUP_SLACK_S = 15.0
 PER_REPLAY_SLACK_S = 2.0
 
-__all__ = ["FIXTURE", "OUT", "PROBE_ROOT", "SRC"]  # the container's paths (services.engines)
+# The container's paths live in services.engines; kept importable from here.
+__all__ = ["FIXTURE", "OUT", "PROBE_ROOT", "SRC", "TREE"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -111,6 +116,9 @@ class SideSpec:
     repo: Path
     rev: str  # full SHA
     mutant: Path | None = None
+    # Import roots of the side's tree (relative to it, or absolute in the image), before the
+    # probe on PYTHONPATH; None: found in the exported tree (core.replay_env.side_pythonpath).
+    pythonpath: tuple[str, ...] | None = None
     # --tests-from: another revision's test files laid over the exported tree.
     tests: SideOverlay | None = None
     # What pytest is handed on this side instead of the plan's property ids (empty: those):
@@ -138,6 +146,11 @@ class ReplayPlan:
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
+    # The interpreter that runs the driver; None: the image's label says (else python3).
+    interpreter: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, after the replay's own
+    extra_pythonpath: tuple[str, ...] = ()  # --pythonpath, for sides found in their tree
+    writable_tree: bool = False
 
 
 def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) -> tuple[str, ...]:
@@ -163,9 +176,12 @@ def driver_command(
 ) -> list[str]:
     """The container's command: the probe driver, N replays of the pytest arguments
     (``property_ids``: the side's own, default the plan's; ``out``: where the results go
-    in the container). Pure."""
+    in the container), HOME made in the tmpfs (and, with ``writable_tree``, a fresh copy
+    of the tree before each replay). Pure."""
+    made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
+    copy = ["--copy-tree", f"{TREE}:{SRC}"] if plan.writable_tree else []
     return [
-        "python3",
+        plan.interpreter or "python3",
         "-m",
         "orchestrator.probe.replay",
         "--replays",
@@ -176,6 +192,8 @@ def driver_command(
         out,
         "--seed",
         str(plan.seed),
+        *made,
+        *copy,
         "--",
         *pytest_arguments(
             plan.pytest_args, plan.property_ids if property_ids is None else property_ids
@@ -183,17 +201,71 @@ def driver_command(
     ]
 
 
-def replay_environment(plan: ReplayPlan) -> dict[str, str]:
+def replay_variables(plan: ReplayPlan) -> dict[str, str]:
+    """Every variable a replay gets but PYTHONPATH (recorded as pins). Pure."""
+    return replay_env.replay_variables(
+        seed=plan.seed,
+        fixture=FIXTURE if plan.fixture is not None else None,
+        extra=plan.env,
+    )
+
+
+def side_pythonpath(paths: Sequence[str]) -> tuple[str, ...]:
+    """A side's PYTHONPATH entries in the container: its import roots, then the probe."""
+    return (*replay_env.SidePath(entries=tuple(paths)).container_paths(SRC), PROBE_ROOT)
+
+
+def replay_environment(plan: ReplayPlan, pythonpath: Sequence[str] = ()) -> dict[str, str]:
     """The container's whole environment: only the replay's own variables. Pure."""
-    env = {
-        "REPLAY_SEED": str(plan.seed),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": PROBE_ROOT,
-        "HOME": "/tmp",
-    }
-    if plan.fixture is not None:
-        env["REPLAY_FIXTURE"] = FIXTURE
-    return env
+    return {**replay_variables(plan), "PYTHONPATH": ":".join(side_pythonpath(pythonpath))}
+
+
+def tree_pythonpath(tree: Path, extra: Sequence[str] = ()) -> replay_env.SidePath:
+    """A side's import roots, found in its exported tree."""
+    files: dict[str, bytes | None] = {}
+    for name in replay_env.INI_FILES:
+        path = tree / name
+        files[name] = path.read_bytes() if path.is_file() else None
+    src = tree / replay_env.SRC
+    src_paths: list[str] = []
+    if src.is_dir():
+        for entry in sorted(src.iterdir()):
+            if entry.is_file():
+                src_paths.append(f"{replay_env.SRC}/{entry.name}")
+            elif (entry / "__init__.py").is_file():
+                src_paths.append(f"{replay_env.SRC}/{entry.name}/__init__.py")
+    return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> replay_env.SidePath:
+    """A side's import roots, read at its revision (before anything is exported)."""
+    files = git_adapter.read_blobs(repo, rev, replay_env.INI_FILES)
+    src_paths = git_adapter.list_paths(repo, rev, replay_env.SRC)
+    return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+def interpreter_of(client: DockerClient, image_id: str) -> str:
+    """The driver's interpreter for an image: its label's venv python, else python3. An
+    image the engine cannot show is left to the containers to report (as their labels)."""
+    from orchestrator.core.project_image import interpreter_from_labels
+
+    try:
+        labels = docker_adapter.resolve_image(client, image_id).labels
+    except EngineError:
+        labels = {}
+    return interpreter_from_labels(labels)
+
+
+def writable_tree_tmpfs(tree: Path) -> str:
+    """Options of the tmpfs the tree is copied into: room for two copies, owned by the
+    runner user (uid 1000), executable (suites run scripts of their tree)."""
+    size = 0
+    for folder, _dirs, names in os.walk(tree):
+        for name in names:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(folder, name)).st_size
+    megabytes = max(64, (2 * size) // (1024 * 1024) + 32)
+    return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
 
 
 def side_deadline_s(plan: ReplayPlan, replays: int) -> float:
@@ -388,6 +460,7 @@ def _run_container(
     side: SideSpec,
     unit_index: int,
     numbers: tuple[int, ...],
+    pythonpath: Sequence[str],
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One container's life: create, start, follow, wait to our deadline, collect, remove;
     then read the results it left."""
@@ -395,16 +468,21 @@ def _run_container(
     out_dir = run.make_scratch("out")
     try:
         out_dir.chmod(0o777)  # written by the container's uid 1000
+        tree = run.trees[side.name]
+        tmpfs = {SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {}
         config = docker_adapter.container_config(
             image_id=plan.image_id,
             name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
             command=driver_command(
                 plan, len(numbers), _batch_targets(run, batch, side), out=staging.out_path
             ),
-            mounts=staging.mounts(side.name, out_dir),
-            environment=replay_environment(plan),
+            mounts=staging.mounts(
+                side.name, out_dir, tree_target=TREE if plan.writable_tree else SRC
+            ),
+            environment=replay_environment(plan, pythonpath),
             labels=run.owner.labels(side.name),
             limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+            tmpfs=tmpfs,
             scratch_volumes=staging.scratch_volumes,
         )
         tail = LineTail()
@@ -574,6 +652,9 @@ def _run_side_job(
     replay gets a (file, facts) pair whatever happens."""
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
+        pythonpath = side.pythonpath
+        if pythonpath is None:
+            pythonpath = tree_pythonpath(run.trees[side.name], run.plan.extra_pythonpath).entries
         for unit_index, numbers in enumerate(container_units(run.plan), start=1):
             if run.cancelled.is_set():
                 facts = ContainerFacts(cancelled=True, message="interrupted before start")
@@ -588,6 +669,7 @@ def _run_side_job(
                     side=side,
                     unit_index=unit_index,
                     numbers=numbers,
+                    pythonpath=pythonpath,
                 )
             )
     except EngineError as error:  # the engine failed us outside a container's life
@@ -761,6 +843,8 @@ def run_sides(
         pool = single_pool(
             client, url=docker_adapter.engine_url(os.environ), runner_id=plan.runner_id
         )
+    if plan.interpreter is None:
+        plan = replace(plan, interpreter=interpreter_of(pool.first.client, plan.image_id))
     run_id = run_id or new_run_id()
     owner = docker_adapter.Owner.current(run_id)
     for engine in pool.engines:
@@ -1023,7 +1107,7 @@ COLLECT_PLUGIN = "orchestrator.probe.collect"
 def collect_command(plan: ReplayPlan) -> list[str]:
     """``pytest --collect-only`` with the plugin that writes the node ids it found. Pure."""
     return [
-        "python3",
+        plan.interpreter or "python3",
         "-m",
         "pytest",
         "--collect-only",
@@ -1060,6 +1144,8 @@ def collect_tests(
     run is cut from when no ``--property`` names its tests."""
     validate_plan(plan, sides)
     engine = pool.first
+    if plan.interpreter is None:
+        plan = replace(plan, interpreter=interpreter_of(engine.client, plan.image_id))
     # Only the first engine collects: bind mounts when it is this machine's.
     volumes = pool.volumes and not engine.url.startswith("unix://")
     owner = docker_adapter.Owner.current(run_id)
@@ -1094,13 +1180,19 @@ def collect_tests(
             out_dir = scratch / f"out-{side.name}"
             out_dir.mkdir()
             out_dir.chmod(0o777)  # written by the container's uid 1000
+            pythonpath = side.pythonpath
+            if pythonpath is None:
+                pythonpath = tree_pythonpath(trees[side.name], plan.extra_pythonpath).entries
             config = docker_adapter.container_config(
                 image_id=plan.image_id,
                 name=container_name(run_id, f"collect-{side.name}", 1),
                 command=collect_command(plan),
                 mounts=staging.mounts(side.name, out_dir),
                 environment={
-                    **replay_environment(plan),
+                    **replay_environment(plan, pythonpath),
+                    # No driver makes HOME here: the tmpfs itself serves collection.
+                    "HOME": "/tmp",
+                    "TMPDIR": "/tmp",
                     "REPLAY_COLLECT_OUT": f"{staging.out_path}/{COLLECT_FILE}",
                 },
                 labels=owner.labels(side.name),
