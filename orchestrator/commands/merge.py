@@ -46,9 +46,9 @@ def merge(
     RUN_DIR... is the run folder of every shard (replay's --out), in any order.
 
     Refuses (exit 2, naming the folder) shards with different pins (base, patch,
-    image ID, command, seed, test source, fixture, replays), cut from another
-    selection, a shard missing or given twice, a property in two shards, and a folder
-    that is not a finished run (no summary.json, or marked incomplete).
+    image ID, command, seed, test source, fixture, replays, environment), cut from
+    another selection, a shard missing or given twice, a property in two shards, and
+    a folder that is not a finished run (no summary.json, or marked incomplete).
 
     Exit status: the worst of the shards' (0 no blocking lane, 1 blocking, 3
     undecided), 2 for folders that cannot be merged.
