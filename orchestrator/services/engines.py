@@ -54,6 +54,9 @@ PROBE_ROOT = "/opt/orchestrator"
 # through the API), in a folder the container's user may write.
 VOLUME_OUT_ROOT = "/replay-out"
 VOLUME_OUT = f"{VOLUME_OUT_ROOT}/w"
+# With writable_tree the read-only tree is copied into /src per replay; on the volume path
+# it cannot sit under /replay (the fixture's read-only volume), so it has its own place.
+VOLUME_TREE = "/replay-tree"
 FIXTURE_NAME = "fixture.json"
 
 
@@ -91,6 +94,10 @@ class Staging(Protocol):
     def scratch_volumes(self) -> tuple[str, ...]:
         """Writable paths of the container backed by anonymous volumes."""
 
+    @property
+    def tree_path(self) -> str:
+        """Where the read-only tree is mounted when the run copies it (writable_tree)."""
+
     def mounts(
         self, side: str, out_dir: Path, *, tree_target: str = SRC
     ) -> list[docker_adapter.Mount]: ...
@@ -107,6 +114,7 @@ class BindStaging:
     inputs: Inputs
     out_path: str = OUT
     scratch_volumes: tuple[str, ...] = ()
+    tree_path: str = TREE
 
     def mounts(
         self, side: str, out_dir: Path, *, tree_target: str = SRC
@@ -137,6 +145,7 @@ class VolumeStaging:
     fixture: str | None
     out_path: str = VOLUME_OUT
     scratch_volumes: tuple[str, ...] = (VOLUME_OUT_ROOT,)
+    tree_path: str = VOLUME_TREE
 
     def mounts(
         self, side: str, out_dir: Path, *, tree_target: str = SRC

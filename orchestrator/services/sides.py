@@ -173,13 +173,15 @@ def driver_command(
     property_ids: Sequence[str] | None = None,
     *,
     out: str = OUT,
+    tree: str = TREE,
 ) -> list[str]:
     """The container's command: the probe driver, N replays of the pytest arguments
     (``property_ids``: the side's own, default the plan's; ``out``: where the results go
-    in the container), HOME made in the tmpfs (and, with ``writable_tree``, a fresh copy
-    of the tree before each replay). Pure."""
+    in the container; ``tree``: where the read-only tree is mounted), HOME made in the
+    tmpfs (and, with ``writable_tree``, a fresh copy of the tree before each replay).
+    Pure."""
     made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
-    copy = ["--copy-tree", f"{TREE}:{SRC}"] if plan.writable_tree else []
+    copy = ["--copy-tree", f"{tree}:{SRC}"] if plan.writable_tree else []
     return [
         plan.interpreter or "python3",
         "-m",
@@ -474,10 +476,14 @@ def _run_container(
             image_id=plan.image_id,
             name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
             command=driver_command(
-                plan, len(numbers), _batch_targets(run, batch, side), out=staging.out_path
+                plan,
+                len(numbers),
+                _batch_targets(run, batch, side),
+                out=staging.out_path,
+                tree=staging.tree_path,
             ),
             mounts=staging.mounts(
-                side.name, out_dir, tree_target=TREE if plan.writable_tree else SRC
+                side.name, out_dir, tree_target=staging.tree_path if plan.writable_tree else SRC
             ),
             environment=replay_environment(plan, pythonpath),
             labels=run.owner.labels(side.name),

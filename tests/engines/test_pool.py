@@ -284,3 +284,34 @@ def test_sigkill_of_the_second_engine_mid_run_leaves_every_property_decided_by_t
         assert ours(client, done.pid) == ([], [])
     finally:
         client.close()
+
+
+def test_a_writable_tree_reaches_every_engine_of_a_pool(
+    tmp_path: Path,
+    example: ExampleRepo,
+    main_url: str,
+    second: SecondEngine,
+    second_client: Any,
+    with_image: str,
+) -> None:
+    # The volume path mounts the fixture's volume at /replay: the tree to copy per replay
+    # has a place of its own there, never inside that read-only volume.
+    done = run(
+        replay_command(
+            example.path,
+            example.base,
+            example.rev("extra-clock-read"),
+            image=RUNNER_IMAGE,
+            out=tmp_path / "run",
+            engines=[main_url, second.url],
+            properties=[BUDGET_PROPERTY, OUTPUT_PROPERTY],
+            replays=1,
+            extra=["--fixture", str(example.fixture), "--writable-tree"],
+        ),
+        tmp_path / "run",
+        tmp_path / "scratch",
+    )
+    assert done.exit_code == 1, done.stderr[-3000:]
+    assert done.lanes() == dict.fromkeys([BUDGET_PROPERTY, OUTPUT_PROPERTY], "property_regression")
+    assert {e["runner_id"] for e in done.evidence()} == {main_url, second.url}
+    assert ours(second_client, done.pid) == ([], [])
