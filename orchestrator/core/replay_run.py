@@ -18,6 +18,7 @@ from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.replay_env import SidePath
+from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
@@ -72,6 +73,10 @@ class ReplayOptions:
     tests_from: str | None = None
     test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
     changed: bool = False  # --changed: select the tests the patch touched
+    engines: tuple[str, ...] = ()  # --engine URLs; empty: DOCKER_HOST or the local socket
+    slots: int | None = None  # sides at once per engine; None: each engine's CPU count
+    shard: Shard | None = None
+    run_id: str | None = None  # a CI job's retry passes the same one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +121,13 @@ class RunPlan:
     # Side -> what pytest is handed there (empty: the property ids): the selected node ids
     # that side has, or whole modules (core.changed.Selection.targets).
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # When the run is cut (into shards, or over more than one lane of engines) and no
+    # --property or --changed names its tests: the tests the command collected on both
+    # revisions. Then, with --shard, this shard's part of the selection.
+    collected: tuple[str, ...] | None = None
+    part: tuple[str, ...] | None = None
+    shard: Mapping[str, Any] | None = None  # what core.shards.shard_record said
+    engines: tuple[Mapping[str, Any], ...] = ()  # the pool: url, runner_id, slots
     # The containers' limits: memory, pids, cpus, tmp_size (empty: not known when planned).
     limits: Mapping[str, Any] = field(default_factory=dict)
 
@@ -126,7 +138,12 @@ class RunPlan:
 
     @property
     def property_ids(self) -> tuple[str, ...]:
-        """The node ids handed to pytest: the given ones, or those --changed selected."""
+        """The node ids handed to pytest: a shard's part, or the tests collected to cut the
+        run, or those --changed selected, or the given ones (empty: every test)."""
+        if self.part is not None:
+            return self.part
+        if self.collected is not None:
+            return self.collected
         if self.selection is not None:
             return self.selection.selected
         return self.options.property_ids
@@ -137,7 +154,10 @@ class RunPlan:
 
     @property
     def nothing_selected(self) -> bool:
-        """--changed chose no test: nothing runs, and that is no verdict to wait for."""
+        """--changed chose no test, or a shard got no part of the selection: nothing runs,
+        and that is no verdict to wait for."""
+        if self.part is not None:
+            return not self.part
         return self.selection is not None and not self.selection.selected
 
     def run_log(self) -> dict[str, Any]:
@@ -149,12 +169,13 @@ class PropertyOutcome:
     index: int
     evidence: Evidence
     decision: Decision
+    raw_dir: str = "raw"  # its raw replay files in the run folder: <raw_dir>/<side>/
 
 
 def run_log_document(plan: RunPlan) -> dict[str, Any]:
     """records.md "Run log", plus what else was pinned."""
     pins, options = plan.pins, plan.options
-    return {
+    document: dict[str, Any] = {
         "schema": RUN_LOG_SCHEMA,
         "run_id": plan.run_id,
         "base_rev": pins.base_rev,
@@ -192,6 +213,15 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "fixture_file": None if options.fixture is None else FIXTURE_FILE,
         "limits": dict(plan.limits) or None,
     }
+    if plan.engines:
+        document["engines"] = [str(engine.get("url")) for engine in plan.engines]
+        document["engine_pool"] = [dict(engine) for engine in plan.engines]
+        document["slots"] = options.slots
+    if plan.collected is not None:
+        document["collected"] = list(plan.collected)
+    if plan.shard is not None:
+        document["shard"] = {**plan.shard, "property_ids": list(plan.part or ())}
+    return document
 
 
 def build_evidence(
@@ -201,14 +231,16 @@ def build_evidence(
     patch: Sequence[Replay],
     *,
     oracle: OracleChange | None = None,
+    runner_id: str | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property, with its oracle slice digests."""
+    """records.md "Evidence" for one property, with its oracle slice digests; ``runner_id``
+    names the engine that ran both its sides (default: the run's ``--runner-id``)."""
     pins, options = plan.pins, plan.options
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
         image_digest=pins.image_id,
-        runner_id=options.runner_id,
+        runner_id=runner_id or options.runner_id,
         command=options.command,
         property_id=property_id,
         seed=options.seed,
@@ -232,8 +264,13 @@ def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
     oracle: Mapping[str, OracleChange],
+    *,
+    runners: Mapping[str, str] | None = None,
+    raw_dirs: Mapping[str, str] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
-    """Evidence and a decision per property, in the order the properties were named."""
+    """Evidence and a decision per property, in the order the properties were named;
+    ``runners`` and ``raw_dirs`` say which engine ran each one and where its raw files are
+    (a run on a pool of engines)."""
     outcomes = []
     for index, property_id in enumerate(labelled[BASE], start=1):
         evidence = build_evidence(
@@ -242,8 +279,16 @@ def decide_all(
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
             oracle=oracle.get(property_id),
+            runner_id=(runners or {}).get(property_id),
         )
-        outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
+        outcomes.append(
+            PropertyOutcome(
+                index=index,
+                evidence=evidence,
+                decision=decide(evidence),
+                raw_dir=(raw_dirs or {}).get(property_id, "raw"),
+            )
+        )
     return tuple(outcomes)
 
 
@@ -283,11 +328,14 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
+        "raw_dir": item.raw_dir,
+        "runner_id": evidence.runner_id,
     }
 
 
 def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
-    """The replay-report/1 document (summary.json, and ``--json``)."""
+    """The replay-report/1 document (summary.json, and ``--json``). A run that selected
+    nothing (``--changed``, or a shard with no part) decided nothing and blocks nothing."""
     decisions = [item.decision for item in properties]
     return {
         "schema": REPORT_SCHEMA,

@@ -1,10 +1,13 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it,
-plans the tests (``--changed``, ``--tests-from``: :mod:`orchestrator.services.replay_tests`)
-and writes ``run-log.json`` into the run folder before anything runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
+image ID on the first engine of the pool (never pulled), digests the fixture, checks a
+shrink report against it, plans the tests (``--changed``, ``--tests-from``:
+:mod:`orchestrator.services.replay_tests`; a ``--shard``'s part of them; when nothing
+names the tests and the run is cut, the tests the command collects on both revisions)
+and writes ``run-log.json`` into the run folder before any replay runs.
+``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
+spread over the pool's engines),
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
@@ -15,6 +18,7 @@ property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and w
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
+from orchestrator.core.pool import lanes_for, narrow_targets
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -37,6 +42,7 @@ from orchestrator.core.replay_run import (
 )
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
@@ -45,10 +51,11 @@ from orchestrator.services.sides import (
     NO_TEST_REPORTED,
     ReplayPlan,
     SideSpec,
+    collect_tests,
     new_run_id,
     plan_limits,
     planned_pythonpath,
-    replay_sides,
+    run_sides,
     side_pythonpath,
 )
 
@@ -99,6 +106,9 @@ class ReplayOutcome:
 
 # ---------------------------------------------------------------- checks on the inputs
 
+# A run id names a folder, containers and volumes: nothing that needs quoting.
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
 
 def validate_options(options: ReplayOptions) -> None:
     if options.replays < 1:
@@ -111,6 +121,12 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
+    if options.slots is not None and options.slots < 1:
+        raise InputError("--slots must be at least 1")
+    if options.run_id is not None and not _RUN_ID.match(options.run_id):
+        raise InputError(
+            f"--run-id {options.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
+        )
     from orchestrator.core.replay_env import check_pythonpath, parse_env
 
     parse_env([f"{key}={value}" for key, value in options.env])
@@ -174,17 +190,25 @@ def probe_version() -> str:
 def plan_replay(
     options: ReplayOptions,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     now: datetime,
     run_id: str | None = None,
     default_root: Path | None = None,
+    pool: Pool | None = None,
 ) -> RunPlan:
-    """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
-    from orchestrator.adapters.docker import resolve_image
+    """Pin both revisions, the image, the fixture and the selection; write run-log.json.
+    No replay runs yet (a collection may, to cut a run whose tests are not named)."""
+    from orchestrator.adapters.docker import engine_url, resolve_image
     from orchestrator.core.project_image import interpreter_from_labels
     from orchestrator.core.replay_env import replay_variables
 
     validate_options(options)
+    if pool is None:
+        if client is None:
+            raise ValueError("plan_replay needs a client or a pool")
+        import os
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     check_test_options(options)
     pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
@@ -212,14 +236,17 @@ def plan_replay(
     elif options.origin is not None:
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
-    image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
+    # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
+    image = resolve_image(pool.first.client, options.image)
     side_paths = {
         side: planned_pythonpath(repo, rev, options.pythonpath)
         for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
     }
-    run_id = run_id or new_run_id(now.timestamp())
+    run_id = run_id or options.run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
     run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
+    if (run_dir / "run-log.json").exists():
+        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
     plan = RunPlan(
         run_id=run_id,
         run_dir=run_dir,
@@ -240,6 +267,7 @@ def plan_replay(
             image_labels=dict(image.labels),
         ),
         pytest_args=args,
+        engines=tuple(pool.describe()) if pool.named or options.slots is not None else (),
         environment=replay_variables(
             seed=options.seed,
             fixture=FIXTURE if fixture is not None else None,
@@ -251,6 +279,7 @@ def plan_replay(
         selection=tests.selection,
         targets=tests.targets,
     )
+    plan = _select(plan, pool)
     limits = plan_limits(sides_plan(plan))
     plan = replace(
         plan,
@@ -261,12 +290,41 @@ def plan_replay(
             "tmp_size": limits.tmp_size,
         },
     )
-    if (run_dir / "run-log.json").exists():
-        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
     if plan.kept_fixture is not None and fixture_bytes is not None:
         files.write_atomic(plan.kept_fixture, fixture_bytes)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
+
+
+def _select(plan: RunPlan, pool: Pool) -> RunPlan:
+    """Fix what the run replays when it is cut: the tests the command collects on both
+    revisions when nothing names them (cut into shards, or over more than one lane of
+    engines), then a shard's part of the selection."""
+    options = plan.options
+    shard = options.shard
+    if plan.nothing_selected:
+        return plan
+    lanes = sum(lanes_for(engine.slots) for engine in pool.engines)
+    if not plan.property_ids and (shard is not None or lanes > 1):
+        collected = collect_tests(
+            sides_plan(plan),
+            (
+                side_spec(plan, BASE, plan.pins.base_rev),
+                side_spec(plan, PATCH, plan.pins.patch_rev),
+            ),
+            pool=pool,
+            run_id=f"{plan.run_id}-collect",
+        )
+        # Node ids now name the tests: the command's paths give way, as with --property.
+        plan = replace(
+            plan, collected=collected, pytest_args=pytest_args(options.command, collected)
+        )
+    if shard is None:
+        return plan
+    from orchestrator.core.shards import shard_record
+
+    part, record = shard_record(plan.property_ids, shard, pool.durations)
+    return replace(plan, part=part, shard=record)
 
 
 def sides_plan(plan: RunPlan) -> ReplayPlan:
@@ -299,7 +357,7 @@ def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
         repo=plan.options.repo,
         rev=rev,
         tests=None if plan.overlay is None else plan.overlay.side(name),
-        targets=tuple(plan.targets.get(name, ())),
+        targets=narrow_targets(plan.targets.get(name, ()), plan.part),
         pythonpath=plan.side_paths[name].entries if name in plan.side_paths else None,
     )
 
@@ -324,30 +382,47 @@ def _import_in_background(module: str) -> None:
 def execute(
     plan: RunPlan,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     progress: Progress | None = None,
     ledger: LedgerRequest | None = None,
+    pool: Pool | None = None,
 ) -> ReplayOutcome:
     """Replay both sides at once, decide every property, write the run folder (and the
     ledger, when asked)."""
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
+    if pool is None:
+        if client is None:
+            raise ValueError("execute needs a client or a pool")
+        import os
+
+        from orchestrator.adapters.docker import engine_url
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     properties: tuple[PropertyOutcome, ...] = ()
+    extra: dict[str, Any] = {}
     if not plan.nothing_selected:
-        labelled = replay_sides(
+        outcome = run_sides(
             sides_plan(plan),
             (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev)),
-            client=client,
             progress=progress,
             run_id=plan.run_id,
             keep_raw=plan.run_dir / "raw",
+            pool=pool,
         )
+        labelled = outcome.labelled
         named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
         oracle = property_oracles(
             options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
         )
-        properties = decide_all(plan, labelled, oracle)
+        properties = decide_all(
+            plan, labelled, oracle, runners=outcome.runners, raw_dirs=outcome.raw_dirs
+        )
+        if plan.engines:
+            extra["engines"] = [dict(engine) for engine in outcome.engines]
+        if outcome.attempts:
+            extra["attempts"] = [attempt.to_json() for attempt in outcome.attempts]
     for item in properties:
         files.write_json_atomic(
             plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
@@ -356,6 +431,7 @@ def execute(
             plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
         )
     report = report_document(plan, properties)
+    report.update(extra)
     if ledger is not None:
         report["ledger"] = record_in_ledger(
             plan,
@@ -384,7 +460,7 @@ def record_in_ledger(
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
-        record_decision,
+        record_decision_once,
         record_run,
         write_flake_freeze_from_replay,
     )
@@ -411,13 +487,16 @@ def record_in_ledger(
         )
         for item in properties:
             evidence, decision = item.evidence, item.decision
+            event_id, new = record_decision_once(
+                store, evidence, decision, request.now, run_id=plan.run_id
+            )
             entry: dict[str, Any] = {
                 "property_id": evidence.property_id,
-                "decision_event": record_decision(
-                    store, evidence, decision, request.now, run_id=plan.run_id
-                ),
+                "decision_event": event_id,
             }
-            if decision.lane is Lane.INFRA_QUEUE:
+            if not new:  # a retried run: its first recording stands, with what came with it
+                entry["already_recorded"] = True
+            elif decision.lane is Lane.INFRA_QUEUE:
                 entry["infra_queue_id"] = queue_infra(
                     store, evidence, decision, request.now, run_id=plan.run_id
                 )
