@@ -279,6 +279,9 @@ def plan_replay(
         selection=tests.selection,
         targets=tests.targets,
     )
+    if plan.kept_fixture is not None and fixture_bytes is not None:
+        # Before collection: a cut run collects its tests with the kept copy mounted.
+        files.write_atomic(plan.kept_fixture, fixture_bytes)
     plan = _select(plan, pool)
     limits = plan_limits(sides_plan(plan))
     plan = replace(
@@ -290,8 +293,6 @@ def plan_replay(
             "tmp_size": limits.tmp_size,
         },
     )
-    if plan.kept_fixture is not None and fixture_bytes is not None:
-        files.write_atomic(plan.kept_fixture, fixture_bytes)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
 
