@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -157,13 +159,17 @@ def replay(
     from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
     from orchestrator.core.replay_run import ReplayOptions
-    from orchestrator.errors import InputError
+    from orchestrator.errors import InputError, Interrupted, LedgerError, OrchestratorError
     from orchestrator.files import dumps
     from orchestrator.services.replay import (
         LedgerRequest,
         execute,
+        open_ledger_for_run,
         plan_replay,
+        run_folder,
     )
+    from orchestrator.services.run_writer import check_run_folder, note_incomplete
+    from orchestrator.services.sides import new_run_id
 
     options = ReplayOptions(
         repo=repo,
@@ -209,23 +215,35 @@ def replay(
         from orchestrator.commands.report import check_replay_targets
 
         check_replay_targets(html=html, junit=junit, summary=summary)
+    # The run folder and the ledger are checked before the engine is asked for anything.
+    run_id = new_run_id(now.timestamp())
+    run_dir = run_folder(options, run_id)
+    check_run_folder(run_dir)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
-    client = connect(os.environ)
-    try:
-        plan = plan_replay(options, client=client, now=now)
-        logger.info(
-            "replay.planned",
-            run_id=plan.run_id,
-            run_dir=str(plan.run_dir),
-            base_rev=plan.pins.base_rev,
-            patch_rev=plan.pins.patch_rev,
-            image_id=plan.pins.image_id,
-        )
-        with _progress(json_logs, replays, logger) as progress:
-            outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
-    finally:
-        client.close()
+    with contextlib.ExitStack() as resources:
+        if ledger_request is not None:
+            store = resources.enter_context(open_ledger_for_run(ledger_request.url))
+            ledger_request = replace(ledger_request, store=store)
+        try:
+            client = connect(os.environ)
+            resources.callback(client.close)
+            plan = plan_replay(options, client=client, now=now, run_id=run_id)
+            logger.info(
+                "replay.planned",
+                run_id=plan.run_id,
+                run_dir=str(plan.run_dir),
+                base_rev=plan.pins.base_rev,
+                patch_rev=plan.pins.patch_rev,
+                image_id=plan.pins.image_id,
+            )
+            with _progress(json_logs, replays, logger) as progress:
+                outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
+        except (KeyboardInterrupt, Interrupted):
+            raise Interrupted(interrupted_detail(run_dir)) from None
+        except OrchestratorError as error:
+            note_incomplete(run_dir, f"failed: {error}")
+            raise
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
@@ -237,8 +255,23 @@ def replay(
 
         write_after_replay(plan.run_dir, html=html, junit=junit, summary=summary, err=as_json)
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
+    if outcome.recording_error is not None:
+        raise LedgerError(f"not recorded: {outcome.recording_error}")
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
+
+
+def interrupted_detail(run_dir: Path) -> str:
+    """What an interruption left, in the words of its one line."""
+    from orchestrator import interrupts
+    from orchestrator.services.run_writer import is_incomplete, note_incomplete
+
+    name = interrupts.signal_name(interrupts.received()) if interrupts.received() else "signal"
+    if note_incomplete(run_dir, f"interrupted ({name}); nothing was recorded"):
+        return f"containers and sources removed; {run_dir} is marked incomplete, nothing recorded"
+    if run_dir.is_dir() and not is_incomplete(run_dir):
+        return f"the run had already finished: {run_dir}"
+    return "nothing had run yet; nothing written"
 
 
 @contextmanager
@@ -304,7 +337,8 @@ def _print_ledger(ledger: Any) -> None:
             typer.echo(f"no freeze for {entry['property_id']}: {refused}")
         elif entry.get("infra_queue_id") is not None:
             typer.echo(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
-    typer.echo(f"ledger: {ledger['url']}")
+    recorded = "" if ledger.get("recorded", True) else " (not recorded)"
+    typer.echo(f"ledger: {ledger['url']}{recorded}")
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import files
+from orchestrator import files, interrupts
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
 from orchestrator.core.pytest_command import pytest_args, split_node_id
@@ -32,10 +32,12 @@ from orchestrator.core.replay_run import (
     ReplayOptions,
     RunPlan,
     decide_all,
+    never_collected,
     report_document,
 )
-from orchestrator.errors import InputError, SchemaError
+from orchestrator.errors import InputError, LedgerError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.services import run_writer
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.sides import (
     ISOLATIONS,
@@ -63,6 +65,8 @@ class LedgerRequest:
     freeze: bool = False
     owner: str | None = None
     expires_at: datetime | None = None
+    # The ledger, opened (and checked) before anything ran; None: open ``url`` to record.
+    store: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +77,8 @@ class ReplayOutcome:
     properties: tuple[PropertyOutcome, ...]
     report: Mapping[str, Any]
     exit_status: int
+    # Recording was asked and failed (the run folder is complete, the ledger untouched).
+    recording_error: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -194,10 +200,11 @@ def plan_replay(
     elif options.origin is not None:
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
+    refuse_unknown_properties(repo, base_rev, patch_rev, options.property_ids)
+
     image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
     run_id = run_id or new_run_id(now.timestamp())
-    root = default_root if default_root is not None else Path.cwd()
-    run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
+    run_dir = run_folder(options, run_id, default_root)
     plan = RunPlan(
         run_id=run_id,
         run_dir=run_dir,
@@ -217,10 +224,40 @@ def plan_replay(
         ),
         pytest_args=args,
     )
-    if (run_dir / "run-log.json").exists():
-        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
-    files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
+    run_writer.check_run_folder(run_dir)
+    run_writer.start_run_folder(run_dir, plan.run_log())
     return plan
+
+
+def run_folder(options: ReplayOptions, run_id: str, default_root: Path | None = None) -> Path:
+    """``--out``, or ``.replay/runs/<run-id>`` under ``default_root`` (the current folder)."""
+    root = default_root if default_root is not None else Path.cwd()
+    return (options.out or root / ".replay" / "runs" / run_id).resolve()
+
+
+def unknown_message(property_ids: Sequence[str]) -> str:
+    """The one line for node ids that name no test on either side. Pure."""
+    more = f" (and {len(property_ids) - 1} more)" if len(property_ids) > 1 else ""
+    return f"no test collected as {property_ids[0]} on either side{more}"
+
+
+def refuse_unknown_properties(
+    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
+) -> None:
+    """Exit 2 before any replay for a ``--property`` that the sources show is defined on
+    neither side (no such file, or no such test in it: the oracle slice's "absent").
+    Where the source cannot tell (a star import, an outside base class), the replays
+    decide after collection."""
+    if not property_ids:
+        return
+    oracle = property_oracles(repo, base_rev, patch_rev, property_ids)
+    absent = [
+        property_id
+        for property_id in property_ids
+        if oracle[property_id].base_digest is None and oracle[property_id].patch_digest is None
+    ]
+    if absent:
+        raise InputError(unknown_message(absent))
 
 
 def sides_plan(plan: RunPlan) -> ReplayPlan:
@@ -280,29 +317,70 @@ def execute(
         run_id=plan.run_id,
         keep_raw=plan.run_dir / "raw",
     )
+    never = never_collected(labelled)
+    if never:  # the user's typo, not the runner's: no evidence, no infra row
+        raise InputError(unknown_message(never))
     named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
     oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
     properties = decide_all(plan, labelled, oracle)
     for item in properties:
-        files.write_json_atomic(
-            plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
-        )
-        files.write_json_atomic(
-            plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
-        )
+        run_writer.write_json(plan.run_dir, f"evidence-{item.index}.json", item.evidence.to_json())
+        run_writer.write_json(plan.run_dir, f"decision-{item.index}.json", item.decision.to_json())
     report = report_document(plan, properties)
-    if ledger is not None:
-        report["ledger"] = record_in_ledger(
+    # The report is whole before the ledger is touched: a ledger failure cannot lose it.
+    run_writer.write_json(plan.run_dir, "summary.json", report)
+    recording_error = None
+    # From here a signal waits (a commit is never cut from the run folder it belongs to),
+    # except while the ledger's lock is awaited: that wait ends at once on Ctrl-C.
+    with interrupts.shielded():
+        run_writer.finish_run_folder(plan.run_dir)  # complete, whatever the ledger does
+        if ledger is not None:
+            try:
+                report["ledger"], recording_error = _record(plan, properties, ledger, report)
+            except KeyboardInterrupt:  # while waiting for the lock: nothing was recorded
+                run_writer.mark_incomplete(plan.run_dir, "interrupted before recording")
+                raise
+            run_writer.write_json(plan.run_dir, "summary.json", report)  # the ledger's ids
+    return ReplayOutcome(
+        plan=plan,
+        properties=properties,
+        report=report,
+        exit_status=report["exit_status"],
+        recording_error=recording_error,
+    )
+
+
+def _record(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    ledger: LedgerRequest,
+    report: Mapping[str, Any],
+) -> tuple[dict[str, Any], str | None]:
+    """The report's ``ledger`` entry, and the one line a failed recording ends with."""
+    from orchestrator.adapters.ledger import display_url
+
+    try:
+        recorded = record_in_ledger(
             plan,
             properties,
             ledger,
             finished_at=datetime.now(UTC),
             exit_status=report["exit_status"],
         )
-    files.write_json_atomic(plan.run_dir / "summary.json", report)
-    return ReplayOutcome(
-        plan=plan, properties=properties, report=report, exit_status=report["exit_status"]
-    )
+    except LedgerError as error:
+        message = f"{error}; the run folder {plan.run_dir} is complete"
+        entry = {"url": display_url(ledger.url), "recorded": False, "error": str(error)}
+        return {**entry, "entries": []}, message
+    return {**recorded, "recorded": True}, None
+
+
+def open_ledger_for_run(url: str) -> Any:
+    """The ledger a run will record in, opened (created or upgraded) and checked now,
+    before anything runs: a URL or path that cannot be used is exit 2 at once, a
+    database that fails exit 3."""
+    from orchestrator.adapters.ledger import Ledger
+
+    return Ledger.open(url)
 
 
 def record_in_ledger(
@@ -330,7 +408,11 @@ def record_in_ledger(
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
     origin_bytes = plan.origin_bytes
     entries = []
-    with open_ledger(request.url, {}, Path.cwd()) as store, store.transaction():
+    with contextlib.ExitStack() as opened:
+        store = request.store
+        if store is None:
+            store = opened.enter_context(open_ledger(request.url, {}, Path.cwd()))
+        opened.enter_context(store.transaction())
         record_run(
             store,
             plan.run_id,

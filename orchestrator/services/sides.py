@@ -22,6 +22,7 @@ other failure of a side is the tool's own fault: its replays are labelled
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -37,6 +38,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import orchestrator
+from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.results import read_replay_files, replay_file_name
@@ -66,6 +68,7 @@ log = get_logger(__name__)
 ISOLATIONS = ("side", "container")
 NO_TEST_REPORTED = "<no test reported>"
 INTERNAL_ERROR = "internal_error"  # the harness sub-reason of a side the tool itself broke
+DISK_FULL = "disk_full"  # ... or of a side whose files found no space (ENOSPC, EDQUOT)
 INTERNAL_ERROR_FILE = "internal-error.txt"  # its traceback, under keep_raw/<side>/
 # Time for a container to start and the driver to import, on top of N x --timeout.
 STARTUP_SLACK_S = 15.0
@@ -197,6 +200,7 @@ class _DeferredSignals:
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         self.hits += 1
+        interrupts.note(signum)  # the command line names it in its one line
         log.warning("interrupt.deferred", detail="removing containers and sources first")
 
     def __enter__(self) -> _DeferredSignals:
@@ -213,8 +217,10 @@ class _DeferredSignals:
 
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """While sides run, SIGTERM (a CI cancelling the job) cleans up like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
+    """While sides run, SIGTERM (a CI cancelling the job) cleans up like Ctrl-C.
+
+    The command line's own handlers (``orchestrator.interrupts``) already do so, once."""
+    if threading.current_thread() is not threading.main_thread() or interrupts.installed():
         yield
         return
 
@@ -243,7 +249,7 @@ class _Run:
     scratch: list[Path] = field(default_factory=list)
     # Written by the side threads, read after they finished.
     failures: dict[str, OrchestratorError] = field(default_factory=dict)
-    internal_errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    internal_errors: dict[str, tuple[str, str | None, str]] = field(default_factory=dict)
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def make_scratch(self, purpose: str) -> Path:
@@ -413,10 +419,17 @@ def _run_side_inner(
         run.cancelled.set()
     except Exception as error:  # the tool's own fault: never an engine label, never silent
         what = f"{type(error).__name__}: {one_line(error)}"
-        kept = _keep_traceback(run, side.name, traceback.format_exc())
-        log.error("side.internal_error", side=side.name, error=what, traceback_file=kept)
-        run.internal_errors[side.name] = (what, kept)
-        _fill_missing(run, observed, ContainerFacts(engine_error=INTERNAL_ERROR, message=what))
+        reason = local_fault_reason(error)
+        if reason == DISK_FULL:  # no bug to trace, and no room to keep a traceback
+            log.debug("side.traceback", side=side.name, traceback=traceback.format_exc())
+            kept = None
+        else:
+            kept = _keep_traceback(run, side.name, traceback.format_exc())
+        log.error(
+            "side.internal_error", side=side.name, error=what, reason=reason, traceback_file=kept
+        )
+        run.internal_errors[side.name] = (what, kept, reason)
+        _fill_missing(run, observed, ContainerFacts(engine_error=reason, message=what))
         run.cancelled.set()  # the run ends in InternalError: stop the other sides early
     results[side.name] = observed
 
@@ -452,8 +465,19 @@ def _keep_traceback(run: _Run, side: str, text: str) -> str | None:
     return None
 
 
-def internal_error_message(side: str, what: str, kept: str | None) -> str:
+def local_fault_reason(error: BaseException) -> str:
+    """``disk_full`` for a write that found no space, else ``internal_error``. Pure."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DISK_FULL
+    return INTERNAL_ERROR
+
+
+def internal_error_message(
+    side: str, what: str, kept: str | None, reason: str = INTERNAL_ERROR
+) -> str:
     """The one line a run ends with when the tool itself broke one of its sides. Pure."""
+    if reason == DISK_FULL:
+        return f"disk full in side {side}: {what} ({DISK_FULL})"
     where = f"traceback in {kept}" if kept is not None else "traceback in the log"
     return (
         f"internal error in side {side}: {what} - a fault of orchestrator itself, "
@@ -515,7 +539,7 @@ def replay_sides(
     run_id = run_id or new_run_id()
     owner = docker_adapter.Owner.current(run_id)
     docker_adapter.sweep_leftovers(client, host=owner.host)
-    git_adapter.sweep_scratch(docker_adapter.pid_alive)
+    git_adapter.sweep_scratch()
 
     run = _Run(
         plan=plan,
@@ -565,8 +589,8 @@ def replay_sides(
     labelled = _label_sides(plan, sides, results)
     for side in sides:
         if side.name in run.internal_errors:
-            what, kept = run.internal_errors[side.name]
-            raise SideInternalError(internal_error_message(side.name, what, kept), labelled)
+            what, kept, reason = run.internal_errors[side.name]
+            raise SideInternalError(internal_error_message(side.name, what, kept, reason), labelled)
     return labelled
 
 
