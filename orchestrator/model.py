@@ -161,7 +161,8 @@ class Evidence:
     ``base_oracle_digest``/``patch_oracle_digest`` digest the property's oracle slice on
     each side (None where the test does not exist, or where the document's writer did not
     slice); ``oracle_reasons`` say what differs. ``oracle_changed`` stays for documents
-    that carry no digests.
+    that carry no digests. ``tests_from`` is the SHA whose test files judged both sides
+    (``--tests-from``; None: each side ran its own tests).
     """
 
     base_rev: str | None
@@ -181,6 +182,7 @@ class Evidence:
     base_oracle_digest: str | None = None
     patch_oracle_digest: str | None = None
     oracle_reasons: tuple[str, ...] = ()
+    tests_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -198,6 +200,7 @@ class Evidence:
             "base_oracle_digest": self.base_oracle_digest,
             "patch_oracle_digest": self.patch_oracle_digest,
             "oracle_reasons": list(self.oracle_reasons),
+            "tests_from": self.tests_from,
             "shrink": None if self.shrink is None else self.shrink.to_json(),
             "replays": self.replays,
             "base": [replay.to_json() for replay in self.base],
@@ -207,16 +210,21 @@ class Evidence:
 
 @dataclass(frozen=True, kw_only=True)
 class Decision:
-    """The lane picked for one piece of evidence. Never carries a merge bit."""
+    """The lane picked for one piece of evidence. Never carries a merge bit.
+
+    ``tests_from`` is the evidence's: the SHA whose test files were the oracle on both
+    sides (written only when there is one).
+    """
 
     lane: Lane
     code: str
     blocking: bool
     freeze_allowed: bool
     reasons: tuple[str, ...] = ()
+    tests_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "schema": DECISION_SCHEMA,
             "lane": self.lane.value,
             "code": self.code,
@@ -224,6 +232,9 @@ class Decision:
             "freeze_allowed": self.freeze_allowed,
             "reasons": list(self.reasons),
         }
+        if self.tests_from is not None:
+            doc["tests_from"] = self.tests_from
+        return doc
 
 
 class FreezeKind(StrEnum):

@@ -87,3 +87,22 @@ _IMAGE = typer.Option(
 ImageOption = Annotated[str, _IMAGE]
 OptionalImageOption = Annotated[str | None, _IMAGE]
 """``--image`` for a command with its own default when the option is left out."""
+
+# --tests-from, --test-path ---------------------------------------------------------------
+
+TESTS_FROM_HELP = (
+    "Judge both sides by one revision's test files: they are laid over every exported tree "
+    "before anything runs (added, modified and deleted test files all follow it). Test files: "
+    "everything under each property's test folder (tests/), every conftest.py, test_*.py and "
+    "*_test.py, and --test-path."
+)
+
+TestPathOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--test-path",
+        metavar="PATH",
+        help="With --tests-from: one more test file or folder to take from that revision "
+        "(test data outside the test folder; repeatable).",
+    ),
+]

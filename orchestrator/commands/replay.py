@@ -17,8 +17,10 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    TESTS_FROM_HELP,
     ImageOption,
     LedgerOption,
+    TestPathOption,
     TimeoutOption,
 )
 from orchestrator.commands._table import Column, print_table
@@ -60,6 +62,21 @@ def replay(
             help="A pytest node id to decide (repeatable). Default: every test the command runs.",
         ),
     ] = None,
+    changed: Annotated[
+        bool,
+        typer.Option(
+            "--changed",
+            help="Instead of every test the command runs, only those the patch touched: "
+            "tests whose oracle differs between base and patch, and every test of a test "
+            "module that imports a module the patch changed (read statically; "
+            "docs/lanes.md says what that misses). Not with --property.",
+        ),
+    ] = False,
+    tests_from: Annotated[
+        str | None,
+        typer.Option("--tests-from", metavar="base|patch|REV", help=TESTS_FROM_HELP),
+    ] = None,
+    test_paths: TestPathOption = None,
     fixture: Annotated[
         Path | None,
         typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
@@ -152,6 +169,12 @@ def replay(
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
 
+    A property whose own test code (its oracle) differs between the sides is not
+    compared (reject_run). --tests-from lays one revision's test files over both
+    trees, so both sides are judged by one oracle: --tests-from patch asks whether a
+    pull request's new test fails on base. --changed replays only the tests the
+    patch touched (docs/lanes.md, section 8).
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
     infrastructure failure), 2 for bad input (found before any container starts).
     """
@@ -187,6 +210,9 @@ def replay(
         runner_id=runner_id,
         out=out,
         isolation=isolation,
+        tests_from=tests_from,
+        test_paths=tuple(test_paths or ()),
+        changed=changed,
     )
     now = datetime.now(UTC)
     # Every usage mistake is found here, before an engine is asked for anything.
@@ -247,7 +273,9 @@ def replay(
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
-        _print_table(outcome)
+        _print_tests(outcome.plan)
+        if not outcome.plan.nothing_selected:
+            _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
     if html or junit or summary:  # other views of the run folder just written
@@ -307,6 +335,21 @@ def _progress(
         yield advance
 
 
+def _print_tests(plan: Any) -> None:
+    """Above the table: what --changed selected, and whose tests were the oracle."""
+    if plan.selection is not None:
+        typer.echo(f"changed: {plan.selection.summary()}")
+    overlay = plan.overlay
+    if overlay is not None:
+        count = len(overlay.files)
+        removed = sorted({path for paths in overlay.removed.values() for path in paths})
+        gone = f", {len(removed)} removed" if removed else ""
+        typer.echo(
+            f"tests from {overlay.ref} ({overlay.rev[:12]}): the oracle on both sides, "
+            f"{count} test file{'s' if count != 1 else ''} laid over each tree{gone}"
+        )
+
+
 def _print_table(outcome: Any) -> None:
     from orchestrator.core.replay_run import call_deltas, label_summary
 
@@ -324,6 +367,11 @@ def _print_table(outcome: Any) -> None:
             for item in outcome.properties
         ),
     )
+    # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
+    for item in outcome.properties:
+        if item.decision.code == "oracle_changed":
+            reasons = "; ".join(item.decision.reasons)
+            typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
 
 
 def _print_ledger(ledger: Any) -> None:

@@ -8,14 +8,16 @@ revisions and the image, run both sides, write the run folder, call the ledger).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
+from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -29,6 +31,14 @@ from orchestrator.model import (
 
 BASE = "base"
 PATCH = "patch"
+# The run log's overlay fields when each side runs its own tests.
+NO_OVERLAY: Mapping[str, Any] = {
+    "tests_from": None,
+    "tests_from_ref": None,
+    "rule_for_tests": None,
+    "overlaid_files": [],
+    "overlay_removed": {},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +60,10 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    # --tests-from base|patch|REV: that revision's test files judge both sides.
+    tests_from: str | None = None
+    test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
+    changed: bool = False  # --changed: select the tests the patch touched
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +94,29 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    # --tests-from: the test files laid over both sides (None: each side its own).
+    overlay: TestOverlay | None = None
+    # --changed: what was selected (None: the properties are the given ones, or all).
+    selection: Selection | None = None
+    # Side -> what pytest is handed there (empty: the property ids): the selected node ids
+    # that side has, or whole modules (core.changed.Selection.targets).
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def property_ids(self) -> tuple[str, ...]:
+        """The node ids handed to pytest: the given ones, or those --changed selected."""
+        if self.selection is not None:
+            return self.selection.selected
+        return self.options.property_ids
+
+    @property
+    def tests_from(self) -> str | None:
+        return None if self.overlay is None else self.overlay.rev
+
+    @property
+    def nothing_selected(self) -> bool:
+        """--changed chose no test: nothing runs, and that is no verdict to wait for."""
+        return self.selection is not None and not self.selection.selected
 
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
@@ -117,6 +154,10 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "probe_version": pins.probe_version,
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
+        **(plan.overlay.to_json() if plan.overlay is not None else NO_OVERLAY),
+        "test_paths": list(options.test_paths),
+        "selection": None if plan.selection is None else plan.selection.to_json(),
+        "targets": {side: list(targets) for side, targets in plan.targets.items()},
     }
 
 
@@ -148,6 +189,7 @@ def build_evidence(
         base_oracle_digest=None if oracle is None else oracle.base_digest,
         patch_oracle_digest=None if oracle is None else oracle.patch_digest,
         oracle_reasons=() if oracle is None else oracle.reason_texts,
+        tests_from=plan.tests_from,
     )
 
 
@@ -202,6 +244,7 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "call_deltas": call_deltas(evidence.base, evidence.patch),
         "oracle_changed": evidence.oracle_changed,
         "oracle_reasons": list(evidence.oracle_reasons),
+        "tests_from": evidence.tests_from,
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
@@ -216,7 +259,7 @@ def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dic
         "run_id": plan.run_id,
         "run_dir": str(plan.run_dir),
         "run_log": plan.run_log(),
-        "exit_status": worst_exit(decisions),
+        "exit_status": 0 if plan.nothing_selected else worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
     }
 

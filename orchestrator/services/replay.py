@@ -1,7 +1,8 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it
+image ID (never pulled), digests the fixture, checks a shrink report against it,
+plans the tests (``--changed``, ``--tests-from``: :mod:`orchestrator.services.replay_tests`)
 and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
 compares each property's oracle slice on both revisions
@@ -39,6 +40,7 @@ from orchestrator.errors import InputError, LedgerError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
 from orchestrator.services import run_writer
 from orchestrator.services.oracle import property_oracles
+from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
@@ -51,6 +53,7 @@ from orchestrator.services.sides import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from orchestrator.core.test_files import TestOverlay
     from orchestrator.services.sides import Progress
 
 
@@ -179,10 +182,13 @@ def plan_replay(
     from orchestrator.adapters.docker import resolve_image
 
     validate_options(options)
-    args = pytest_args(options.command, options.property_ids)
+    check_test_options(options)
+    pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
+    tests = plan_tests(options, repo, base_rev, patch_rev)
+    args = pytest_args(options.command, tests.property_ids)
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
@@ -200,7 +206,10 @@ def plan_replay(
     elif options.origin is not None:
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
-    refuse_unknown_properties(repo, base_rev, patch_rev, options.property_ids)
+    if not options.changed:  # --changed picks tests the patch touched, never a typo
+        refuse_unknown_properties(
+            repo, base_rev, patch_rev, options.property_ids, overlay=tests.overlay
+        )
 
     image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
     run_id = run_id or new_run_id(now.timestamp())
@@ -223,6 +232,9 @@ def plan_replay(
             probe_version=probe_version(),
         ),
         pytest_args=args,
+        overlay=tests.overlay,
+        selection=tests.selection,
+        targets=tests.targets,
     )
     run_writer.check_run_folder(run_dir)
     run_writer.start_run_folder(run_dir, plan.run_log())
@@ -242,7 +254,12 @@ def unknown_message(property_ids: Sequence[str]) -> str:
 
 
 def refuse_unknown_properties(
-    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
+    repo: Path,
+    base_rev: str,
+    patch_rev: str,
+    property_ids: Sequence[str],
+    *,
+    overlay: TestOverlay | None = None,
 ) -> None:
     """Exit 2 before any replay for a ``--property`` that the sources show is defined on
     neither side (no such file, or no such test in it: the oracle slice's "absent").
@@ -250,7 +267,7 @@ def refuse_unknown_properties(
     decide after collection."""
     if not property_ids:
         return
-    oracle = property_oracles(repo, base_rev, patch_rev, property_ids)
+    oracle = property_oracles(repo, base_rev, patch_rev, property_ids, overlay=overlay)
     absent = [
         property_id
         for property_id in property_ids
@@ -266,13 +283,26 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
     return ReplayPlan(
         image_id=plan.pins.image_id,
         pytest_args=plan.pytest_args,
-        property_ids=options.property_ids,
+        property_ids=plan.property_ids,
         fixture=options.fixture,
         replays=options.replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        expand_parametrized=True,
+    )
+
+
+def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
+    """One side as the engine runs it: with the overlay, if any, and what pytest is handed
+    there."""
+    return SideSpec(
+        name=name,
+        repo=plan.options.repo,
+        rev=rev,
+        tests=None if plan.overlay is None else plan.overlay.side(name),
+        targets=tuple(plan.targets.get(name, ())),
     )
 
 
@@ -305,24 +335,24 @@ def execute(
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
-    sides = (
-        SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
-        SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
-    )
-    labelled = replay_sides(
-        sides_plan(plan),
-        sides,
-        client=client,
-        progress=progress,
-        run_id=plan.run_id,
-        keep_raw=plan.run_dir / "raw",
-    )
-    never = never_collected(labelled)
-    if never:  # the user's typo, not the runner's: no evidence, no infra row
-        raise InputError(unknown_message(never))
-    named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-    oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
-    properties = decide_all(plan, labelled, oracle)
+    properties: tuple[PropertyOutcome, ...] = ()
+    if not plan.nothing_selected:
+        labelled = replay_sides(
+            sides_plan(plan),
+            (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev)),
+            client=client,
+            progress=progress,
+            run_id=plan.run_id,
+            keep_raw=plan.run_dir / "raw",
+        )
+        never = never_collected(labelled)
+        if never:  # the user's typo, not the runner's: no evidence, no infra row
+            raise InputError(unknown_message(never))
+        named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
+        oracle = property_oracles(
+            options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+        )
+        properties = decide_all(plan, labelled, oracle)
     for item in properties:
         run_writer.write_json(plan.run_dir, f"evidence-{item.index}.json", item.evidence.to_json())
         run_writer.write_json(plan.run_dir, f"decision-{item.index}.json", item.decision.to_json())

@@ -49,6 +49,7 @@ from orchestrator.core.labels import (
     mark_image_mismatch,
     nodeids_seen,
 )
+from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.errors import (
     EngineError,
     InputError,
@@ -62,6 +63,8 @@ from orchestrator.model import Replay
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+    from orchestrator.core.test_files import SideOverlay
 
 log = get_logger(__name__)
 
@@ -93,6 +96,12 @@ class SideSpec:
     repo: Path
     rev: str  # full SHA
     mutant: Path | None = None
+    # --tests-from: another revision's test files laid over the exported tree.
+    tests: SideOverlay | None = None
+    # What pytest is handed on this side instead of the plan's property ids (empty: those):
+    # the selected node ids this side has (one node id pytest cannot find stops the whole
+    # run; the missing ones are labelled not_found), or whole modules.
+    targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +117,9 @@ class ReplayPlan:
     seed: int
     runner_id: str
     isolation: str = "side"
+    # The properties are the node ids reported for each selected id: a function's id
+    # stands for its parametrizations (core.pytest_command.expand_parametrized).
+    expand_parametrized: bool = False
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
@@ -122,8 +134,16 @@ def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) ->
     return ("-p", "no:cacheprovider", *pytest_args, *property_ids)
 
 
-def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
-    """The container's command: the probe driver, N replays of the pytest arguments. Pure."""
+def side_targets(plan: ReplayPlan, side: SideSpec) -> tuple[str, ...]:
+    """The node ids (or paths) handed to pytest on one side. Pure."""
+    return side.targets or plan.property_ids
+
+
+def driver_command(
+    plan: ReplayPlan, replays: int, property_ids: Sequence[str] | None = None
+) -> list[str]:
+    """The container's command: the probe driver, N replays of the pytest arguments
+    (``property_ids``: the side's own, default the plan's). Pure."""
     return [
         "python3",
         "-m",
@@ -137,7 +157,9 @@ def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
         "--seed",
         str(plan.seed),
         "--",
-        *pytest_arguments(plan.pytest_args, plan.property_ids),
+        *pytest_arguments(
+            plan.pytest_args, plan.property_ids if property_ids is None else property_ids
+        ),
     ]
 
 
@@ -286,7 +308,7 @@ def _run_container(
         config = docker_adapter.container_config(
             image_id=plan.image_id,
             name=container_name(run.owner.run_id, side.name, unit_index),
-            command=driver_command(plan, len(numbers)),
+            command=driver_command(plan, len(numbers), side_targets(plan, side)),
             mounts=mounts,
             environment=replay_environment(plan),
             labels=run.owner.labels(side.name),
@@ -400,7 +422,9 @@ def _run_side_inner(
 ) -> None:
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
-        with git_adapter.checkout(side.repo, side.rev, mutant=side.mutant) as tree:
+        with git_adapter.checkout(
+            side.repo, side.rev, mutant=side.mutant, tests=side.tests
+        ) as tree:
             for unit_index, numbers in enumerate(container_units(run.plan), start=1):
                 if run.cancelled.is_set():
                     facts = ContainerFacts(cancelled=True, message="interrupted before start")
@@ -601,12 +625,15 @@ def _label_sides(
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
     """Labels per side and property, with the image check across sides. Pure."""
     property_ids = plan.property_ids
-    if not property_ids:
+    if not property_ids or plan.expand_parametrized:
         seen: dict[str, None] = {}
         for side in sides:
             for nodeid in nodeids_seen(replay_file for replay_file, _ in results[side.name]):
                 seen.setdefault(nodeid, None)
-        property_ids = tuple(seen) or (NO_TEST_REPORTED,)
+        if property_ids:
+            property_ids = expand_parametrized(property_ids, tuple(seen))
+        else:
+            property_ids = tuple(seen) or (NO_TEST_REPORTED,)
     observed_images = {
         facts.image_id
         for side in sides

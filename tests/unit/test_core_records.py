@@ -213,6 +213,7 @@ def test_parse_evidence_round_trips_oracle_digests_reasons_and_assertion_keys() 
     assert doc["base_oracle_digest"] == "sha256:" + "a" * 64
     assert doc["patch_oracle_digest"] is None
     assert doc["oracle_reasons"] == ["gone on patch"]
+    assert doc["tests_from"] is None
     assert parse_evidence(doc) == ev
 
 
@@ -282,3 +283,11 @@ def test_parse_shrink_report() -> None:
     assert summary.shrink_path == ({"op": "drop_key", "path": ["noise"]},)
     with pytest.raises(SchemaError):
         parse_shrink_report({**doc, "schema": "replay-evidence/1"})
+
+
+def test_parse_evidence_round_trips_tests_from() -> None:
+    ev = evidence(tests_from="3" * 40)
+    assert parse_evidence(ev.to_json()) == ev
+    doc = ev.to_json()
+    del doc["tests_from"]  # documents from other CI systems: absent is null
+    assert parse_evidence(doc).tests_from is None
