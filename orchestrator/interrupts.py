@@ -96,7 +96,12 @@ def checkpoint() -> None:
 
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
-    """Signals inside the block are held until it ends (or a :func:`checkpoint`)."""
+    """Signals inside the block are held until it ends (or a :func:`checkpoint`).
+
+    Signals reach the main thread only: in any other thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _state.shield_depth += 1
     try:
         yield

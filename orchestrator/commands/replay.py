@@ -175,8 +175,13 @@ def replay(
     pull request's new test fails on base. --changed replays only the tests the
     patch touched (docs/lanes.md, section 8).
 
+    The run folder holds an INCOMPLETE file until the run has finished; the ledger
+    is opened before anything runs and written after summary.json.
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
-    infrastructure failure), 2 for bad input (found before any container starts).
+    infrastructure failure), 2 for bad input (found before any container starts),
+    3 when the run was decided but the ledger could not record it (its report is
+    whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
     from orchestrator.adapters.docker import connect

@@ -10,6 +10,13 @@ compares each property's oracle slice on both revisions
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
 ``evidence-<n>.json``, ``decision-<n>.json`` and ``summary.json``. The result is a frozen
 :class:`ReplayOutcome` that other services (the ledger) build on.
+
+Around that flow (:mod:`orchestrator.services.run_writer`): the run folder is checked
+before anything runs and marked ``INCOMPLETE`` until ``summary.json`` is written; a
+``--property`` that names no test on either side is bad input, before any replay when
+the sources tell, else after collection (never an infra case); the ledger (opened by the
+command before anything ran, :func:`open_ledger_for_run`) is written after the folder is
+complete, and a ledger that fails leaves the report whole (``recording_error``).
 """
 
 from __future__ import annotations

@@ -275,8 +275,10 @@ class _Run:
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def make_scratch(self, purpose: str) -> Path:
-        folder = git_adapter.make_scratch(purpose)
-        with self.scratch_lock:
+        # Created and registered as one step: a Ctrl-C between the two would leave a
+        # folder that nothing removes (until the next run's sweep).
+        with interrupts.shielded(), self.scratch_lock:
+            folder = git_adapter.make_scratch(purpose)
             self.scratch.append(folder)
         return folder
 

@@ -14,6 +14,7 @@ The verdicts are pure and live in :mod:`orchestrator.core.thaw`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import model
+from orchestrator import interrupts, model
 from orchestrator.adapters.ledger import FreezeRow, Ledger
 from orchestrator.core.owners import ProcessOwner, claim_token, local_owner, owner_from_token
 from orchestrator.core.pytest_command import pytest_args
@@ -69,9 +70,12 @@ def run_check(
     from orchestrator.adapters import git as git_adapter
     from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
 
-    # Named after this process, so a killed thaw's folder is swept by the next run.
-    scratch = git_adapter.make_scratch("fixture", prefix=git_adapter.THAW_SCRATCH_PREFIX)
-    try:
+    with contextlib.ExitStack() as cleanup:
+        # Named after this process, so a killed thaw's folder is swept by the next run; the
+        # shield keeps a Ctrl-C from landing between its creation and its cleanup.
+        with interrupts.shielded():
+            scratch = git_adapter.make_scratch("fixture", prefix=git_adapter.THAW_SCRATCH_PREFIX)
+            cleanup.callback(git_adapter.remove_scratch, scratch)
         fixture: Path | None = None
         if fixture_bytes is not None:
             fixture = scratch / "fixture.json"
@@ -89,8 +93,6 @@ def run_check(
         )
         side = SideSpec(name="probe", repo=probe.repo, rev=probe.rev)
         result = replay_sides(plan, [side], client=client)
-    finally:
-        git_adapter.remove_scratch(scratch)
     return result["probe"].get(property_id, ())
 
 

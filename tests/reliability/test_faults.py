@@ -630,3 +630,59 @@ def test_a_run_that_finishes_leaves_a_complete_folder(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ledger"]["recorded"] is True
     assert {e.detail.get("run_id") for e in ledger_events(ledger_url)} == {summary["run_id"]}
+
+
+# ------------------------------------------------ the bad-input table
+
+
+BAD_INPUT = {  # row -> (what to change in a good command line, exit status, in the line)
+    "nonexistent repo": ({"--repo": "{tmp}/no-such-repo"}, 2, "not a git repository"),
+    "bad revision": ({"--patch": "no-such-rev"}, 2, "unknown revision"),
+    "missing image": ({"--image": "orchestrator-missing:never"}, 3, "not present"),
+    "malformed image reference": ({"--image": "Not An:Image"}, 2, "not an image reference"),
+    "--replays 0": ({"--replays": "0"}, 2, "--replays"),
+    "--timeout nan": ({"--timeout": "nan"}, 2, "--timeout"),
+    "--timeout inf": ({"--timeout": "inf"}, 2, "--timeout"),
+    "fixture not JSON": ({"--fixture": "{tmp}/not-json.json"}, 2, "not JSON"),
+    "missing fixture": ({"--fixture": "{tmp}/missing.json"}, 2, "no such file"),
+    "unknown property": (
+        {"--property": "tests/test_budget.py::test_typo"},
+        2,
+        "no test collected as tests/test_budget.py::test_typo on either side",
+    ),
+    "bad ledger URL": ({"--ledger": "not-a-url"}, 2, "not a database URL"),
+    "ledger path under a file": ({"--ledger": "sqlite:///{tmp}/a-file/ledger.db"}, 2, "a file"),
+    "unwritable --out": ({"--out": "{tmp}/a-file/run"}, 2, "--out"),
+}
+
+
+@pytest.mark.parametrize("row", list(BAD_INPUT))
+def test_bad_input_is_its_documented_exit_code_and_one_line(
+    row: str,
+    runner: Runner,
+    example: ExampleRepo,
+    image: str,
+    tmp_path: Path,
+    docker_client: Any,
+) -> None:
+    changes, status, needle = BAD_INPUT[row]
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "not-json.json").write_text("{not json")
+    out = tmp_path / "run"
+    args = replay_args(
+        example,
+        patch="extra-clock-read",
+        properties=[BUDGET_PROPERTY],
+        image=image,
+        out=out,
+        replays=1,
+        extra=["--ledger", f"sqlite:///{tmp_path / 'ledger.db'}"],
+    )
+    for option, value in changes.items():
+        args[args.index(option) + 1] = value.format(tmp=tmp_path)
+    run = runner.run(args, out)
+    assert run.exit_code == status, run.stderr[-2000:]
+    line = assert_one_line(run.stderr, needle)
+    assert len(line) < 400
+    assert not out.exists()  # found before anything was written or run
+    assert run_containers(docker_client, run.pid) == []
