@@ -79,6 +79,7 @@ TimeoutOption = Annotated[
 
 RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.docker.RUNNER_IMAGE (kept light)
 
+
 def image_reference(value: Any) -> str:
     """An image reference or ID the engine could read (a malformed one is exit 2 here)."""
     from orchestrator.core.image_reference import reference_problem
