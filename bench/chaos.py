@@ -1,6 +1,6 @@
 """The chaos loop, long: N replays, each hit by a random fault at a random moment.
 
-    .venv/bin/python bench/chaos.py [--iterations 200] [--seed N] [--max-delay 10]
+    .venv/bin/python bench/chaos.py [--iterations 200] [--seed N] [--max-delay 6]
 
 As root (it starts a private dockerd with scripts/ensure-docker beside the machine's
 engine, loads the runner image into it offline, and mounts a small tmpfs for the full
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,12 +25,19 @@ sys.path.insert(0, str(ROOT / "tests" / "chaos"))
 from chaos_loop import chaos, table  # noqa: E402
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds through chaos(): the private engine is removed
+
+
 def main() -> int:
+    # Started in the background, SIGINT may arrive ignored: both stop the loop cleanly.
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
-        "--max-delay", type=float, default=10.0, help="seconds; faults land in [0, this)"
+        "--max-delay", type=float, default=6.0, help="seconds; faults land in [0, this)"
     )
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
