@@ -88,7 +88,10 @@ def pending() -> bool:
 
 
 def checkpoint() -> None:
-    """Raise the pending interruption now (a safe point inside a shield, or a wait loop)."""
+    """Raise the pending interruption now (a safe point inside a shield, or a wait loop).
+    Only in the main thread: another thread's wait is left to its own end."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     if pending() and not _state.closed:
         _state.raised = True
         raise KeyboardInterrupt

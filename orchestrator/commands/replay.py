@@ -253,13 +253,22 @@ def replay(
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     with contextlib.ExitStack() as resources:
-        if ledger_request is not None:
-            store = resources.enter_context(open_ledger_for_run(ledger_request.url))
-            ledger_request = replace(ledger_request, store=store)
+        pending = None
+        if ledger_request is not None:  # opened while the run plans, checked before it runs
+            pending = open_ledger_for_run(ledger_request.url)
+            resources.callback(pending.close)
         try:
             client = connect(os.environ)
             resources.callback(client.close)
-            plan = plan_replay(options, client=client, now=now, run_id=run_id)
+            plan = plan_replay(
+                options,
+                client=client,
+                now=now,
+                run_id=run_id,
+                before_writing=pending.result if pending is not None else None,
+            )
+            if pending is not None and ledger_request is not None:
+                ledger_request = replace(ledger_request, store=pending.result())
             logger.info(
                 "replay.planned",
                 run_id=plan.run_id,
@@ -302,7 +311,7 @@ def interrupted_detail(run_dir: Path) -> str:
     name = interrupts.signal_name(interrupts.received()) if interrupts.received() else "signal"
     if note_incomplete(run_dir, f"interrupted ({name}); nothing was recorded"):
         return f"containers and sources removed; {run_dir} is marked incomplete, nothing recorded"
-    if run_dir.is_dir() and not is_incomplete(run_dir):
+    if (run_dir / "summary.json").is_file() and not is_incomplete(run_dir):
         return f"the run had already finished: {run_dir}"
     return "nothing had run yet; nothing written"
 

@@ -22,7 +22,7 @@ complete, and a ledger that fails leaves the report whole (``recording_error``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -184,8 +184,12 @@ def plan_replay(
     now: datetime,
     run_id: str | None = None,
     default_root: Path | None = None,
+    before_writing: Callable[[], object] | None = None,
 ) -> RunPlan:
-    """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
+    """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet.
+
+    ``before_writing`` runs once everything is pinned, before the run folder is written
+    (the command waits there for the ledger it opened meanwhile)."""
     from orchestrator.adapters.docker import resolve_image
 
     validate_options(options)
@@ -243,6 +247,8 @@ def plan_replay(
         selection=tests.selection,
         targets=tests.targets,
     )
+    if before_writing is not None:
+        before_writing()
     run_writer.check_run_folder(run_dir)
     run_writer.start_run_folder(run_dir, plan.run_log())
     return plan
@@ -411,13 +417,47 @@ def _record(
     return {**recorded, "recorded": True}, None
 
 
-def open_ledger_for_run(url: str) -> Any:
-    """The ledger a run will record in, opened (created or upgraded) and checked now,
-    before anything runs: a URL or path that cannot be used is exit 2 at once, a
-    database that fails exit 3."""
-    from orchestrator.adapters.ledger import Ledger
+class PendingLedger:
+    """The ledger a run records in, opened (created or upgraded) on a thread of its own
+    while the run plans: SQLAlchemy's import and the schema check cost the time that
+    pinning the revisions and the image takes anyway. :meth:`result` waits for it (in
+    short waits, so Ctrl-C is acted on) and raises what opening raised: a URL or path
+    that cannot be used (exit 2), a database that fails (exit 3)."""
 
-    return Ledger.open(url)
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url = url
+        self._store: Any = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._open, name="open ledger", daemon=True).start()
+
+    def _open(self) -> None:
+        from orchestrator.adapters.ledger import Ledger
+
+        try:
+            self._store = Ledger.open(self.url)
+        except BaseException as error:  # handed to the main thread by result()
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        while not self._done.wait(timeout=0.2):
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._store
+
+    def close(self) -> None:
+        if self._done.is_set() and self._store is not None:
+            self._store.close()
+
+
+def open_ledger_for_run(url: str) -> PendingLedger:
+    """Start opening the run's ledger; it is checked before anything is written or run."""
+    return PendingLedger(url)
 
 
 def record_in_ledger(
