@@ -136,6 +136,12 @@ class ShrinkSummary:
     minimal_digest: str | None = None
     origin_digest: str | None = None
     shrink_path: tuple[Mapping[str, Any], ...] = ()
+    # Where a test's shrink ran (``shrink --test``): the test, its revision, the image
+    # ID and the seed. None for a host-side property's shrink.
+    test: str | None = None
+    rev: str | None = None
+    image_id: str | None = None
+    seed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -149,6 +155,10 @@ class ShrinkSummary:
             doc["origin_digest"] = self.origin_digest
         if self.shrink_path:
             doc["shrink_path"] = [dict(step) for step in self.shrink_path]
+        for name in ("test", "rev", "image_id", "seed"):
+            value = getattr(self, name)
+            if value is not None:
+                doc[name] = value
         return doc
 
 

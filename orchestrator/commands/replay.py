@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
@@ -24,6 +24,9 @@ from orchestrator.commands._options import (
     TimeoutOption,
 )
 from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.services.replay_shrink import ShrinkingReplay
 
 ISOLATION_HELP = (
     "side: one container per side runs the N replays, each a fresh pytest process "
@@ -88,6 +91,15 @@ def replay(
             help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
         ),
     ] = None,
+    shrink: Annotated[
+        bool,
+        typer.Option(
+            "--shrink",
+            help="When the property fails on the patch, shrink --fixture against it there "
+            "(2 attempts, one warm container), then replay it with the minimal fixture and "
+            "the shrink report; the run folder keeps both fixtures. Needs one --property.",
+        ),
+    ] = False,
     origin: Annotated[
         Path | None,
         typer.Option(
@@ -232,6 +244,10 @@ def replay(
     ]
     if missing:
         raise InputError(f"--freeze needs {' and '.join(missing)}")
+    if shrink:
+        from orchestrator.services.replay_shrink import validate_shrink_options
+
+        validate_shrink_options(options)
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -260,30 +276,59 @@ def replay(
         try:
             client = connect(os.environ)
             resources.callback(client.close)
-            plan = plan_replay(
-                options,
-                client=client,
-                now=now,
-                run_id=run_id,
-                before_writing=pending.result if pending is not None else None,
-            )
-            if pending is not None and ledger_request is not None:
-                ledger_request = replace(ledger_request, store=pending.result())
-            logger.info(
-                "replay.planned",
-                run_id=plan.run_id,
-                run_dir=str(plan.run_dir),
-                base_rev=plan.pins.base_rev,
-                patch_rev=plan.pins.patch_rev,
-                image_id=plan.pins.image_id,
-            )
-            with _progress(json_logs, replays, logger) as progress:
-                outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
+            if shrink:
+                if pending is not None and ledger_request is not None:
+                    ledger_request = replace(ledger_request, store=pending.result())
+                shrunk = _replay_and_shrink(
+                    options=options,
+                    client=client,
+                    now=now,
+                    run_id=run_id,
+                    json_logs=json_logs,
+                    ledger_request=ledger_request,
+                    as_json=as_json,
+                    logger=logger,
+                )
+            else:
+                plan = plan_replay(
+                    options,
+                    client=client,
+                    now=now,
+                    run_id=run_id,
+                    before_writing=pending.result if pending is not None else None,
+                )
+                if pending is not None and ledger_request is not None:
+                    ledger_request = replace(ledger_request, store=pending.result())
+                logger.info(
+                    "replay.planned",
+                    run_id=plan.run_id,
+                    run_dir=str(plan.run_dir),
+                    base_rev=plan.pins.base_rev,
+                    patch_rev=plan.pins.patch_rev,
+                    image_id=plan.pins.image_id,
+                )
+                with _progress(json_logs, replays, logger) as progress:
+                    outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
         except (KeyboardInterrupt, Interrupted):
             raise Interrupted(interrupted_detail(run_dir)) from None
         except OrchestratorError as error:
             note_incomplete(run_dir, f"failed: {error}")
             raise
+    if shrink:
+        from orchestrator.errors import ShrinkStoppedError
+        from orchestrator.services.replay_shrink import STOPPED
+
+        if html or junit or summary:
+            from orchestrator.commands.report import write_after_replay
+
+            shrunk_dir = Path(shrunk.report["run_dir"])
+            write_after_replay(shrunk_dir, html=html, junit=junit, summary=summary, err=as_json)
+        _raise_if_not_recorded(shrunk.report.get("ledger"))
+        if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
+            raise ShrinkStoppedError(shrunk.message)
+        if shrunk.exit_status:
+            raise typer.Exit(shrunk.exit_status)
+        return
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
@@ -298,7 +343,7 @@ def replay(
         write_after_replay(plan.run_dir, html=html, junit=junit, summary=summary, err=as_json)
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.recording_error is not None:
-        raise LedgerError(f"not recorded: {outcome.recording_error}")
+        raise LedgerError(f"not recorded: {outcome.recording_error}")  # the report is whole
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
 
@@ -314,6 +359,57 @@ def interrupted_detail(run_dir: Path) -> str:
     if (run_dir / "summary.json").is_file() and not is_incomplete(run_dir):
         return f"the run had already finished: {run_dir}"
     return "nothing had run yet; nothing written"
+
+
+def _raise_if_not_recorded(ledger: Any) -> None:
+    """A run that was decided but not recorded ends in one line, exit 3 (its report is
+    whole: printed, and in summary.json)."""
+    from orchestrator.errors import LedgerError
+
+    if ledger and ledger.get("recorded") is False:
+        raise LedgerError(f"not recorded: {ledger.get('error')}")
+
+
+def _replay_and_shrink(
+    *,
+    options: Any,
+    client: Any,
+    now: datetime,
+    run_id: str,
+    json_logs: bool,
+    ledger_request: Any,
+    as_json: bool,
+    logger: Any,
+) -> ShrinkingReplay:
+    """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
+    from orchestrator.files import dumps
+    from orchestrator.services.replay_shrink import STOPPED, replay_and_shrink
+
+    def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
+        logger.debug(
+            "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+        )
+
+    with _progress(json_logs, options.replays, logger) as progress:
+        result = replay_and_shrink(
+            options,
+            client=client,
+            now=now,
+            progress=progress,
+            shrink_progress=shrink_progress,
+            ledger=ledger_request,
+            run_id=run_id,
+        )
+    if as_json:
+        typer.echo(dumps(result.report))
+    else:
+        _print_table(result.deciding)
+        _print_ledger(result.report.get("ledger"))
+        if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
+            typer.echo(f"shrink: {result.outcome}: {result.message}")
+        typer.echo(f"run folder: {result.report['run_dir']}")
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    return result
 
 
 @contextmanager

@@ -167,6 +167,10 @@ def parse_shrink_summary(value: Any, where: str = "shrink") -> ShrinkSummary:
         minimal_digest=optional_str(obj, "minimal_digest", prefix),
         origin_digest=optional_str(obj, "origin_digest", prefix),
         shrink_path=_shrink_path(obj.get("shrink_path"), f"{prefix}shrink_path"),
+        test=optional_str(obj, "test", prefix),
+        rev=optional_str(obj, "rev", prefix),
+        image_id=optional_str(obj, "image_id", prefix),
+        seed=optional_int(obj, "seed", prefix),
     )
 
 

@@ -118,6 +118,21 @@ def nodeids_seen(files: Iterable[ReplayFile]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def skipped_in(replay_file: ReplayFile, property_id: str) -> bool:
+    """Did this completed run skip ``property_id`` (its result lists it as skipped)?"""
+    if replay_file.state != "ok" or replay_file.doc is None:
+        return False
+    doc = replay_file.doc
+    if doc.get("status") != "completed":
+        return False
+    skipped = doc["result"].get("skipped")
+    if not isinstance(skipped, list):
+        return False
+    return any(
+        isinstance(entry, Mapping) and entry.get("nodeid") == property_id for entry in skipped
+    )
+
+
 # ------------------------------------------------------------------ one replay
 
 

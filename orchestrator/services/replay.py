@@ -370,7 +370,27 @@ def execute(
         run_writer.write_json(plan.run_dir, f"evidence-{item.index}.json", item.evidence.to_json())
         run_writer.write_json(plan.run_dir, f"decision-{item.index}.json", item.decision.to_json())
     report = report_document(plan, properties)
-    # The report is whole before the ledger is touched: a ledger failure cannot lose it.
+    report, recording_error = complete_and_record(plan, properties, report, ledger)
+    return ReplayOutcome(
+        plan=plan,
+        properties=properties,
+        report=report,
+        exit_status=report["exit_status"],
+        recording_error=recording_error,
+    )
+
+
+def complete_and_record(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    report: dict[str, Any],
+    ledger: LedgerRequest | None,
+) -> tuple[dict[str, Any], str | None]:
+    """Write ``summary.json``, mark the run folder complete, then record in the ledger
+    (when asked) and write ``summary.json`` again with what the ledger gave.
+
+    The report is whole before the ledger is touched, so a ledger failure cannot lose it
+    (the one line it ends with is returned). The ledger only ever holds complete runs."""
     run_writer.write_json(plan.run_dir, "summary.json", report)
     recording_error = None
     # From here a signal waits (a commit is never cut from the run folder it belongs to),
@@ -384,13 +404,7 @@ def execute(
                 run_writer.mark_incomplete(plan.run_dir, "interrupted before recording")
                 raise
             run_writer.write_json(plan.run_dir, "summary.json", report)  # the ledger's ids
-    return ReplayOutcome(
-        plan=plan,
-        properties=properties,
-        report=report,
-        exit_status=report["exit_status"],
-        recording_error=recording_error,
-    )
+    return report, recording_error
 
 
 def _record(

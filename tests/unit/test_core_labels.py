@@ -171,3 +171,23 @@ def test_an_image_mismatch_leaves_no_verdict_standing(
         (r.label, r.reason, r.assertion_id) == ("harness_error", "image_mismatch", None)
         for r in replays
     )
+
+
+def _run_doc(result: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+    return {"schema": RUN_SCHEMA, "replay": 1, "status": status, "result": result}
+
+
+def test_skipped_in_reads_the_probe_skip_list() -> None:
+    result = {
+        "schema": RESULT_SCHEMA,
+        "tests": [],
+        "skipped": [{"nodeid": "t.py::test_a", "reason": "no user record"}],
+    }
+    ok = ReplayFile(replay=1, state="ok", doc=_run_doc(result))
+    assert labels.skipped_in(ok, "t.py::test_a")
+    assert not labels.skipped_in(ok, "t.py::test_b")
+    assert not labels.skipped_in(ReplayFile(replay=1, state="missing"), "t.py::test_a")
+    timed_out = ReplayFile(replay=1, state="ok", doc=_run_doc(None, "timeout"))
+    assert not labels.skipped_in(timed_out, "t.py::test_a")
+    no_list = ReplayFile(replay=1, state="ok", doc=_run_doc({"schema": RESULT_SCHEMA, "tests": []}))
+    assert not labels.skipped_in(no_list, "t.py::test_a")

@@ -283,6 +283,26 @@ def test_parse_shrink_report() -> None:
     assert summary.shrink_path == ({"op": "drop_key", "path": ["noise"]},)
     with pytest.raises(SchemaError):
         parse_shrink_report({**doc, "schema": "replay-evidence/1"})
+    # A host-side report has no test pins; a test's report (shrink --test) has them.
+    assert (summary.test, summary.rev, summary.image_id, summary.seed) == (None,) * 4
+    pinned = {
+        **doc,
+        "test": "tests/test_users.py::test_role",
+        "rev": "c" * 40,
+        "image_id": "sha256:" + "d" * 64,
+        "seed": 3,
+        "assertion_key": "tests/test_users.py::test_role@test_role+3:AssertionError",
+    }
+    summary = parse_shrink_report(pinned)
+    assert (summary.test, summary.rev, summary.image_id, summary.seed) == (
+        "tests/test_users.py::test_role",
+        "c" * 40,
+        "sha256:" + "d" * 64,
+        3,
+    )
+    assert {"test", "rev", "image_id", "seed"} <= set(summary.to_json())
+    with pytest.raises(SchemaError, match="seed"):
+        parse_shrink_report({**pinned, "seed": "3"})
 
 
 def test_parse_evidence_round_trips_tests_from() -> None:
