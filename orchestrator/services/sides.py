@@ -585,12 +585,16 @@ def replay_sides(
             run.fixture_copy = _copy_fixture(run, plan.fixture)
         with _terminate_as_interrupt():
             for side in sides:
-                threading.Thread(
+                thread = threading.Thread(
                     target=_run_side,
                     args=(run, side, results, finished[side.name]),
                     name=f"side-{side.name}",
-                ).start()
-                started.append(finished[side.name])
+                )
+                # Started and counted as one step: a side left out of `started` would
+                # run on unwaited after the cleanup (and its mounts recreate folders).
+                with interrupts.shielded():
+                    thread.start()
+                    started.append(finished[side.name])
             for event in started:
                 while not event.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
                     pass
