@@ -103,6 +103,11 @@ class ImageNotFoundError(EngineError):
         super().__init__("image_not_found", message)
 
 
+class ImageBuildError(InfrastructureError):
+    """A project image could not be built: a build step failed (exit 3). The message
+    carries the step's last lines."""
+
+
 class GitError(InfrastructureError):
     """A git command failed on good input (a corrupt object, a full disk): exit 3.
 

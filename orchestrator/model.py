@@ -192,6 +192,10 @@ class Evidence:
     base_oracle_digest: str | None = None
     patch_oracle_digest: str | None = None
     oracle_reasons: tuple[str, ...] = ()
+    # The container's environment, a pin like the image: the variables every replay got
+    # (PYTHONPATH aside) and each side's PYTHONPATH entries. Empty when not recorded.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     tests_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -215,6 +219,8 @@ class Evidence:
             "replays": self.replays,
             "base": [replay.to_json() for replay in self.base],
             "patch": [replay.to_json() for replay in self.patch],
+            "environment": dict(sorted(self.environment.items())),
+            "pythonpath": {side: list(paths) for side, paths in sorted(self.pythonpath.items())},
         }
 
 

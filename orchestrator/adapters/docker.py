@@ -7,13 +7,18 @@ one :class:`~orchestrator.errors.EngineError` with a ``reason`` (``engine_gone``
 ``docker_api``, ``image_not_found``); no other module names an SDK exception.
 
 The tool never pulls: an image is either present locally (built by ``make image``)
-or an :class:`~orchestrator.errors.ImageNotFoundError`. Containers are made with
+or an :class:`~orchestrator.errors.ImageNotFoundError`; another engine of a pool that
+lacks it gets it from the first engine (:func:`ship_image`: ``save`` streamed into
+``load``, its ID checked). Sources reach an engine that cannot see this machine's
+files as a tar copied into a labelled volume (:class:`Volume`); a container gives its
+results back the same way (:meth:`Container.get_archive`). Containers are made with
 ``containers.create`` + ``start`` from an image *ID* (``run`` would pull;
 ``auto_remove`` races with ``wait``) by :class:`Container`, which always removes
-them. Each carries labels naming its run, this process's session, its owning pid
-(with the pid's start time, so a reused pid is not taken for the owner) and host;
-:func:`sweep_leftovers` removes the containers of this host's owners that are gone,
-another host's only once they are a day old, and never a live run's.
+them. Each container and volume carries labels naming its run, this process's
+session, its owning pid (with the pid's start time, so a reused pid is not taken for
+the owner) and host; :func:`sweep_leftovers` removes the containers and volumes of
+this host's owners that are gone, another host's only once they are a day old, and
+never a live run's.
 
 Tenacity retries only infrastructure calls (ping, inspect, create-by-name,
 remove). ``start``, ``wait`` and ``kill`` are never retried: retrying them could
@@ -26,18 +31,24 @@ module (``orchestrator --help`` and the engine-free commands never do).
 from __future__ import annotations
 
 import contextlib
+import io
+import re
 import socket
+import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import docker
 import docker.errors
+import docker.types
+import docker.utils
 import requests.exceptions
 import urllib3.exceptions
 from docker.models.containers import Container as SdkContainer
@@ -55,6 +66,7 @@ from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.owners import (
     FOREIGN_MAX_AGE_S,
     ProcessOwner,
+    SweepVerdict,
     local_owner,
     sweep_verdict,
 )
@@ -62,6 +74,7 @@ from orchestrator.errors import (
     EngineError,
     EngineReason,
     EngineUnavailableError,
+    ImageBuildError,
     ImageNotFoundError,
     one_line,
 )
@@ -87,12 +100,19 @@ SESSION = uuid.uuid4().hex[:12]
 
 # What the SDK and its transport raise. requests' exceptions are OSErrors, and so are
 # the socket errors urllib3 lets through on a streamed read; urllib3's own errors are not.
+# ssh:// engines go through paramiko (the docker[ssh] extra), whose errors are its own.
 _FAILURES: tuple[type[BaseException], ...] = (
     docker.errors.DockerException,
     requests.exceptions.RequestException,
     urllib3.exceptions.HTTPError,
     OSError,
 )
+try:  # the SDK imports paramiko itself when it is installed: this costs nothing more
+    import paramiko
+
+    _FAILURES = (*_FAILURES, paramiko.SSHException)
+except ImportError:  # pragma: no cover - the extra is a dependency; kept for bare installs
+    pass
 
 log = get_logger(__name__)
 
@@ -156,6 +176,7 @@ class ImagePin:
     id: str  # "sha256:..."
     repo_digests: tuple[str, ...]
     tags: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,13 +192,25 @@ def engine_url(env: Mapping[str, str]) -> str:
     return env.get("DOCKER_HOST", "").strip() or DEFAULT_SOCKET
 
 
-def connect(env: Mapping[str, str], *, timeout_s: float = API_TIMEOUT_S) -> docker.DockerClient:
-    """A client for the engine at ``DOCKER_HOST`` (or the default socket) that answered a ping.
+def client_arguments(url: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """``base_url`` (and TLS) of the client for one engine URL. Pure but for the files
+    TLS names: ``tcp://`` takes the usual ``DOCKER_TLS_VERIFY`` and ``DOCKER_CERT_PATH``
+    (as the docker CLI does); ``unix://`` and ``ssh://`` (through paramiko) need none."""
+    if url.startswith("tcp://"):
+        return dict(docker.utils.kwargs_from_env(environment={**env, "DOCKER_HOST": url}))
+    return {"base_url": url}
+
+
+def connect(
+    env: Mapping[str, str], *, url: str | None = None, timeout_s: float = API_TIMEOUT_S
+) -> docker.DockerClient:
+    """A client for the engine at ``url`` (default: ``DOCKER_HOST``, else the local socket)
+    that answered a ping.
 
     Raises :class:`EngineUnavailableError` with a one-line reason when nothing answers
     after a few quick attempts (a daemon that is still starting gets them).
     """
-    url = engine_url(env)
+    url = url or engine_url(env)
 
     @retry(
         retry=retry_if_exception_type(_FAILURES),
@@ -187,7 +220,9 @@ def connect(env: Mapping[str, str], *, timeout_s: float = API_TIMEOUT_S) -> dock
     )
     def open_and_ping() -> docker.DockerClient:
         # version="auto" asks the engine for its API version: a first round trip.
-        client = docker.DockerClient(base_url=url, version="auto", timeout=int(timeout_s))
+        client = docker.DockerClient(
+            **client_arguments(url, env), version="auto", timeout=int(timeout_s)
+        )
         try:
             client.ping()
         except BaseException:
@@ -225,11 +260,33 @@ def resolve_image(client: docker.DockerClient, ref: str) -> ImagePin:
         raise EngineError(
             _failure_reason(client, error), f"image {ref} cannot be inspected: {one_line(error)}"
         ) from None
+    return _pin(image)
+
+
+def _pin(image: Any) -> ImagePin:
+    config = image.attrs.get("Config") or {}
     return ImagePin(
         id=str(image.id),
         repo_digests=tuple(sorted(image.attrs.get("RepoDigests") or ())),
         tags=tuple(sorted(image.tags)),
+        labels=dict(config.get("Labels") or {}),
     )
+
+
+def find_image(client: docker.DockerClient, ref: str) -> ImagePin | None:
+    """The local image ``ref`` names, or None when there is none. Never pulls."""
+    try:
+        return resolve_image(client, ref)
+    except ImageNotFoundError:
+        return None
+
+
+def images_labelled(client: docker.DockerClient, label: str) -> list[ImagePin]:
+    """Local images carrying ``label`` (``key`` or ``key=value``), newest first."""
+    with _translated(client):
+        images = client.images.list(filters={"label": label})
+    images.sort(key=lambda image: str(image.attrs.get("Created", "")), reverse=True)
+    return [_pin(image) for image in images]
 
 
 def engine_info(client: docker.DockerClient) -> EngineInfo:
@@ -247,6 +304,113 @@ def engine_info(client: docker.DockerClient) -> EngineInfo:
         storage_driver=str(info.get("Driver", "unknown")),
         operating_system=str(info.get("OperatingSystem", "unknown")),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineFacts:
+    """What tells engines apart and sizes their share of a run."""
+
+    identity: str  # the daemon's ID and data root: two URLs of one daemon share it
+    cpus: int
+    name: str  # the engine's host name, for people
+
+
+def engine_facts(client: docker.DockerClient) -> EngineFacts:
+    """Identity, CPU count and host name of the engine ``client`` talks to."""
+    with _translated(client):
+        info = client.info()
+    # Daemons on one machine may share an ID (it lives in /etc/docker); the data root
+    # tells them apart.
+    return EngineFacts(
+        identity=f"{info.get('ID', '?')}:{info.get('DockerRootDir', '?')}",
+        cpus=max(1, int(info.get("NCPU") or 1)),
+        name=str(info.get("Name", "unknown")),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageState:
+    """Whether an engine may run a pinned image: it holds the ID (``present``), it holds
+    nothing under the reference (``absent``: ship it), or the reference names another
+    image there (``other_id``: that engine is refused)."""
+
+    present: bool
+    other_id: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.other_id is not None
+
+
+def is_image_id(ref: str) -> bool:
+    """``sha256:<64 hex>`` names content; anything else is a tag that may move. Pure."""
+    return ref.startswith("sha256:") and len(ref) == 71
+
+
+def image_state(client: docker.DockerClient, image_id: str, ref: str) -> ImageState:
+    """Does this engine hold ``image_id``, and does ``ref`` (a tag) name it there too?"""
+
+    def find(name: str) -> str | None:
+        try:
+            return str(client.images.get(name).id)
+        except docker.errors.ImageNotFound:
+            return None
+
+    with _translated(client):
+        held = find(image_id) is not None
+        tagged = None if is_image_id(ref) else find(ref)
+    if tagged is not None and tagged != image_id:
+        return ImageState(present=held, other_id=tagged)
+    return ImageState(present=held)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shipped:
+    """One image copied from one engine to another."""
+
+    image_id: str
+    bytes: int
+    seconds: float
+
+
+def ship_image(
+    source: docker.DockerClient, target: docker.DockerClient, image_id: str, *, tag: str | None
+) -> Shipped:
+    """Copy ``image_id`` from ``source`` to ``target``: ``save`` streamed into ``load``
+    (no file in between, never a registry), then the ID checked on ``target``. ``tag``
+    (the run's image reference, when it is a tag) is set on ``target`` when it names
+    nothing there yet, so both engines read the same name the same way."""
+    started = time.monotonic()
+    sent = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal sent
+        for chunk in source.api.get_image(image_id):
+            sent += len(chunk)
+            yield chunk
+
+    with _translated(target):
+        for line in target.api.load_image(chunks()) or ():  # type: ignore[no-untyped-call]
+            if isinstance(line, Mapping) and line.get("error"):
+                raise EngineError("docker_api", f"loading {image_id}: {line['error']}")
+        try:
+            loaded = target.images.get(image_id)
+        except docker.errors.ImageNotFound:
+            raise EngineError(
+                "docker_api", f"{image_id} is not on the engine after loading it"
+            ) from None
+        if str(loaded.id) != image_id:  # content-addressed: another ID is another image
+            raise EngineError("docker_api", f"loaded {loaded.id}, expected {image_id}")
+        if tag is not None and not is_image_id(tag):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                target.images.get(tag)
+                tag = None  # already names something there (checked before shipping)
+            if tag is not None:
+                repository, _, version = tag.rpartition(":")
+                if not repository or "/" in version:
+                    repository, version = tag, "latest"
+                loaded.tag(repository, version)
+    return Shipped(image_id=image_id, bytes=sent, seconds=time.monotonic() - started)
 
 
 # ---------------------------------------------------------------- owners and the sweep
@@ -317,33 +481,28 @@ def sweep_leftovers(
     now: float | None = None,
     foreign_max_age_s: float = FOREIGN_MAX_AGE_S,
 ) -> list[str]:
-    """Remove the tool's containers that no live run owns; return the names removed.
+    """Remove the tool's containers, then its volumes, that no live run owns; return the
+    names removed.
 
-    A container of this host (``host``, default this process's host id) goes when its
-    owning process is gone, never while it lives. Another host's container (or one
-    whose owner labels cannot be read) goes only once it is older than
-    ``foreign_max_age_s``, and the log says so. A container that cannot be removed is
-    logged and left for the next sweep; an engine that cannot list containers is an
-    :class:`EngineError`.
+    One of this host (``host``, default this process's host id) goes when its owning
+    process is gone, never while it lives. Another host's (or one whose owner labels
+    cannot be read) goes only once it is older than ``foreign_max_age_s``, and the log
+    says so. One that cannot be removed is logged and left for the next sweep; an engine
+    that cannot list them is an :class:`EngineError`.
     """
     host = host or host_id()
     now = time.time() if now is None else now
-    removed: list[str] = []
+    containers: list[str] = []
     with _translated(client):
         summaries = _list_ours(client)
     # The low-level list carries labels and creation times without an inspect each.
     for summary in summaries:
-        labels = summary.get("Labels") or {}
-        owner = owner_of(labels)
-        alive = None
-        if owner is not None and local_owner(owner, host):
-            alive = is_alive(owner.pid, owner.start or None)
         created = summary.get("Created")
         age_s = now - float(created) if isinstance(created, int | float) else None
-        verdict = sweep_verdict(
-            owner,
-            host_id=host,
-            owner_alive=alive,
+        verdict = _sweep_verdict(
+            summary.get("Labels") or {},
+            host=host,
+            is_alive=is_alive,
             age_s=age_s,
             foreign_max_age_s=foreign_max_age_s,
         )
@@ -355,13 +514,71 @@ def sweep_leftovers(
         except _FAILURES as error:
             log.warning("sweep.remove_failed", container=name, error=str(error))
             continue
-        removed.append(name)
+        containers.append(name)
         if verdict.foreign:
             log.warning("sweep.foreign_removed", container=name, why=verdict.why)
-    if removed:
-        log.info("sweep.removed", containers=removed)
-    log.debug("sweep.done", what="containers", removed=len(removed), host=host)
-    return removed
+    volumes: list[str] = []
+    with _translated(client):
+        listed = _list_our_volumes(client)
+    for volume in listed:
+        name = str(volume["Name"])
+        verdict = _sweep_verdict(
+            volume.get("Labels") or {},
+            host=host,
+            is_alive=is_alive,
+            age_s=_volume_age_s(volume.get("CreatedAt"), now),
+            foreign_max_age_s=foreign_max_age_s,
+        )
+        if not verdict.remove:
+            continue
+        try:
+            _remove_volume(client, name)
+        except _FAILURES as error:
+            log.warning("sweep.remove_failed", volume=name, error=str(error))
+            continue
+        volumes.append(name)
+        if verdict.foreign:
+            log.warning("sweep.foreign_removed", volume=name, why=verdict.why)
+    if containers or volumes:
+        log.info("sweep.removed", containers=containers, volumes=volumes)
+    log.debug(
+        "sweep.done", removed_containers=len(containers), removed_volumes=len(volumes), host=host
+    )
+    return containers + volumes
+
+
+def _sweep_verdict(
+    labels: Mapping[str, str],
+    *,
+    host: str,
+    is_alive: Callable[..., bool],
+    age_s: float | None,
+    foreign_max_age_s: float,
+) -> SweepVerdict:
+    """What the sweep does with a container or volume carrying ``labels``."""
+    owner = owner_of(labels)
+    alive = None
+    if owner is not None and local_owner(owner, host):
+        alive = is_alive(owner.pid, owner.start or None)
+    return sweep_verdict(
+        owner, host_id=host, owner_alive=alive, age_s=age_s, foreign_max_age_s=foreign_max_age_s
+    )
+
+
+def _volume_age_s(created_at: object, now: float) -> float | None:
+    """A volume's age from the engine's ``CreatedAt`` (RFC 3339; None when unreadable)."""
+    if not isinstance(created_at, str) or not created_at:
+        return None
+    text = created_at.strip().replace("Z", "+00:00")
+    # The engine may give nanoseconds; fromisoformat takes at most microseconds.
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    try:
+        created = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if created.tzinfo is None:
+        return None
+    return now - created.timestamp()
 
 
 @_infra_retry
@@ -370,9 +587,21 @@ def _list_ours(client: docker.DockerClient) -> list[dict[str, Any]]:
 
 
 @_infra_retry
+def _list_our_volumes(client: docker.DockerClient) -> list[dict[str, Any]]:
+    found = client.api.volumes(filters={"label": f"{LABEL_MARK}=1"}) or {}
+    return list(found.get("Volumes") or ())
+
+
+@_infra_retry
 def _remove_by_id(client: docker.DockerClient, container_id: str) -> None:
     with contextlib.suppress(docker.errors.NotFound):
         client.api.remove_container(container_id, force=True, v=True)
+
+
+@_infra_retry
+def _remove_volume(client: docker.DockerClient, name: str) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.remove_volume(name, force=True)
 
 
 # ---------------------------------------------------------------- one container
@@ -380,7 +609,9 @@ def _remove_by_id(client: docker.DockerClient, container_id: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Mount:
-    source: Path
+    """A host path (bind mount, the local engine only) or a volume's name (any engine)."""
+
+    source: Path | str
     target: str
     read_only: bool = True
 
@@ -403,14 +634,19 @@ def container_config(
     labels: Mapping[str, str],
     limits: Limits,
     working_dir: str = "/src",
+    tmpfs: Mapping[str, str] | None = None,
+    scratch_volumes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The keyword arguments of ``containers.create`` for a hermetic replay. Pure.
 
-    No network, read-only root with a tmpfs for /tmp, a non-root user, no
-    capabilities, no privilege gain, memory/pids/CPU limits, an init process, and
-    only the environment given here (nothing from the host).
+    No network, read-only root with a tmpfs for /tmp (plus ``tmpfs``: mount point ->
+    options), a non-root user, no capabilities, no privilege gain, memory/pids/CPU
+    limits, an init process, and only the environment given here (nothing from the host).
+    ``scratch_volumes`` are writable paths backed by anonymous volumes: they outlive the
+    container's stop (a tmpfs does not), so :meth:`Container.get_archive` can read them,
+    and they go with the container.
     """
-    return {
+    config: dict[str, Any] = {
         "image": image_id,
         "name": name,
         "command": list(command),
@@ -423,7 +659,11 @@ def container_config(
         },
         "network_mode": "none",
         "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"},
+        "tmpfs": {
+            # exec: suites run scripts they write to tmp_path, as on any machine
+            "/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_size},mode=1777",
+            **(tmpfs or {}),
+        },
         "user": "1000:1000",
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
@@ -436,6 +676,12 @@ def container_config(
         "stdin_open": False,
         "tty": False,
     }
+    if scratch_volumes:
+        config["mounts"] = [
+            docker.types.Mount(target, None, type="volume", labels=dict(labels))
+            for target in scratch_volumes
+        ]
+    return config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -463,7 +709,13 @@ class Container:
     owner labels let :func:`sweep_leftovers` remove it after a crash.
 
     ``cancelled`` (set by another thread) stops it from starting (:class:`Cancelled`)
-    and ends :meth:`wait` early. Engine failures raise :class:`EngineError`.
+    and ends :meth:`wait` early. ``before_start`` runs between create and start (to
+    copy files in with :meth:`put_archive`). Engine failures raise :class:`EngineError`.
+
+    ``keep`` is the one exception to the removal (``reproduce --keep``): a container
+    that started is left as it is on exit, running, for ``docker exec``; its owner
+    labels still let :func:`sweep_leftovers` remove it once this process is gone. One
+    that failed to start is removed all the same.
     """
 
     def __init__(
@@ -473,13 +725,18 @@ class Container:
         *,
         live: LiveContainers | None = None,
         cancelled: threading.Event | None = None,
+        keep: bool = False,
+        before_start: Callable[[Container], None] | None = None,
     ) -> None:
         self.name = str(config["name"])
         self._client = client
         self._config = dict(config)
+        self._before_start = before_start
         self._live = live
         self._cancelled = cancelled if cancelled is not None else threading.Event()
+        self._keep = keep
         self._handle: SdkContainer | None = None
+        self._started = False
         self._stopped = False  # it exited, or we killed it: nothing left to kill
         self._removed = False
 
@@ -489,13 +746,16 @@ class Container:
         if self._live is not None:
             self._live.add(self)
         try:
+            if self._before_start is not None:
+                self._before_start(self)
             if self._cancelled.is_set():
                 raise Cancelled(f"{self.name}: cancelled before start")
             with _translated(self._client):
                 self._handle.start()  # never retried: a retry could run the replay twice
         except BaseException:
-            self.close()
+            self._close()
             raise
+        self._started = True
         return self
 
     def __exit__(
@@ -514,6 +774,18 @@ class Container:
     @property
     def id(self) -> str:
         return str(self._sdk().id)
+
+    def put_archive(self, path: str, data: bytes | Iterable[bytes] | io.BufferedReader) -> None:
+        """Unpack a tar into ``path`` (a volume's path in a read-only container)."""
+        with _translated(self._client):
+            if not self._sdk().put_archive(path, data):
+                raise EngineError("docker_api", f"{self.name}: copying into {path} failed")
+
+    def get_archive(self, path: str) -> bytes:
+        """``path`` as a tar (also after the container stopped, from a volume)."""
+        with _translated(self._client):
+            stream, _stat = self._sdk().get_archive(path)
+            return b"".join(stream)
 
     def follow_logs(self, on_line: Callable[[str], None]) -> threading.Thread:
         """Feed the container's output, line by line, to ``on_line`` on a daemon thread."""
@@ -594,6 +866,85 @@ class Container:
             cancelled=exit_.cancelled,
         )
 
+    # -- processes run in the started container (``docker exec``) -----------------
+
+    def _exec_create(
+        self, command: Sequence[str], environment: Mapping[str, str], *, tty: bool
+    ) -> str:
+        with _translated(self._client):
+            created = self._client.api.exec_create(
+                self.id,
+                list(command),
+                stdout=True,
+                stderr=True,
+                stdin=tty,
+                tty=tty,
+                environment=dict(environment),
+            )
+        return str(created["Id"])
+
+    def exec_exit_code(self, exec_id: str) -> int | None:
+        """The exit code of a finished ``exec`` (None while it runs, or unknown)."""
+        with _translated(self._client):
+            state = self._client.api.exec_inspect(exec_id)
+        code = state.get("ExitCode")
+        return code if isinstance(code, int) and not state.get("Running") else None
+
+    def exec_stream(
+        self,
+        command: Sequence[str],
+        *,
+        environment: Mapping[str, str],
+        on_output: Callable[[bytes], None],
+        deadline: float,
+    ) -> Exit:
+        """Run ``command`` in the container (its user, folder and environment, plus
+        ``environment``), no terminal, no stdin; hand its output (stdout and stderr as
+        they come) to ``on_output``. Past our monotonic ``deadline`` the container is
+        killed, which ends the process too."""
+        exec_id = self._exec_create(command, environment, tty=False)
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                with _translated(self._client):
+                    for chunk in self._client.api.exec_start(exec_id, stream=True):
+                        on_output(chunk)
+            except BaseException as error:  # handed to the waiting thread
+                failure.append(error)
+
+        thread = threading.Thread(target=pump, name=f"exec-{self.name}", daemon=True)
+        thread.start()
+        # Joined with a bound, not polled: the stream ends when the process does.
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        killed = thread.is_alive()
+        if killed:
+            with _translated(self._client):
+                self._kill_or_raise()
+            thread.join(timeout=10)
+        if failure and not killed:
+            raise failure[0]
+        return Exit(
+            status_code=self.exec_exit_code(exec_id), killed_at_deadline=killed, cancelled=False
+        )
+
+    def exec_terminal(
+        self, command: Sequence[str], *, environment: Mapping[str, str]
+    ) -> ExecTerminal:
+        """Start ``command`` in the container on a terminal of its own (a TTY, with stdin);
+        the caller relays its socket to the user's terminal (``adapters.terminal``)."""
+        exec_id = self._exec_create(command, environment, tty=True)
+        with _translated(self._client):
+            hijacked = self._client.api.exec_start(exec_id, tty=True, socket=True)
+        # The SDK hands back its socket wrapper (``SocketIO`` on a Unix socket): reads and
+        # writes go to the socket itself, with select() on it.
+        raw = getattr(hijacked, "_sock", hijacked)
+        if not isinstance(raw, socket.socket):
+            with contextlib.suppress(Exception):
+                hijacked.close()
+            raise EngineError("docker_api", "the engine's exec stream is not a socket here")
+        return ExecTerminal(client=self._client, exec_id=exec_id, socket=raw, owner=self)
+
     def kill(self) -> None:
         """Kill it now (from any thread); a container that already stopped, or an engine
         that is gone, is left to the removal to decide."""
@@ -603,8 +954,17 @@ class Container:
             self._handle.kill()
 
     def close(self) -> None:
-        """Kill unless stopped, then remove (with its volumes). Idempotent; never raises
-        an engine failure (it is logged, and the container stays in ``live``)."""
+        """Kill unless stopped, then remove (with its volumes); a started container made
+        with ``keep`` is left running instead. Idempotent; never raises an engine failure
+        (it is logged, and the container stays in ``live``)."""
+        if self._keep and self._started:
+            if self._live is not None:
+                self._live.discard(self)
+            log.info("container.kept", container=self.name)
+            return
+        self._close()
+
+    def _close(self) -> None:
         if self._handle is None or self._removed:
             return
         try:
@@ -634,6 +994,29 @@ class Container:
             return None
         status = result.get("StatusCode") if isinstance(result, Mapping) else None
         return int(status) if isinstance(status, int) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecTerminal:
+    """A process started by :meth:`Container.exec_terminal`: its terminal's socket (raw
+    bytes both ways), its size, its exit code."""
+
+    client: docker.DockerClient
+    exec_id: str
+    socket: socket.socket
+    owner: Container
+
+    def resize(self, rows: int, columns: int) -> None:
+        """Tell the process's terminal its size; a process already gone is not a failure."""
+        with contextlib.suppress(*_FAILURES):
+            self.client.api.exec_resize(self.exec_id, height=rows, width=columns)
+
+    def exit_code(self) -> int | None:
+        return self.owner.exec_exit_code(self.exec_id)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.close()
 
 
 def _create(client: docker.DockerClient, config: Mapping[str, Any]) -> SdkContainer:
@@ -693,3 +1076,204 @@ class LiveContainers:
     def remove_all(self) -> None:
         for container in self.snapshot():
             container.close()
+
+
+# ---------------------------------------------------------------- volumes
+
+FILL_TARGET = "/fill"
+
+
+class Volume:
+    """A named volume for one run, as a context manager: created with its owner's labels
+    on enter, removed on exit - always (a removal the engine refuses is logged; the
+    labels let :func:`sweep_leftovers` remove it after a crash).
+
+    :meth:`fill` copies a tar into it through a container that is created and never
+    started (``put_archive`` writes into the volume it mounts), so nothing runs and
+    nothing but the Docker API reaches the engine: this works for an engine on another
+    machine, where a bind mount of a local folder cannot.
+    """
+
+    def __init__(
+        self, client: docker.DockerClient, name: str, *, labels: Mapping[str, str], image_id: str
+    ) -> None:
+        self.name = name
+        self._client = client
+        self._labels = dict(labels)
+        self._image_id = image_id
+        self._created = False
+
+    def __enter__(self) -> Volume:
+        with _translated(self._client):
+            _create_volume(self._client, self.name, self._labels)
+        self._created = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def fill(self, data: bytes | Iterable[bytes] | io.BufferedReader) -> None:
+        """Unpack a tar into the volume's root."""
+        config = {
+            "image": self._image_id,
+            "name": f"{self.name}-fill",
+            "command": ["true"],
+            "volumes": {self.name: {"bind": FILL_TARGET, "mode": "rw"}},
+            "labels": self._labels,
+            "network_mode": "none",
+            "read_only": True,
+            "detach": True,
+        }
+        with _translated(self._client):
+            helper = _create(self._client, config)
+        try:
+            with _translated(self._client):
+                if not helper.put_archive(FILL_TARGET, data):
+                    raise EngineError("docker_api", f"copying into volume {self.name} failed")
+        finally:
+            try:
+                _remove_keeping_volumes(helper)
+            except _FAILURES as error:
+                log.warning("volume.helper_remove_failed", volume=self.name, error=str(error))
+
+    def remove(self) -> None:
+        """Remove the volume (idempotent; never raises an engine failure)."""
+        if not self._created:
+            return
+        try:
+            _remove_volume(self._client, self.name)
+        except _FAILURES as error:
+            log.warning("volume.remove_failed", volume=self.name, error=str(error))
+        else:
+            self._created = False
+
+
+@_infra_retry
+def _create_volume(client: docker.DockerClient, name: str, labels: Mapping[str, str]) -> None:
+    client.volumes.create(name=name, labels=dict(labels))
+
+
+@_infra_retry
+def _remove_keeping_volumes(handle: SdkContainer) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        handle.remove(force=True)
+
+
+def tar_of(entries: Iterable[tuple[str, bytes | None, int]]) -> bytes:
+    """A small tar in memory: ``(name, data, mode)``, a folder when ``data`` is None. Pure."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.mode = mode
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------- images we build
+
+BUILD_TIMEOUT_S = 3600  # one build step may install wheels for minutes without output
+
+
+def build_image(
+    client: docker.DockerClient,
+    context: Path,
+    *,
+    tag: str,
+    labels: Mapping[str, str],
+    buildargs: Mapping[str, str],
+    on_line: Callable[[str], None] | None = None,
+) -> str:
+    """Build ``context`` (its ``Dockerfile``) with the engine's classic builder, with no
+    network and never pulling (the ``FROM`` lines name local image IDs); tag it and return
+    its image ID. A step that fails is an :class:`ImageBuildError` with the build's last
+    lines; the engine failing is an :class:`EngineError`.
+    """
+    lines: list[str] = []
+    with _translated(client):
+        stream = client.api.build(
+            path=str(context),
+            tag=tag,
+            labels=dict(labels),
+            buildargs=dict(buildargs),
+            network_mode="none",
+            pull=False,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            timeout=BUILD_TIMEOUT_S,
+            use_config_proxy=False,
+        )
+        for chunk in stream:
+            text = chunk.get("stream") or chunk.get("status") or ""
+            for line in str(text).splitlines():
+                if line.strip():
+                    lines.append(line.rstrip())
+                    if on_line is not None:
+                        on_line(line.rstrip())
+            error = chunk.get("error")
+            if error:
+                tail = " | ".join(lines[-6:])
+                raise ImageBuildError(f"the image build failed: {_first_line(error)}; {tail}")
+        pin = resolve_image(client, tag)
+    return pin.id
+
+
+def _first_line(text: Any) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else "no detail"
+
+
+def prune_stage(client: docker.DockerClient, label: str, value: str) -> None:
+    """Remove the dangling images of one build's install stage (``label=value``); they
+    only held the wheelhouse. A failure is logged: at worst an unused image stays."""
+    try:
+        client.images.prune(filters={"dangling": True, "label": f"{label}={value}"})
+    except _FAILURES as error:
+        log.warning("image.prune_failed", label=f"{label}={value}", error=one_line(error))
+
+
+def import_rootfs(
+    client: docker.DockerClient, tarball: Path, *, tag: str, changes: Sequence[str]
+) -> str:
+    """``docker import`` through the SDK: a root file system tarball as an image."""
+    repository, _, name = tag.rpartition(":")
+    with _translated(client):
+        client.api.import_image_from_file(
+            str(tarball), repository=repository, tag=name, changes=list(changes)
+        )
+        return resolve_image(client, tag).id
+
+
+def run_command(
+    client: docker.DockerClient,
+    image_id: str,
+    command: Sequence[str],
+    *,
+    purpose: str,
+    timeout_s: float = 120.0,
+) -> tuple[int | None, str]:
+    """Run ``command`` once in a hermetic container of ``image_id`` (no network, read-only,
+    uid 1000) and return its exit code and output; the container is always removed."""
+    owner = Owner.current(f"{purpose}-{uuid.uuid4().hex[:8]}")
+    config = container_config(
+        image_id=image_id,
+        name=f"orchestrator-{owner.run_id}",
+        command=command,
+        mounts=(),
+        environment={"HOME": "/tmp"},
+        labels=owner.labels(purpose),
+        limits=Limits(),
+        working_dir="/tmp",
+    )
+    output: list[str] = []
+    with Container(client, config) as container:
+        pump = container.follow_logs(output.append)
+        exit_ = container.wait(deadline=time.monotonic() + timeout_s, poll_s=1.0)
+        pump.join(timeout=5)
+    return exit_.status_code, "\n".join(output)

@@ -282,11 +282,17 @@ def checkout(
     *,
     mutant: Path | None = None,
     tests: SideOverlay | None = None,
+    keep: bool = False,
 ) -> Iterator[Path]:
     """An exported tree of ``sha`` in a unique temp folder, always removed: ``mutant``
     applied, then the test files of ``tests.rev`` laid over it (``--tests-from``: added,
-    modified and deleted test files all follow that revision)."""
+    modified and deleted test files all follow that revision).
+
+    ``keep`` leaves a complete tree in place for a container that outlives this process
+    (``reproduce --keep``); :func:`sweep_scratch` removes it once the process is gone.
+    A tree that failed half-way is removed all the same."""
     scratch = make_scratch("src")
+    complete = False
     try:
         tree = scratch / "src"
         export_tree(repo, sha, tree, scratch / "index")
@@ -294,6 +300,21 @@ def checkout(
             apply_patch(tree, mutant)
         if tests is not None:
             overlay_files(repo, tree, tests, scratch / "tests-index")
+        complete = True
         yield tree
     finally:
-        remove_scratch(scratch)
+        if not (keep and complete):
+            remove_scratch(scratch)
+
+
+def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:
+    """Every file path under ``folder`` (repository-relative) at commit ``sha``."""
+    import git
+
+    handle = _open_repo(repo)
+    try:
+        with handle:
+            out = handle.git.ls_tree("-r", "--name-only", sha, "--", folder.rstrip("/") + "/")
+    except git.GitCommandError as error:
+        raise GitError(f"git ls-tree failed: {error.stderr.strip() or error}") from None
+    return tuple(line for line in str(out).splitlines() if line)

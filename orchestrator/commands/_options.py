@@ -101,6 +101,35 @@ ImageOption = Annotated[str, _IMAGE]
 OptionalImageOption = Annotated[str | None, _IMAGE]
 """``--image`` for a command with its own default when the option is left out."""
 
+# --env, --pythonpath, --writable-tree: the container's environment ------------------------
+
+EnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        metavar="KEY=VALUE",
+        help="A variable for every replay (repeatable), recorded in the run log and the "
+        "evidence; TZ is unset unless given here.",
+    ),
+]
+PythonpathOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pythonpath",
+        metavar="DIR",
+        help="A folder of the tree to import from (repeatable), before pytest's pythonpath "
+        "and a src/ layout, which are found on their own.",
+    ),
+]
+WritableTreeOption = Annotated[
+    bool,
+    typer.Option(
+        "--writable-tree",
+        help="Give each side a private writable copy of its tree, fresh for every replay "
+        "(default: read-only; a write into it is harness_error read_only_tree).",
+    ),
+]
+
 # --tests-from, --test-path ---------------------------------------------------------------
 
 TESTS_FROM_HELP = (

@@ -18,10 +18,13 @@ import typer
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
     TESTS_FROM_HELP,
+    EnvOption,
     ImageOption,
     LedgerOption,
+    PythonpathOption,
     TestPathOption,
     TimeoutOption,
+    WritableTreeOption,
 )
 from orchestrator.commands._table import Column, print_table
 
@@ -114,8 +117,53 @@ def replay(
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
     ] = 0,
     runner_id: Annotated[
-        str, typer.Option("--runner-id", help="Recorded as the evidence's runner_id.")
-    ] = "local",
+        str | None,
+        typer.Option(
+            "--runner-id",
+            help="Recorded as the evidence's runner_id (default local; with --engine each "
+            "engine's URL, after this and @ when given).",
+            show_default=False,
+        ),
+    ] = None,
+    engines: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine",
+            metavar="URL",
+            help="A Docker engine to run on (repeatable: a pool; both sides of a property "
+            "run on one engine): unix://PATH, tcp://HOST:PORT (TLS from DOCKER_TLS_VERIFY "
+            "and DOCKER_CERT_PATH) or ssh://[USER@]HOST. The first pins the image; the "
+            "others get it shipped from it when they lack it. Default: DOCKER_HOST or the "
+            "local socket.",
+        ),
+    ] = None,
+    slots: Annotated[
+        int | None,
+        typer.Option(
+            "--slots",
+            min=1,
+            help="Sides each engine runs at once (a property takes two). Default: the "
+            "engine's CPU count.",
+            show_default=False,
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="I/N",
+            help="Replay part I of N of the selected properties (a CI matrix job); join "
+            "the N run folders with `orchestrator merge`.",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="The run's id (default: time and random). A retried CI job that passes the "
+            "same id records no second decision for a property in the ledger.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
     ] = None,
@@ -128,6 +176,9 @@ def replay(
             "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
         ),
     ] = "side",
+    env: EnvOption = None,
+    pythonpath: PythonpathOption = None,
+    writable_tree: WritableTreeOption = False,
     ledger: LedgerOption,
     record: Annotated[
         bool,
@@ -187,6 +238,12 @@ def replay(
     pull request's new test fails on base. --changed replays only the tests the
     patch touched (docs/lanes.md, section 8).
 
+    Beyond one machine: --engine URL (repeatable) spreads the properties over a pool
+    of Docker engines, longest first, both sides of a property on one engine; an
+    engine that stops answering gives its unfinished properties to the others, once.
+    --shard I/N replays one part of the selection in a CI matrix job; `orchestrator
+    merge` joins the parts into one report and one exit status.
+
     The run folder holds an INCOMPLETE file until the run has finished; the ledger
     is opened before anything runs and written after summary.json.
 
@@ -196,17 +253,21 @@ def replay(
     whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
-    from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
+    from orchestrator.core.pool import check_engine_urls
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
+    from orchestrator.core.shards import parse_shard
     from orchestrator.errors import InputError, Interrupted, LedgerError, OrchestratorError
     from orchestrator.files import dumps
+    from orchestrator.services.engines import open_pool
     from orchestrator.services.replay import (
         LedgerRequest,
         execute,
         open_ledger_for_run,
         plan_replay,
         run_folder,
+        validate_options,
     )
     from orchestrator.services.run_writer import check_run_folder, note_incomplete
     from orchestrator.services.sides import new_run_id
@@ -224,13 +285,21 @@ def replay(
         replays=replays,
         timeout_s=timeout,
         seed=seed,
-        runner_id=runner_id,
+        runner_id=runner_id if runner_id is not None else "local",
         out=out,
         isolation=isolation,
+        engines=check_engine_urls(engines or ()),
+        slots=slots,
+        shard=parse_shard(shard) if shard is not None else None,
+        run_id=run_id,
+        env=parse_env(env or ()),
+        pythonpath=check_pythonpath(pythonpath or ()),
+        writable_tree=writable_tree,
         tests_from=tests_from,
         test_paths=tuple(test_paths or ()),
         changed=changed,
     )
+    validate_options(options)
     now = datetime.now(UTC)
     # Every usage mistake is found here, before an engine is asked for anything.
     if (owner or expires) and not freeze:
@@ -263,20 +332,24 @@ def replay(
 
         check_replay_targets(html=html, junit=junit, summary=summary)
     # The run folder and the ledger are checked before the engine is asked for anything.
-    run_id = new_run_id(now.timestamp())
+    run_id = options.run_id or new_run_id(now.timestamp())
     run_dir = run_folder(options, run_id)
     check_run_folder(run_dir)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
+    if shrink and (options.shard is not None or len(options.engines) > 1):
+        raise InputError("--shrink runs on one engine: not with --shard or several --engine")
     with contextlib.ExitStack() as resources:
         pending = None
         if ledger_request is not None:  # opened while the run plans, checked before it runs
             pending = open_ledger_for_run(ledger_request.url)
             resources.callback(pending.close)
         try:
-            client = connect(os.environ)
-            resources.callback(client.close)
             if shrink:
+                from orchestrator.adapters.docker import connect
+
+                client = connect(os.environ, url=options.engines[0] if options.engines else None)
+                resources.callback(client.close)
                 if pending is not None and ledger_request is not None:
                     ledger_request = replace(ledger_request, store=pending.result())
                 shrunk = _replay_and_shrink(
@@ -290,12 +363,17 @@ def replay(
                     logger=logger,
                 )
             else:
+                pool = open_pool(
+                    options.engines, os.environ, runner_id=runner_id, slots=slots, durations=None
+                )
+                resources.callback(pool.close)
+                pool.image_ref = options.image
                 plan = plan_replay(
                     options,
-                    client=client,
                     now=now,
+                    pool=pool,
                     run_id=run_id,
-                    before_writing=pending.result if pending is not None else None,
+                    before_containers=pending.result if pending is not None else None,
                 )
                 if pending is not None and ledger_request is not None:
                     ledger_request = replace(ledger_request, store=pending.result())
@@ -308,7 +386,7 @@ def replay(
                     image_id=plan.pins.image_id,
                 )
                 with _progress(json_logs, replays, logger) as progress:
-                    outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
+                    outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
         except (KeyboardInterrupt, Interrupted):
             raise Interrupted(interrupted_detail(run_dir)) from None
         except OrchestratorError as error:
@@ -337,6 +415,7 @@ def replay(
             _print_table(outcome)
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
+    _hint_writable_tree(outcome, logger)
     if html or junit or summary:  # other views of the run folder just written
         from orchestrator.commands.report import write_after_replay
 
@@ -482,6 +561,26 @@ def _print_table(outcome: Any) -> None:
         if item.decision.code == "oracle_changed":
             reasons = "; ".join(item.decision.reasons)
             typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
+
+
+def _hint_writable_tree(outcome: Any, logger: Any) -> None:
+    """A replay that wrote into its read-only tree names the flag that allows it."""
+    from orchestrator.core.labels import READ_ONLY_TREE, WRITABLE_TREE_HINT
+
+    touched = sorted(
+        {
+            str(item.evidence.property_id)
+            for item in outcome.properties
+            for replay in (*item.evidence.base, *item.evidence.patch)
+            if replay.reason == READ_ONLY_TREE
+        }
+    )
+    if touched:
+        logger.warning(
+            "replay.read_only_tree",
+            hint=f"tests wrote into their read-only tree: {WRITABLE_TREE_HINT}",
+            properties=touched,
+        )
 
 
 def _print_ledger(ledger: Any) -> None:

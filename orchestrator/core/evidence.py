@@ -206,5 +206,26 @@ def parse_evidence(doc: Any) -> Evidence:
         base_oracle_digest=optional_str(obj, "base_oracle_digest"),
         patch_oracle_digest=optional_str(obj, "patch_oracle_digest"),
         oracle_reasons=_strings(obj, "oracle_reasons"),
+        environment=_environment(obj.get("environment")),
+        pythonpath=_pythonpath(obj.get("pythonpath")),
         tests_from=optional_str(obj, "tests_from"),
     )
+
+
+def _environment(value: Any) -> dict[str, str]:
+    """``environment``: variable name -> value (absent in older documents)."""
+    if value is None:
+        return {}
+    obj = _object(value, "environment")
+    for name, item in obj.items():
+        if not isinstance(item, str):
+            raise SchemaError(f"environment.{name}: expected a string, got {_type_name(item)}")
+    return {str(name): item for name, item in obj.items()}
+
+
+def _pythonpath(value: Any) -> dict[str, tuple[str, ...]]:
+    """``pythonpath``: side -> PYTHONPATH entries (absent in older documents)."""
+    if value is None:
+        return {}
+    obj = _object(value, "pythonpath")
+    return {str(side): _strings(obj, side) for side in obj}

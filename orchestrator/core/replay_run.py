@@ -17,6 +17,8 @@ from orchestrator.core.calls import call_sets, compare, describe_change, sets_to
 from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.replay_env import SidePath
+from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
@@ -28,9 +30,13 @@ from orchestrator.model import (
     Replay,
     ShrinkSummary,
 )
+from orchestrator.probe.driver import hash_seed
 
 BASE = "base"
 PATCH = "patch"
+# The run folder keeps the fixture's bytes as every replay read them (``reproduce`` mounts
+# them again, checked against the digest).
+FIXTURE_FILE = "fixture.json"
 # The run log's overlay fields when each side runs its own tests.
 NO_OVERLAY: Mapping[str, Any] = {
     "tests_from": None,
@@ -60,10 +66,17 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, parsed
+    pythonpath: tuple[str, ...] = ()  # --pythonpath, checked
+    writable_tree: bool = False
     # --tests-from base|patch|REV: that revision's test files judge both sides.
     tests_from: str | None = None
     test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
     changed: bool = False  # --changed: select the tests the patch touched
+    engines: tuple[str, ...] = ()  # --engine URLs; empty: DOCKER_HOST or the local socket
+    slots: int | None = None  # sides at once per engine; None: each engine's CPU count
+    shard: Shard | None = None
+    run_id: str | None = None  # a CI job's retry passes the same one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +92,8 @@ class Pins:
     origin_digest: str
     shrink: ShrinkSummary | None
     probe_version: str
+    interpreter: str = "python3"  # what runs the probe driver in the image
+    image_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +109,11 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    # Pins of the container's environment: the variables every replay gets (PYTHONPATH
+    # aside), each side's import roots (relative to its tree) and its whole PYTHONPATH.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    side_paths: Mapping[str, SidePath] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # --tests-from: the test files laid over both sides (None: each side its own).
     overlay: TestOverlay | None = None
     # --changed: what was selected (None: the properties are the given ones, or all).
@@ -101,10 +121,29 @@ class RunPlan:
     # Side -> what pytest is handed there (empty: the property ids): the selected node ids
     # that side has, or whole modules (core.changed.Selection.targets).
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # When the run is cut (into shards, or over more than one lane of engines) and no
+    # --property or --changed names its tests: the tests the command collected on both
+    # revisions. Then, with --shard, this shard's part of the selection.
+    collected: tuple[str, ...] | None = None
+    part: tuple[str, ...] | None = None
+    shard: Mapping[str, Any] | None = None  # what core.shards.shard_record said
+    engines: tuple[Mapping[str, Any], ...] = ()  # the pool: url, runner_id, slots
+    # The containers' limits: memory, pids, cpus, tmp_size (empty: not known when planned).
+    limits: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept_fixture(self) -> Path | None:
+        """The run folder's copy of the fixture (None: the run has no fixture)."""
+        return None if self.options.fixture is None else self.run_dir / FIXTURE_FILE
 
     @property
     def property_ids(self) -> tuple[str, ...]:
-        """The node ids handed to pytest: the given ones, or those --changed selected."""
+        """The node ids handed to pytest: a shard's part, or the tests collected to cut the
+        run, or those --changed selected, or the given ones (empty: every test)."""
+        if self.part is not None:
+            return self.part
+        if self.collected is not None:
+            return self.collected
         if self.selection is not None:
             return self.selection.selected
         return self.options.property_ids
@@ -115,7 +154,10 @@ class RunPlan:
 
     @property
     def nothing_selected(self) -> bool:
-        """--changed chose no test: nothing runs, and that is no verdict to wait for."""
+        """--changed chose no test, or a shard got no part of the selection: nothing runs,
+        and that is no verdict to wait for."""
+        if self.part is not None:
+            return not self.part
         return self.selection is not None and not self.selection.selected
 
     def run_log(self) -> dict[str, Any]:
@@ -127,12 +169,13 @@ class PropertyOutcome:
     index: int
     evidence: Evidence
     decision: Decision
+    raw_dir: str = "raw"  # its raw replay files in the run folder: <raw_dir>/<side>/
 
 
 def run_log_document(plan: RunPlan) -> dict[str, Any]:
     """records.md "Run log", plus what else was pinned."""
     pins, options = plan.pins, plan.options
-    return {
+    document: dict[str, Any] = {
         "schema": RUN_LOG_SCHEMA,
         "run_id": plan.run_id,
         "base_rev": pins.base_rev,
@@ -146,6 +189,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "origin_digest": pins.origin_digest,
         "shrink": None if pins.shrink is None else pins.shrink.to_json(),
         "seed": options.seed,
+        "hash_seed": hash_seed(options.seed),
         "replays": options.replays,
         "timeout_s": options.timeout_s,
         "isolation": options.isolation,
@@ -154,11 +198,30 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "probe_version": pins.probe_version,
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
+        "environment": dict(plan.environment),
+        "pythonpath": {side: list(paths) for side, paths in plan.pythonpath.items()},
+        "pythonpath_reasons": {
+            side: list(paths.reasons) for side, paths in plan.side_paths.items()
+        },
+        "interpreter": pins.interpreter,
+        "image_labels": dict(pins.image_labels),
+        "writable_tree": options.writable_tree,
         **(plan.overlay.to_json() if plan.overlay is not None else NO_OVERLAY),
         "test_paths": list(options.test_paths),
         "selection": None if plan.selection is None else plan.selection.to_json(),
         "targets": {side: list(targets) for side, targets in plan.targets.items()},
+        "fixture_file": None if options.fixture is None else FIXTURE_FILE,
+        "limits": dict(plan.limits) or None,
     }
+    if plan.engines:
+        document["engines"] = [str(engine.get("url")) for engine in plan.engines]
+        document["engine_pool"] = [dict(engine) for engine in plan.engines]
+        document["slots"] = options.slots
+    if plan.collected is not None:
+        document["collected"] = list(plan.collected)
+    if plan.shard is not None:
+        document["shard"] = {**plan.shard, "property_ids": list(plan.part or ())}
+    return document
 
 
 def build_evidence(
@@ -168,14 +231,16 @@ def build_evidence(
     patch: Sequence[Replay],
     *,
     oracle: OracleChange | None = None,
+    runner_id: str | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property, with its oracle slice digests."""
+    """records.md "Evidence" for one property, with its oracle slice digests; ``runner_id``
+    names the engine that ran both its sides (default: the run's ``--runner-id``)."""
     pins, options = plan.pins, plan.options
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
         image_digest=pins.image_id,
-        runner_id=options.runner_id,
+        runner_id=runner_id or options.runner_id,
         command=options.command,
         property_id=property_id,
         seed=options.seed,
@@ -189,6 +254,8 @@ def build_evidence(
         base_oracle_digest=None if oracle is None else oracle.base_digest,
         patch_oracle_digest=None if oracle is None else oracle.patch_digest,
         oracle_reasons=() if oracle is None else oracle.reason_texts,
+        environment=dict(plan.environment),
+        pythonpath=dict(plan.pythonpath),
         tests_from=plan.tests_from,
     )
 
@@ -197,8 +264,13 @@ def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
     oracle: Mapping[str, OracleChange],
+    *,
+    runners: Mapping[str, str] | None = None,
+    raw_dirs: Mapping[str, str] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
-    """Evidence and a decision per property, in the order the properties were named."""
+    """Evidence and a decision per property, in the order the properties were named;
+    ``runners`` and ``raw_dirs`` say which engine ran each one and where its raw files are
+    (a run on a pool of engines)."""
     outcomes = []
     for index, property_id in enumerate(labelled[BASE], start=1):
         evidence = build_evidence(
@@ -207,8 +279,16 @@ def decide_all(
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
             oracle=oracle.get(property_id),
+            runner_id=(runners or {}).get(property_id),
         )
-        outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
+        outcomes.append(
+            PropertyOutcome(
+                index=index,
+                evidence=evidence,
+                decision=decide(evidence),
+                raw_dir=(raw_dirs or {}).get(property_id, "raw"),
+            )
+        )
     return tuple(outcomes)
 
 
@@ -248,11 +328,14 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
+        "raw_dir": item.raw_dir,
+        "runner_id": evidence.runner_id,
     }
 
 
 def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
-    """The replay-report/1 document (summary.json, and ``--json``)."""
+    """The replay-report/1 document (summary.json, and ``--json``). A run that selected
+    nothing (``--changed``, or a shard with no part) decided nothing and blocks nothing."""
     decisions = [item.decision for item in properties]
     return {
         "schema": REPORT_SCHEMA,

@@ -19,12 +19,25 @@ N independent replays. How the process is made (`--spawn`):
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
+Before each replay (and outside its measured time) the driver creates every `--make-dir`
+that is missing (HOME, in the container's /tmp; like /tmp it is shared by the replays of
+one container, as a machine's are by test runs); with `--copy-tree FROM:TO` it empties TO
+and copies FROM's contents into it, so a suite that writes into its tree gets a private
+writable copy that no earlier replay touched.
+
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
 DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
 `replay <k>/<N> <status>`; DIR/driver.json (replay-driver/1) is written last. SIGTERM or
 SIGINT kills the running replay's group, writes driver.json with "finished": false, and
 exits 128 + signal.
+
+With `--attach` (`orchestrator reproduce`) a replay keeps the driver's standard input,
+output and error instead of /dev/null and DIR/replay-<k>.log, so pytest's own output
+streams out as it comes and `--pdb` can talk to the terminal; on a terminal the replay's
+process group takes the foreground (a background group that reads it would be stopped,
+and Ctrl-C is meant for pytest), and the driver takes it back after. The driver then
+prints nothing of its own.
 
 Serve mode: one warm driver, many jobs
 --------------------------------------
@@ -122,9 +135,12 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
+    make_dirs: tuple[Path, ...] = ()
+    copy_tree: tuple[Path, Path] | None = None
     serve: bool = False
     jobs: str | None = None
     results: str | None = None
+    attach: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,11 +195,33 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         "exec: a new interpreter per replay",
     )
     parser.add_argument(
+        "--make-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="created before each replay when missing (repeatable)",
+    )
+    parser.add_argument(
+        "--copy-tree",
+        type=_copy_pair,
+        default=None,
+        metavar="FROM:TO",
+        help="before each replay, empty TO and copy FROM's contents into it",
+    )
+    parser.add_argument(
         "--serve", action="store_true", help="run the jobs read from --jobs (see the docstring)"
     )
     parser.add_argument("--jobs", help="serve mode: where job lines come from (- for stdin)")
     parser.add_argument("--results", help="serve mode: where result lines go (- for stdout)")
+    parser.add_argument(
+        "--attach",
+        action="store_true",
+        help="each replay keeps the driver's stdin, stdout and stderr (no log file), "
+        "and the terminal's foreground when there is one",
+    )
     options = parser.parse_args(own)
+    if options.serve and options.attach:
+        parser.error("--attach goes with replays, not --serve")
     if options.serve:
         if options.jobs is None or options.results is None:
             parser.error("--serve needs --jobs and --results")
@@ -208,10 +246,20 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
+        make_dirs=tuple(options.make_dir),
+        copy_tree=options.copy_tree,
         serve=options.serve,
         jobs=options.jobs,
         results=options.results,
+        attach=options.attach,
     )
+
+
+def _copy_pair(text: str) -> tuple[Path, Path]:
+    source, sep, dest = text.partition(":")
+    if not sep or not source or not dest:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO, got {text!r}")
+    return Path(source), Path(dest)
 
 
 def _positive_int(text: str) -> int:
@@ -226,6 +274,34 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
     return value
+
+
+def empty_dir(folder: Path) -> None:
+    """Remove everything in ``folder`` (not the folder: it may be a mount point)."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
+def copy_contents(source: Path, dest: Path) -> None:
+    """Copy what ``source`` holds into the empty ``dest`` (links kept as links). The
+    copies belong to whoever runs the driver, so they are writable."""
+    import shutil
+
+    with os.scandir(source) as entries:
+        for entry in entries:
+            target = dest / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                shutil.copytree(entry.path, target, symlinks=True)
+            else:
+                shutil.copy2(entry.path, target, follow_symlinks=False)
 
 
 def hash_seed(seed: int) -> str:
@@ -249,6 +325,30 @@ def child_environment(
     if _PACKAGE_ROOT not in paths:
         env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *paths])
     return env
+
+
+def _on_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
+def take_terminal(pgid: int | None = None) -> None:
+    """Make process group ``pgid`` (default: our own) the foreground of the terminal on
+    stdin, when there is one.
+
+    Asked from a background group, the kernel would stop us with SIGTTOU: ignore it for
+    the call, as shells do.
+    """
+    if not _on_terminal():
+        return
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(0, os.getpgrp() if pgid is None else pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
 
 
 def parse_job(line: bytes, number: int, *, default_seed: int, spawn: str) -> Job:
@@ -416,6 +516,7 @@ class Driver:
     def run_job(self, job: Job, log_path: Path) -> tuple[dict[str, Any], bytes | None]:
         result_path = (self._result_dir or self.options.out) / f".probe-{job.number:03d}.json"
         result_path.unlink(missing_ok=True)
+        self.reset_dirs()
         env = child_environment(
             dict(os.environ), result_path=result_path, seed=job.seed, fixture=job.fixture
         )
@@ -433,6 +534,8 @@ class Driver:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         self.child_pid = None
+        if self.options.attach:
+            take_terminal()
         wall_ms = (perf_counter() - started) * 1000.0
         if timed_out:
             status, result = TIMEOUT, None
@@ -457,6 +560,23 @@ class Driver:
             run["job"] = job.job_id
         return run, result
 
+    def reset_dirs(self) -> None:
+        """HOME there, and (with --copy-tree) a fresh tree, for the next replay."""
+        for folder in self.options.make_dirs:
+            folder.mkdir(parents=True, exist_ok=True)
+        if self.options.copy_tree is not None:
+            source, dest = self.options.copy_tree
+            empty_dir(dest)
+            copy_contents(source, dest)
+        if self.options.copy_tree is not None:
+            import importlib
+
+            # Folders on sys.path that did not exist when the driver started (the tree's
+            # src/ before its first copy) are cached as "nothing here": forget that.
+            importlib.invalidate_caches()
+            for entry in [key for key, finder in sys.path_importer_cache.items() if not finder]:
+                del sys.path_importer_cache[entry]  # what Python < 3.10 does not forget
+
     def _exec(self, job: Job, env: dict[str, str], log_path: Path) -> int:
         import subprocess
 
@@ -470,15 +590,22 @@ class Driver:
             "no:cacheprovider",  # no state carried from one replay to the next
             *job.pytest_args,
         ]
-        with log_path.open("wb") as log:
-            child = subprocess.Popen(
-                command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        if self.options.attach:
+            child = subprocess.Popen(command, env=env, process_group=0)
+            take_terminal(child.pid)
+            # Had it read the terminal before it had the foreground, it was stopped.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGCONT)
+        else:
+            with log_path.open("wb") as log:
+                child = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         # Reaped with os.waitpid by the caller; Popen must not reap it too.
         child.returncode = 0
         self.child_pid = child.pid
@@ -553,13 +680,16 @@ class Driver:
                     os.close(fd)
             os.environ.clear()
             os.environ.update(env)
-            null = os.open(os.devnull, os.O_RDONLY)
-            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(null)
-            os.close(log)
+            if self.options.attach:
+                take_terminal()
+            else:
+                null = os.open(os.devnull, os.O_RDONLY)
+                log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.close(null)
+                os.close(log)
             pytest, plugin = self._pytest, self._plugin
             if pytest is None or plugin is None:
                 raise RuntimeError("fork mode: prepare() was not called")
@@ -596,7 +726,8 @@ class Driver:
             for k in range(1, options.replays + 1):
                 run, result = self.run_one(k)
                 write_bytes_atomic(options.out / f"replay-{k:03d}.json", encode_run(run, result))
-                print(f"replay {k}/{options.replays} {run['status']}", flush=True)
+                if not options.attach:
+                    print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
             self.kill_child_group()
             self._write_driver(finished=False, signal_number=stop.signum)

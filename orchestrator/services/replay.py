@@ -1,10 +1,13 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it,
-plans the tests (``--changed``, ``--tests-from``: :mod:`orchestrator.services.replay_tests`)
-and writes ``run-log.json`` into the run folder before anything runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
+image ID on the first engine of the pool (never pulled), digests the fixture, checks a
+shrink report against it, plans the tests (``--changed``, ``--tests-from``:
+:mod:`orchestrator.services.replay_tests`; a ``--shard``'s part of them; when nothing
+names the tests and the run is cut, the tests the command collects on both revisions)
+and writes ``run-log.json`` into the run folder before any replay runs.
+``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
+spread over the pool's engines),
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
@@ -22,6 +25,7 @@ complete, and a ledger that fails leaves the report whole (``recording_error``).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files, interrupts
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
+from orchestrator.core.pool import lanes_for, narrow_targets
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -46,15 +51,21 @@ from orchestrator.core.replay_run import (
 from orchestrator.errors import InputError, LedgerError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
 from orchestrator.services import run_writer
+from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
+    FIXTURE,
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
     SideSpec,
+    collect_tests,
     new_run_id,
-    replay_sides,
+    plan_limits,
+    planned_pythonpath,
+    run_sides,
+    side_pythonpath,
 )
 
 if TYPE_CHECKING:
@@ -109,6 +120,9 @@ class ReplayOutcome:
 
 # ---------------------------------------------------------------- checks on the inputs
 
+# A run id names a folder, containers and volumes: nothing that needs quoting.
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
 
 def validate_options(options: ReplayOptions) -> None:
     if options.replays < 1:
@@ -121,6 +135,16 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
+    if options.slots is not None and options.slots < 1:
+        raise InputError("--slots must be at least 1")
+    if options.run_id is not None and not _RUN_ID.match(options.run_id):
+        raise InputError(
+            f"--run-id {options.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
+        )
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
+
+    parse_env([f"{key}={value}" for key, value in options.env])
+    check_pythonpath(options.pythonpath)
     for property_id in options.property_ids:
         if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
@@ -180,19 +204,30 @@ def probe_version() -> str:
 def plan_replay(
     options: ReplayOptions,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     now: datetime,
     run_id: str | None = None,
     default_root: Path | None = None,
-    before_writing: Callable[[], object] | None = None,
+    pool: Pool | None = None,
+    before_containers: Callable[[], object] | None = None,
 ) -> RunPlan:
-    """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet.
+    """Pin both revisions, the image, the fixture and the selection; write run-log.json.
+    No replay runs yet (a collection may, to cut a run whose tests are not named).
 
-    ``before_writing`` runs once everything is pinned, before the run folder is written
-    (the command waits there for the ledger it opened meanwhile)."""
-    from orchestrator.adapters.docker import resolve_image
+    ``before_containers`` runs once the revisions and the image are pinned, before any
+    container starts (a collection) and before the run folder is written: the command
+    waits there for the ledger it opened meanwhile."""
+    from orchestrator.adapters.docker import engine_url, resolve_image
+    from orchestrator.core.project_image import interpreter_from_labels
+    from orchestrator.core.replay_env import replay_variables
 
     validate_options(options)
+    if pool is None:
+        if client is None:
+            raise ValueError("plan_replay needs a client or a pool")
+        import os
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     check_test_options(options)
     pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
@@ -203,12 +238,15 @@ def plan_replay(
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
+    fixture_bytes: bytes | None = None
     if options.fixture is not None:
         fixture = options.fixture.resolve()
-        fixture_digest = digest(files.read_json(str(fixture)))
+        # Read once: these bytes are digested, kept in the run folder and mounted.
+        fixture_bytes = files.read_bytes(fixture)
+        fixture_digest = digest(files.parse_json(fixture_bytes, str(fixture)))
     shrink: ShrinkSummary | None = None
     origin_digest = fixture_digest
-    origin_bytes = fixture.read_bytes() if fixture is not None else None
+    origin_bytes = fixture_bytes
     if options.shrink_report is not None:
         report_doc = files.read_json(str(options.shrink_report))
         shrink = shrink_from_report(report_doc, fixture_digest)
@@ -222,8 +260,13 @@ def plan_replay(
             repo, base_rev, patch_rev, options.property_ids, overlay=tests.overlay
         )
 
-    image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
-    run_id = run_id or new_run_id(now.timestamp())
+    # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
+    image = resolve_image(pool.first.client, options.image)
+    side_paths = {
+        side: planned_pythonpath(repo, rev, options.pythonpath)
+        for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
+    }
+    run_id = run_id or options.run_id or new_run_id(now.timestamp())
     run_dir = run_folder(options, run_id, default_root)
     plan = RunPlan(
         run_id=run_id,
@@ -241,17 +284,72 @@ def plan_replay(
             origin_digest=origin_digest,
             shrink=shrink,
             probe_version=probe_version(),
+            interpreter=interpreter_from_labels(image.labels),
+            image_labels=dict(image.labels),
         ),
         pytest_args=args,
+        engines=tuple(pool.describe()) if pool.named or options.slots is not None else (),
+        environment=replay_variables(
+            seed=options.seed,
+            fixture=FIXTURE if fixture is not None else None,
+            extra=options.env,
+        ),
+        side_paths=side_paths,
+        pythonpath={side: side_pythonpath(paths.entries) for side, paths in side_paths.items()},
         overlay=tests.overlay,
         selection=tests.selection,
         targets=tests.targets,
     )
-    if before_writing is not None:
-        before_writing()
+    if before_containers is not None:
+        before_containers()
     run_writer.check_run_folder(run_dir)
-    run_writer.start_run_folder(run_dir, plan.run_log())
+    plan = _select(plan, pool)
+    limits = plan_limits(sides_plan(plan))
+    plan = replace(
+        plan,
+        limits={
+            "memory": limits.memory,
+            "pids": limits.pids,
+            "cpus": limits.cpus,
+            "tmp_size": limits.tmp_size,
+        },
+    )
+    kept = None
+    if plan.kept_fixture is not None and fixture_bytes is not None:
+        kept = (plan.kept_fixture.name, fixture_bytes)
+    run_writer.start_run_folder(run_dir, plan.run_log(), kept=kept)
     return plan
+
+
+def _select(plan: RunPlan, pool: Pool) -> RunPlan:
+    """Fix what the run replays when it is cut: the tests the command collects on both
+    revisions when nothing names them (cut into shards, or over more than one lane of
+    engines), then a shard's part of the selection."""
+    options = plan.options
+    shard = options.shard
+    if plan.nothing_selected:
+        return plan
+    lanes = sum(lanes_for(engine.slots) for engine in pool.engines)
+    if not plan.property_ids and (shard is not None or lanes > 1):
+        collected = collect_tests(
+            sides_plan(plan),
+            (
+                side_spec(plan, BASE, plan.pins.base_rev),
+                side_spec(plan, PATCH, plan.pins.patch_rev),
+            ),
+            pool=pool,
+            run_id=f"{plan.run_id}-collect",
+        )
+        # Node ids now name the tests: the command's paths give way, as with --property.
+        plan = replace(
+            plan, collected=collected, pytest_args=pytest_args(options.command, collected)
+        )
+    if shard is None:
+        return plan
+    from orchestrator.core.shards import shard_record
+
+    part, record = shard_record(plan.property_ids, shard, pool.durations)
+    return replace(plan, part=part, shard=record)
 
 
 def run_folder(options: ReplayOptions, run_id: str, default_root: Path | None = None) -> Path:
@@ -297,25 +395,31 @@ def sides_plan(plan: RunPlan) -> ReplayPlan:
         image_id=plan.pins.image_id,
         pytest_args=plan.pytest_args,
         property_ids=plan.property_ids,
-        fixture=options.fixture,
+        # The run folder's copy: the bytes that were digested are the bytes mounted.
+        fixture=plan.kept_fixture,
         replays=options.replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        interpreter=plan.pins.interpreter,
+        env=options.env,
+        extra_pythonpath=options.pythonpath,
+        writable_tree=options.writable_tree,
         expand_parametrized=True,
     )
 
 
 def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
-    """One side as the engine runs it: with the overlay, if any, and what pytest is handed
-    there."""
+    """One side as the engine runs it: with the overlay, if any, what pytest is handed
+    there, and its import roots (planned at its revision)."""
     return SideSpec(
         name=name,
         repo=plan.options.repo,
         rev=rev,
         tests=None if plan.overlay is None else plan.overlay.side(name),
-        targets=tuple(plan.targets.get(name, ())),
+        targets=narrow_targets(plan.targets.get(name, ()), plan.part),
+        pythonpath=plan.side_paths[name].entries if name in plan.side_paths else None,
     )
 
 
@@ -339,25 +443,36 @@ def _import_in_background(module: str) -> None:
 def execute(
     plan: RunPlan,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     progress: Progress | None = None,
     ledger: LedgerRequest | None = None,
+    pool: Pool | None = None,
 ) -> ReplayOutcome:
     """Replay both sides at once, decide every property, write the run folder (and the
     ledger, when asked)."""
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
+    if pool is None:
+        if client is None:
+            raise ValueError("execute needs a client or a pool")
+        import os
+
+        from orchestrator.adapters.docker import engine_url
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     properties: tuple[PropertyOutcome, ...] = ()
+    extra: dict[str, Any] = {}
     if not plan.nothing_selected:
-        labelled = replay_sides(
+        outcome = run_sides(
             sides_plan(plan),
             (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev)),
-            client=client,
             progress=progress,
             run_id=plan.run_id,
             keep_raw=plan.run_dir / "raw",
+            pool=pool,
         )
+        labelled = outcome.labelled
         never = never_collected(labelled)
         if never:  # the user's typo, not the runner's: no evidence, no infra row
             raise InputError(unknown_message(never))
@@ -365,11 +480,18 @@ def execute(
         oracle = property_oracles(
             options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
         )
-        properties = decide_all(plan, labelled, oracle)
+        properties = decide_all(
+            plan, labelled, oracle, runners=outcome.runners, raw_dirs=outcome.raw_dirs
+        )
+        if plan.engines:
+            extra["engines"] = [dict(engine) for engine in outcome.engines]
+        if outcome.attempts:
+            extra["attempts"] = [attempt.to_json() for attempt in outcome.attempts]
     for item in properties:
         run_writer.write_json(plan.run_dir, f"evidence-{item.index}.json", item.evidence.to_json())
         run_writer.write_json(plan.run_dir, f"decision-{item.index}.json", item.decision.to_json())
     report = report_document(plan, properties)
+    report.update(extra)
     report, recording_error = complete_and_record(plan, properties, report, ledger)
     return ReplayOutcome(
         plan=plan,
@@ -488,12 +610,16 @@ def record_in_ledger(
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
-        record_decision,
+        record_decision_once,
         record_run,
         write_flake_freeze_from_replay,
     )
 
-    fixture_bytes = plan.options.fixture.read_bytes() if plan.options.fixture is not None else None
+    # The run folder's copy (the bytes every replay read) when it was kept.
+    kept = plan.kept_fixture
+    if kept is not None and not kept.is_file():
+        kept = plan.options.fixture
+    fixture_bytes = kept.read_bytes() if kept is not None else None
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
     # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
@@ -515,13 +641,16 @@ def record_in_ledger(
         )
         for item in properties:
             evidence, decision = item.evidence, item.decision
+            event_id, new = record_decision_once(
+                store, evidence, decision, request.now, run_id=plan.run_id
+            )
             entry: dict[str, Any] = {
                 "property_id": evidence.property_id,
-                "decision_event": record_decision(
-                    store, evidence, decision, request.now, run_id=plan.run_id
-                ),
+                "decision_event": event_id,
             }
-            if decision.lane is Lane.INFRA_QUEUE:
+            if not new:  # a retried run: its first recording stands, with what came with it
+                entry["already_recorded"] = True
+            elif decision.lane is Lane.INFRA_QUEUE:
                 entry["infra_queue_id"] = queue_infra(
                     store, evidence, decision, request.now, run_id=plan.run_id
                 )

@@ -66,9 +66,16 @@ def check_run_folder(run_dir: Path, *, option: str = "--out") -> None:
         raise InputError(f"{name}: no space left on the file system of {where}")
 
 
-def start_run_folder(run_dir: Path, run_log: dict[str, Any], *, option: str = "--out") -> None:
-    """Create the folder, mark it incomplete, then write ``run-log.json`` (exit 2 when
-    that fails: nothing has run yet)."""
+def start_run_folder(
+    run_dir: Path,
+    run_log: dict[str, Any],
+    *,
+    kept: tuple[str, bytes] | None = None,
+    option: str = "--out",
+) -> None:
+    """Create the folder, mark it incomplete, write ``kept`` (a file name and its bytes:
+    the fixture the replays will read), then ``run-log.json`` (exit 2 when that fails:
+    no replay has run yet)."""
     started = run_log.get("started_at", "")
     text = (
         f"started {started} by process {os.getpid()}: this run has not finished. A run "
@@ -78,6 +85,8 @@ def start_run_folder(run_dir: Path, run_log: dict[str, Any], *, option: str = "-
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / INCOMPLETE).write_text(text, encoding="utf-8")
+        if kept is not None:
+            files.write_atomic(run_dir / kept[0], kept[1])
         files.write_json_atomic(run_dir / RUN_LOG, run_log)
     except OSError as error:
         raise InputError(

@@ -1,9 +1,10 @@
 """One warm container that runs pytest jobs on demand: the probe driver's serve mode.
 
 :class:`WarmContainer` exports one revision (read-only at ``/src``, as a replay's),
-starts one hermetic container from the pinned image ID with the replay's environment
-and limits (:mod:`orchestrator.services.sides`), and runs
-``python3 -m orchestrator.probe.replay --serve`` in it (the side's ``--tests-from``
+starts one hermetic container from the pinned image ID with the replay's environment,
+import roots and limits (:mod:`orchestrator.services.sides`), and runs
+``<interpreter> -m orchestrator.probe.replay --serve`` in it (a project image's venv
+python) (the side's ``--tests-from``
 overlay and mutant applied to the tree as in a replay): the driver imports pytest once
 and forks a fresh pytest session per job (``orchestrator/probe/driver.py`` documents the
 ``replay-job/1`` protocol). Jobs go in and ``replay-run/1`` results come back through
@@ -36,6 +37,7 @@ from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.job_channel import CLOSED, TIMED_OUT, JobChannel, Received
+from orchestrator.core import replay_env
 from orchestrator.core.labels import (
     ContainerFacts,
     ReplayFile,
@@ -53,12 +55,16 @@ from orchestrator.services.sides import (
     PROBE_ROOT,
     SRC,
     STARTUP_SLACK_S,
+    TREE,
     LineTail,
     ReplayPlan,
     SideSpec,
     _DeferredSignals,
     container_name,
+    interpreter_of,
     replay_environment,
+    tree_pythonpath,
+    writable_tree_tmpfs,
 )
 
 if TYPE_CHECKING:
@@ -74,12 +80,19 @@ PER_JOB_SLACK_S = 10.0
 STOP_WAIT_S = 5.0
 
 
-def serve_command(seed: int) -> list[str]:
-    """The container's command: the probe driver in serve mode. Pure."""
+def serve_command(
+    seed: int, *, interpreter: str = "python3", writable_tree: bool = False
+) -> list[str]:
+    """The container's command: the probe driver in serve mode (HOME made, and with
+    ``writable_tree`` a fresh copy of the tree before each job, as in a replay). Pure."""
+    made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
+    copy = ["--copy-tree", f"{TREE}:{SRC}"] if writable_tree else []
     return [
-        "python3",
+        interpreter,
         "-m",
         "orchestrator.probe.replay",
+        *made,
+        *copy,
         "--serve",
         "--jobs",
         f"{SERVE}/jobs",
@@ -160,24 +173,32 @@ class WarmContainer:
         stack.callback(channel.close)
         channel.open()
         self._channel = channel
+        plan = self.plan
         mounts = [
-            docker_adapter.Mount(source=tree, target=SRC),
+            docker_adapter.Mount(source=tree, target=TREE if plan.writable_tree else SRC),
             docker_adapter.Mount(
                 source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
             ),
             docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
             docker_adapter.Mount(source=channel.folder, target=SERVE),
         ]
-        plan = self.plan
+        pythonpath = self.side.pythonpath
+        if pythonpath is None:
+            pythonpath = tree_pythonpath(tree, plan.extra_pythonpath).entries
         config = docker_adapter.container_config(
             image_id=plan.image_id,
             name=self.name,
-            command=serve_command(plan.seed),
+            command=serve_command(
+                plan.seed,
+                interpreter=plan.interpreter or interpreter_of(self.client, plan.image_id),
+                writable_tree=plan.writable_tree,
+            ),
             mounts=mounts,
             # Each job names its own fixture: the container has no REPLAY_FIXTURE.
-            environment=replay_environment(replace(plan, fixture=None)),
+            environment=replay_environment(replace(plan, fixture=None), pythonpath),
             labels=self.owner.labels(self.side.name),
             limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+            tmpfs={SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {},
         )
         container = stack.enter_context(docker_adapter.Container(self.client, config))
         self._container = container

@@ -46,12 +46,39 @@ def test_environment_holds_only_the_replays_own_variables():
         "REPLAY_FIXTURE": sides.FIXTURE,
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPATH": sides.PROBE_ROOT,
-        "HOME": "/tmp",
+        "HOME": "/tmp/home",
+        "TMPDIR": "/tmp",
+        "HYPOTHESIS_STORAGE_DIRECTORY": "/tmp/hypothesis",
     }
+    assert "TZ" not in env
     without_fixture = sides.replay_environment(
         sides.ReplayPlan(**{**PLAN.__dict__, "fixture": None})
     )
     assert "REPLAY_FIXTURE" not in without_fixture
+
+
+def test_env_adds_variables_and_a_sides_import_roots_come_before_the_probe():
+    plan = sides.ReplayPlan(**{**PLAN.__dict__, "env": (("TZ", "Europe/Paris"), ("HOME", "/h"))})
+    env = sides.replay_environment(plan, ("src", "lib/x", "/opt/abs"))
+    assert env["TZ"] == "Europe/Paris"
+    assert env["HOME"] == "/h"
+    assert env["PYTHONPATH"] == f"/src/src:/src/lib/x:/opt/abs:{sides.PROBE_ROOT}"
+
+
+def test_driver_makes_home_and_with_a_writable_tree_copies_the_tree():
+    command = sides.driver_command(PLAN, 1)
+    options = command[: command.index("--")]
+    made = [options[i + 1] for i, arg in enumerate(options) if arg == "--make-dir"]
+    assert made == ["/tmp/home"]
+    assert "--copy-tree" not in options
+    writable = sides.ReplayPlan(**{**PLAN.__dict__, "writable_tree": True})
+    options = sides.driver_command(writable, 1)
+    assert options[options.index("--copy-tree") + 1] == f"{sides.TREE}:{sides.SRC}"
+
+
+def test_the_interpreter_comes_from_the_plan():
+    plan = sides.ReplayPlan(**{**PLAN.__dict__, "interpreter": "/opt/venv/bin/python"})
+    assert sides.driver_command(plan, 1)[0] == "/opt/venv/bin/python"
 
 
 def test_container_config_is_hermetic():
@@ -207,12 +234,13 @@ def test_the_sides_replay_exactly_what_the_run_pinned():
         image_id=PLAN.image_id,
         pytest_args=("-q",),
         property_ids=("tests/t.py::test_a",),
-        fixture=Path("/tmp/fixture.json"),
+        fixture=Path("/runs/r1/fixture.json"),  # the run folder's copy: what was digested
         replays=3,
         timeout_s=7.5,
         seed=11,
         runner_id="ci-7",
         isolation="container",
+        interpreter="python3",
         expand_parametrized=True,
     )
 
