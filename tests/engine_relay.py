@@ -19,6 +19,8 @@ from pathlib import Path
 
 METHOD = re.compile(rb"^(GET|HEAD|POST|PUT|DELETE) (\S+) HTTP/1\.[01]\r\n")
 PING_AND_VERSION = re.compile(rb"^/(v[0-9.]+/)?(_ping|version)(\?|$)")
+# ... and the engine's facts (`/info`), which `replay` reads to size its pool of engines.
+CONNECTING = re.compile(rb"^/(v[0-9.]+/)?(_ping|version|info)(\?|$)")
 
 
 class DroppingRelay:

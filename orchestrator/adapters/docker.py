@@ -542,7 +542,7 @@ def sweep_leftovers(
     if containers or volumes:
         log.info("sweep.removed", containers=containers, volumes=volumes)
     log.debug(
-        "sweep.done", removed_containers=len(containers), removed_volumes=len(volumes), host=host
+        "sweep.done", what="containers", removed=len(containers), volumes=len(volumes), host=host
     )
     return containers + volumes
 

@@ -39,7 +39,7 @@ def loop() -> Iterator[Loop]:
         yield running
 
 
-def test_a_sweep_on_a_shared_engine_takes_only_this_hosts_dead_owners(
+def test_a_sweep_on_a_shared_engine_takes_only_this_hosts_dead_owners_containers_and_volumes(
     loop: Loop, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import docker
@@ -57,7 +57,8 @@ def test_a_sweep_on_a_shared_engine_takes_only_this_hosts_dead_owners(
         "other-host": (elsewhere, dead.pid),
         "older-tool": ("a-hostname", dead.pid),  # an older version's label: not a host id
     }
-    made = {}
+    made, volumes = {}, {}  # name -> the container's, the volume's (issue 16's staging)
+    ours = {"label": f"orchestrator.run-id={run_id}"}
     try:
         for name, (host, pid) in owners.items():
             labels = {
@@ -69,23 +70,32 @@ def test_a_sweep_on_a_shared_engine_takes_only_this_hosts_dead_owners(
             made[name] = client.containers.create(
                 "orchestrator-runner:latest", ["true"], name=f"{run_id}-{name}", labels=labels
             ).name
+            volumes[name] = client.volumes.create(f"{run_id}-{name}-src", labels=labels).name
+
+        def left() -> set[str]:
+            return {c.name for c in client.containers.list(all=True, filters=ours)} | {
+                v.name for v in client.volumes.list(filters=ours)
+            }
 
         first = docker_adapter.sweep_leftovers(client)
-        assert made["mine-dead"] in first
-        left = {c.name for c in client.containers.list(all=True)}
-        assert left >= {made[n] for n in owners if n != "mine-dead"}
+        assert set(first) & left() == set()
+        assert {made["mine-dead"], volumes["mine-dead"]} <= set(first)
+        assert left() == {
+            item for n in owners if n != "mine-dead" for item in (made[n], volumes[n])
+        }
 
         a_day_later = time.time() + FOREIGN_MAX_AGE_S + 60
         second = docker_adapter.sweep_leftovers(client, now=a_day_later)
-        assert set(second) == {made["other-host-live-here"], made["other-host"], made["older-tool"]}
-        assert made["mine-live"] in {c.name for c in client.containers.list(all=True)}
+        foreign = ("other-host-live-here", "other-host", "older-tool")
+        assert set(second) == {item for n in foreign for item in (made[n], volumes[n])}
+        assert left() == {made["mine-live"], volumes["mine-live"]}
         logged = capsys.readouterr().err
-        assert logged.count('"event": "sweep.foreign_removed"') == 3  # and it says so
+        assert logged.count('"event": "sweep.foreign_removed"') == 6  # and it says so
     finally:
-        for container in client.containers.list(
-            all=True, filters={"label": f"orchestrator.run-id={run_id}"}
-        ):
+        for container in client.containers.list(all=True, filters=ours):
             container.remove(force=True)
+        for volume in client.volumes.list(filters=ours):
+            volume.remove(force=True)
         client.close()
 
 

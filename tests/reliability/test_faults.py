@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_relay import PING_AND_VERSION, DroppingRelay
+from engine_relay import CONNECTING, DroppingRelay
 from replay_helpers import (
     CLI,
     Run,
@@ -85,10 +85,34 @@ def relay_socket(tmp_path: Path) -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
+def test_engine_dropping_while_sizing_the_pool_is_one_line_exit_3(
+    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
+) -> None:
+    relay = DroppingRelay(relay_socket)  # answers the ping and the version, nothing else
+    out = tmp_path / "run"
+    args = replay_args(
+        example,
+        patch="extra-clock-read",
+        properties=[BUDGET_PROPERTY],
+        image=image,
+        out=out,
+        replays=1,
+        extra=["--no-record"],
+    )
+    try:
+        run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
+    finally:
+        relay.close()
+    assert any(b"/info" in line for line in relay.dropped), relay.dropped
+    assert run.exit_code == 3, run.stderr[-2000:]
+    assert_one_line(run.stderr)
+    assert not out.exists()  # nothing had run, nothing was written
+
+
 def test_engine_dropping_while_pinning_the_image_is_one_line_exit_3(
     runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
 ) -> None:
-    relay = DroppingRelay(relay_socket)
+    relay = DroppingRelay(relay_socket, answered=CONNECTING)
     out = tmp_path / "run"
     args = replay_args(
         example,
@@ -112,7 +136,7 @@ def test_engine_dropping_while_pinning_the_image_is_one_line_exit_3(
 def test_engine_dropping_while_sweeping_is_one_line_exit_3(
     runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
 ) -> None:
-    answered = re.compile(PING_AND_VERSION.pattern + rb"|^/(v[0-9.]+/)?images/")
+    answered = re.compile(CONNECTING.pattern + rb"|^/(v[0-9.]+/)?images/")
     relay = DroppingRelay(relay_socket, answered=answered)
     out = tmp_path / "run"
     args = replay_args(
