@@ -437,7 +437,7 @@ def interrupted_detail(run_dir: Path) -> str:
         return f"containers and sources removed; {run_dir} is marked incomplete, nothing recorded"
     if (run_dir / "summary.json").is_file() and not is_incomplete(run_dir):
         return f"the run had already finished: {run_dir}"
-    return "nothing had run yet; nothing written"
+    return "no run folder written, nothing left behind"
 
 
 def _raise_if_not_recorded(ledger: Any) -> None:

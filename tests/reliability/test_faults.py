@@ -677,6 +677,22 @@ BAD_INPUT = {  # row -> (what to change in a good command line, exit status, in 
     "bad ledger URL": ({"--ledger": "not-a-url"}, 2, "not a database URL"),
     "ledger path under a file": ({"--ledger": "sqlite:///{tmp}/a-file/ledger.db"}, 2, "a file"),
     "unwritable --out": ({"--out": "{tmp}/a-file/run"}, 2, "--out"),
+    # The options of a run spread over engines or cut into shards (issue 16).
+    "malformed --engine": ({"--engine": "ftp://somewhere"}, 2, "expected unix://PATH"),
+    "--engine given twice": (
+        {"--engine": ["unix://{tmp}/e.sock", "unix://{tmp}/e.sock"]},
+        2,
+        "given twice",
+    ),
+    "no engine at --engine": (
+        {"--engine": "unix://{tmp}/no-engine.sock"},
+        3,
+        "no Docker engine answers",
+    ),
+    "--shard out of range": ({"--shard": "3/2"}, 2, "between 1 and N"),
+    "--slots 0": ({"--slots": "0"}, 2, "--slots"),
+    "malformed --env": ({"--env": "NO_EQUALS_SIGN"}, 2, "KEY=VALUE"),
+    "malformed --run-id": ({"--run-id": "a/b"}, 2, "--run-id"),
 }
 
 
@@ -703,10 +719,86 @@ def test_bad_input_is_its_documented_exit_code_and_one_line(
         extra=["--ledger", f"sqlite:///{tmp_path / 'ledger.db'}"],
     )
     for option, value in changes.items():
-        args[args.index(option) + 1] = value.format(tmp=tmp_path)
+        if isinstance(value, list):  # a repeated option, added
+            for each in value:
+                args += [option, each.format(tmp=tmp_path)]
+        elif option in args:
+            args[args.index(option) + 1] = value.format(tmp=tmp_path)
+        else:
+            args += [option, value.format(tmp=tmp_path)]
     run = runner.run(args, out)
     assert run.exit_code == status, run.stderr[-2000:]
     line = assert_one_line(run.stderr, needle)
     assert len(line) < 400
     assert not out.exists()  # found before anything was written or run
     assert run_containers(docker_client, run.pid) == []
+
+
+# ------------------------------------------------ the rows that apply to the other commands
+
+
+OTHER_COMMANDS = {  # row -> (arguments after `orchestrator`, exit status, in the line)
+    "image build: nonexistent repo": (
+        ["image", "build", "--repo", "{tmp}/no-such-repo"],
+        2,
+        "not a git repository",
+    ),
+    "image build: bad revision": (
+        ["image", "build", "--repo", "{repo}", "--rev", "no-such-rev"],
+        2,
+        "unknown revision",
+    ),
+    "image build: malformed image reference": (
+        ["image", "build", "--repo", "{repo}", "--python-image", "Not An:Image"],
+        2,
+        "not an image reference",
+    ),
+    "image build: missing image": (
+        ["image", "build", "--repo", "{repo}", "--python-image", "orchestrator-missing:never"],
+        3,
+        "not present",
+    ),
+    "merge: missing run folder": (["merge", "{tmp}/no-such-run"], 2, "no such run folder"),
+    "merge: not a finished run": (["merge", "{tmp}/empty"], 2, "not a finished run"),
+    "merge: unwritable --out": (
+        ["merge", "{tmp}/empty", "--out", "{tmp}/a-file/merged"],
+        2,
+        "--out",
+    ),
+    "merge: --out a file": (["merge", "{tmp}/empty", "--out", "{tmp}/a-file"], 2, "--out"),
+    "reproduce: missing run folder": (
+        ["reproduce", "{tmp}/no-such-run", BUDGET_PROPERTY],
+        2,
+        "no such run folder",
+    ),
+    "reproduce: not a finished run": (
+        ["reproduce", "{tmp}/empty", BUDGET_PROPERTY],
+        2,
+        "not a finished run",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", list(OTHER_COMMANDS))
+def test_bad_input_to_the_other_commands_is_its_exit_code_and_one_line(
+    row: str, runner: Runner, example: ExampleRepo, tmp_path: Path
+) -> None:
+    argv, status, needle = OTHER_COMMANDS[row]
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "empty").mkdir()
+    values = {"tmp": tmp_path, "repo": example.path}
+    done = subprocess.run(
+        [str(CLI), *(arg.format(**values) for arg in argv)],
+        env=runner.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == status, done.stderr[-2000:]
+    assert_one_line(done.stderr, needle)
+    assert done.stdout == ""
+    assert not (tmp_path / "a-file" / "merged").exists()
+    assert (tmp_path / "a-file").read_text() == ""
+    assert list((tmp_path / "empty").iterdir()) == []
+    assert runner.leftover_trees() == []

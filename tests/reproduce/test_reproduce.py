@@ -35,6 +35,7 @@ from fixtures.build_example import (  # noqa: E402
     ExampleRepo,
     build_example,
 )
+from fixtures.sleepy import build_sleepy  # noqa: E402
 from orchestrator.adapters import docker as docker_adapter  # noqa: E402
 from orchestrator.adapters import git as git_adapter  # noqa: E402
 
@@ -395,10 +396,16 @@ def damaged(recorded: Recorded, tmp_path: Path) -> Path:
         (("{run}", BUDGET_PROPERTY, "--replay", "3"), "--replay 3: the run has replays 1 to 2"),
         (("{run}", BUDGET_PROPERTY, "--shell", "--pdb"), "--shell and --pdb do not go together"),
         (("{run}", BUDGET_PROPERTY, "--repo", "{missing}"), "not a git repository"),
+        (("{run}", BUDGET_PROPERTY, "--repo", "{other}"), "unknown revision"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(recorded, cli, docker_client, tmp_path, args, message):
-    values = {"run": str(recorded.run_dir), "missing": str(tmp_path / "nowhere")}
+    other = build_sleepy(tmp_path / "other", count=1, seconds=0.1)  # not the run's commits
+    values = {
+        "run": str(recorded.run_dir),
+        "missing": str(tmp_path / "nowhere"),
+        "other": str(other.path),
+    }
     done = cli.run("reproduce", *(arg.format(**values) for arg in args))
     assert done.code == 2
     assert message in one_error_line(done)
