@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator import interrupts
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
 from orchestrator.errors import GitError, InputError, UnknownRevisionError
@@ -291,9 +292,11 @@ def checkout(
     ``keep`` leaves a complete tree in place for a container that outlives this process
     (``reproduce --keep``); :func:`sweep_scratch` removes it once the process is gone.
     A tree that failed half-way is removed all the same."""
-    scratch = make_scratch("src")
+    scratch: Path | None = None
     complete = False
     try:
+        with interrupts.shielded():  # a Ctrl-C lands after the folder is known, or before
+            scratch = make_scratch("src")
         tree = scratch / "src"
         export_tree(repo, sha, tree, scratch / "index")
         if mutant is not None:
@@ -303,7 +306,7 @@ def checkout(
         complete = True
         yield tree
     finally:
-        if not (keep and complete):
+        if scratch is not None and not (keep and complete):
             remove_scratch(scratch)
 
 
