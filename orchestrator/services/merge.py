@@ -54,7 +54,8 @@ def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:
     """The merged run folder, marked ``INCOMPLETE`` (services.run_writer) until it is
     whole: the run log, the copies, then ``summary.json``; a write that fails on the way
     is one line, exit 3 (``disk_full`` or ``internal_error``), the folder still marked."""
-    run_writer.start_run_folder(out, dict(merged.run_log))
+    run_writer.start_run_folder(out, started_at=str(merged.run_log.get("started_at", "")))
+    run_writer.write_run_log(out, dict(merged.run_log))
     try:
         for copy in merged.copies:
             source = folders[copy.shard - 1] / copy.source

@@ -303,6 +303,11 @@ def plan_replay(
     if before_containers is not None:
         before_containers()
     run_writer.check_run_folder(run_dir)
+    # Marked incomplete from here; the fixture's copy first: a collection mounts it too.
+    kept = None
+    if plan.kept_fixture is not None and fixture_bytes is not None:
+        kept = (plan.kept_fixture.name, fixture_bytes)
+    run_writer.start_run_folder(run_dir, started_at=plan.run_log()["started_at"], kept=kept)
     plan = _select(plan, pool)
     limits = plan_limits(sides_plan(plan))
     plan = replace(
@@ -314,10 +319,7 @@ def plan_replay(
             "tmp_size": limits.tmp_size,
         },
     )
-    kept = None
-    if plan.kept_fixture is not None and fixture_bytes is not None:
-        kept = (plan.kept_fixture.name, fixture_bytes)
-    run_writer.start_run_folder(run_dir, plan.run_log(), kept=kept)
+    run_writer.write_run_log(run_dir, plan.run_log())
     return plan
 
 

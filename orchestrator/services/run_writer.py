@@ -2,12 +2,13 @@
 
 A run folder is checked before anything runs (a file in the way, a folder that cannot
 be written, a full file system: exit 2). It is created with an ``INCOMPLETE`` file
-beside ``run-log.json``, and that file is removed only once the run has finished: every
-decision and ``summary.json`` written. A run that is interrupted, killed (even by
-SIGKILL) or fails before that keeps the marker, and ``report`` (and ``merge``) refuse
-the folder by name; one interrupted while it waits to record is marked again. The
-marker's text says why, when the tool lived to say it. The ledger only ever holds runs
-whose folders are complete (it is written after the marker goes).
+(before the fixture's copy and ``run-log.json``), and that file is removed only once
+the run has finished: every decision and ``summary.json`` written. A run that is
+interrupted, killed (even by SIGKILL) or fails before that keeps the marker, and
+``report`` (and ``merge``, ``reproduce``) refuse the folder by name; one interrupted
+while it waits to record is marked again. The marker's text says why, when the tool
+lived to say it. The ledger only ever holds runs whose folders are complete (it is
+written after the marker goes).
 
 A write that fails once the run is under way is one :class:`LocalWriteError` (exit 3),
 ``disk_full`` when the file system has no space left, ``internal_error`` otherwise.
@@ -68,17 +69,16 @@ def check_run_folder(run_dir: Path, *, option: str = "--out") -> None:
 
 def start_run_folder(
     run_dir: Path,
-    run_log: dict[str, Any],
     *,
+    started_at: str,
     kept: tuple[str, bytes] | None = None,
     option: str = "--out",
 ) -> None:
-    """Create the folder, mark it incomplete, write ``kept`` (a file name and its bytes:
-    the fixture the replays will read), then ``run-log.json`` (exit 2 when that fails:
-    no replay has run yet)."""
-    started = run_log.get("started_at", "")
+    """Create the folder and mark it incomplete, then write ``kept`` (a file name and its
+    bytes: the fixture the replays will read; a collection that cuts the run reads it
+    too). Exit 2 when that fails: no replay has run yet."""
     text = (
-        f"started {started} by process {os.getpid()}: this run has not finished. A run "
+        f"started {started_at} by process {os.getpid()}: this run has not finished. A run "
         "folder that still holds this file was interrupted, killed or failed; its "
         "decisions were not recorded.\n"
     )
@@ -87,6 +87,16 @@ def start_run_folder(
         (run_dir / INCOMPLETE).write_text(text, encoding="utf-8")
         if kept is not None:
             files.write_atomic(run_dir / kept[0], kept[1])
+    except OSError as error:
+        raise InputError(
+            f"{option} {run_dir}: cannot write the run folder ({error.strerror or error})"
+        ) from None
+
+
+def write_run_log(run_dir: Path, run_log: dict[str, Any], *, option: str = "--out") -> None:
+    """``run-log.json``, into a folder :func:`start_run_folder` made (exit 2 when that
+    fails: no replay has run yet)."""
+    try:
         files.write_json_atomic(run_dir / RUN_LOG, run_log)
     except OSError as error:
         raise InputError(
