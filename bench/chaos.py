@@ -39,10 +39,16 @@ def main() -> int:
     parser.add_argument(
         "--max-delay", type=float, default=6.0, help="seconds; faults land in [0, this)"
     )
+    parser.add_argument(
+        "--hang-s",
+        type=float,
+        default=600.0,
+        help="seconds; a run still going after this long is a hang (its stacks are kept)",
+    )
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     started = time.monotonic()
-    with chaos(seed, max_delay_s=args.max_delay) as loop:
+    with chaos(seed, max_delay_s=args.max_delay, hang_s=args.hang_s) as loop:
         loop.iterate(args.iterations)
         final = loop.final_check()
         broken = [o for o in loop.history if o.violations]

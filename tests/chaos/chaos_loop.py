@@ -64,6 +64,7 @@ CLI = ROOT / ".venv" / "bin" / "orchestrator"
 RUNNER_IMAGE = "orchestrator-runner:latest"
 ERROR = "orchestrator: error: "
 LEDGER_WAIT_S = 3.0  # how long a chaos run waits for a locked ledger before giving up
+HANG_S = 600.0  # a run still going after this long hangs: its threads' stacks are taken
 LABEL_MARK = "orchestrator.replay=1"
 
 
@@ -336,6 +337,8 @@ class Outcome:
     run_dir: Path
     fault_fired: bool
     seconds: float
+    hung: bool = False  # still going after HANG_S: aborted for its stacks
+    stacks_file: Path | None = None  # then its stderr, kept outside the loop's folder
     violations: list[str] = field(default_factory=list)
     leftovers_after_next: int | None = None  # of this run, once the next one swept
 
@@ -369,8 +372,19 @@ class Outcome:
 class Loop:
     """The loop's state: the engine, the example, the ledger, the folders, the history."""
 
-    def __init__(self, root: Path, engine: PrivateEngine, *, seed: int, max_delay_s: float) -> None:
+    def __init__(
+        self,
+        root: Path,
+        engine: PrivateEngine,
+        *,
+        seed: int,
+        max_delay_s: float,
+        hang_s: float = HANG_S,
+        keep_dir: Path | None = None,
+    ) -> None:
         self.root = root
+        self.hang_s = hang_s
+        self.keep_dir = keep_dir  # where a hung run's stderr (its stacks) is kept
         self.engine = engine
         self.seed = seed
         self.random = random.Random(seed)
@@ -435,6 +449,7 @@ class Loop:
             "TMPDIR": str(self.tmp),
             "CI": "1",
             "ORCHESTRATOR_LEDGER_WAIT_S": f"{LEDGER_WAIT_S:g}",
+            "PYTHONFAULTHANDLER": "1",  # a hung run's stacks, when it is aborted
         }
         started = time.monotonic()
         process = subprocess.Popen(
@@ -454,6 +469,7 @@ class Loop:
             reader.start()
         lock: LedgerLock | None = None
         fired = False
+        hung = False
         try:
             _wait_until(lambda: handlers_installed(process.pid), 60, "the tool's handlers")
             if plan.fault is not Fault.NONE:
@@ -463,7 +479,14 @@ class Loop:
                 if process.poll() is None:
                     fired = True
                     lock = self._inject(plan, process)
-            process.wait(timeout=600)
+            try:
+                process.wait(timeout=self.hang_s)
+            except subprocess.TimeoutExpired:
+                hung = True
+                # PYTHONFAULTHANDLER: SIGABRT prints every thread's stack on stderr.
+                process.send_signal(signal.SIGABRT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=60)
         finally:
             if process.poll() is None:  # a hang is a failure of the loop, reported below
                 process.kill()
@@ -481,7 +504,15 @@ class Loop:
             run_dir=out,
             fault_fired=fired,
             seconds=time.monotonic() - started,
+            hung=hung,
         )
+        if hung:
+            handle, name = tempfile.mkstemp(
+                prefix=f"ochaos-hung-{plan.index:03d}-", suffix=".txt", dir=self.keep_dir
+            )
+            with os.fdopen(handle, "w") as kept:
+                kept.write(outcome.stderr)
+            outcome.stacks_file = Path(name)
         if plan.fault is Fault.SIGKILL_DOCKERD:
             self.engine.restart_if_dead()
         if plan.fault is Fault.DISK_FULL:
@@ -515,6 +546,8 @@ class Loop:
         """The invariants of one finished iteration, and of the ledger after it."""
         problems = outcome.violations
         plan, code, stderr = outcome.plan, outcome.exit_code, outcome.stderr
+        if outcome.hung:
+            problems.append(f"no exit after {self.hang_s:g} s (stacks: {outcome.stacks_file})")
         if shows_traceback(stderr):
             problems.append("a traceback on stderr")
         if code < 0 and not (plan.fault is Fault.SIGKILL_CLI and code == -signal.SIGKILL):
@@ -768,7 +801,7 @@ def table(history: Sequence[Outcome]) -> str:
 
 
 @contextlib.contextmanager
-def chaos(seed: int, *, max_delay_s: float = 8.0) -> Iterator[Loop]:
+def chaos(seed: int, *, max_delay_s: float = 8.0, hang_s: float = HANG_S) -> Iterator[Loop]:
     """A private engine with the runner image, and a loop around it; all removed after."""
     if os.geteuid() != 0:
         raise RuntimeError("the chaos loop starts its own dockerd and mounts a tmpfs: run as root")
@@ -778,7 +811,7 @@ def chaos(seed: int, *, max_delay_s: float = 8.0) -> Iterator[Loop]:
     try:
         engine.start()
         engine.load_runner_image()
-        loop = Loop(root / "loop", engine, seed=seed, max_delay_s=max_delay_s)
+        loop = Loop(root / "loop", engine, seed=seed, max_delay_s=max_delay_s, hang_s=hang_s)
         yield loop
     finally:
         if loop is not None:
