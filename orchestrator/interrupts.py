@@ -11,6 +11,19 @@ SIGINT. A second signal never interrupts the cleanup of the first: it is only no
 and the run folder's last writes): a signal that arrives inside it is raised when it
 ends, or earlier at a :func:`checkpoint` (a lock wait polls one between attempts).
 
+Where the signal lands matters. Python runs a signal handler between two bytecodes of
+the main thread, and an exception raised there can leave a lock held for good: inside
+``threading.Condition.__enter__`` after its lock was taken (a later ``Event.set`` from
+another thread then waits forever), inside the import machinery's module-lock callback
+(every other thread's import then waits forever), or in a ``__del__`` or a weakref
+callback (where it is printed and dropped, and the interruption is lost). So the
+handler raises only where that cannot happen (:func:`_unsafe`): anywhere else it
+leaves the signal pending and looks again a few milliseconds later (``SIGALRM``), by
+which time the main thread is back in code that may be interrupted. A wait that could
+last (an event, a future's result, a thread's end) is therefore written as a loop of
+short waits with a :func:`checkpoint` between them: the main thread spends that wait
+inside ``threading``, where the signal is only noted.
+
 Stdlib only, below every other layer (like ``log``): adapters may call
 :func:`checkpoint`.
 """
@@ -18,6 +31,7 @@ Stdlib only, below every other layer (like ``log``): adapters may call
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -25,6 +39,29 @@ from dataclasses import dataclass
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RETRY = signal.SIGALRM  # the timer that looks again for a place to raise
+RETRY_S = 0.01
+
+# Code in which an exception raised by a signal handler may leave a lock held or be
+# dropped: the import machinery, the stdlib's locks and queues, logging, weakref
+# callbacks, and the libraries that hold locks of their own around short sections.
+_STDLIB = os.path.dirname(threading.__file__)
+_UNSAFE_FILES = frozenset(
+    os.path.join(_STDLIB, name)
+    for name in (
+        "threading.py",
+        "queue.py",
+        "weakref.py",
+        "_weakrefset.py",
+        os.path.join("logging", "__init__.py"),
+        os.path.join("logging", "handlers.py"),
+        os.path.join("concurrent", "futures", "_base.py"),
+        os.path.join("concurrent", "futures", "thread.py"),
+    )
+)
+_UNSAFE_PACKAGES = (f"{os.sep}structlog{os.sep}", f"{os.sep}urllib3{os.sep}")
+# Callers whose exceptions are printed and ignored: weakref callbacks and finalizers.
+_DROPPING_FILES = frozenset(os.path.join(_STDLIB, name) for name in ("weakref.py",))
 
 
 @dataclass
@@ -40,13 +77,47 @@ class _State:
 _state = _State()
 
 
+def _unsafe(frame: FrameType | None) -> bool:
+    """Would an exception raised in ``frame`` risk a lock held for good (the innermost
+    frame is code that takes locks), or be dropped (a finalizer or a weakref callback
+    is running, further up)?"""
+    if frame is None:
+        return False
+    name = frame.f_code.co_filename
+    if (
+        name.startswith("<frozen importlib")
+        or name in _UNSAFE_FILES
+        or any(package in name for package in _UNSAFE_PACKAGES)
+    ):
+        return True
+    outer: FrameType | None = frame
+    while outer is not None:
+        if outer.f_code.co_name == "__del__" or outer.f_code.co_filename in _DROPPING_FILES:
+            return True
+        outer = outer.f_back
+    return False
+
+
+def _raise_if_due(frame: FrameType | None) -> None:
+    """Raise the pending interruption here, or look again shortly when here is unsafe."""
+    if _state.raised or _state.shield_depth > 0 or _state.closed or _state.first is None:
+        return
+    if _unsafe(frame):
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+        return
+    _state.raised = True
+    raise KeyboardInterrupt
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     _state.hits += 1
     if _state.first is None:
         _state.first = signum
-    if not _state.raised and _state.shield_depth == 0 and not _state.closed:
-        _state.raised = True
-        raise KeyboardInterrupt
+    _raise_if_due(frame)
+
+
+def _retry(signum: int, frame: FrameType | None) -> None:
+    _raise_if_due(frame)
 
 
 def install() -> None:
@@ -55,6 +126,7 @@ def install() -> None:
         return
     for signum in SIGNALS:
         signal.signal(signum, _handler)
+    signal.signal(RETRY, _retry)
     _state.installed = True
 
 
@@ -85,6 +157,15 @@ def signal_name(signum: int | None = None) -> str:
 def pending() -> bool:
     """A signal came in and was not raised yet (it arrived inside a shield)."""
     return _state.first is not None and not _state.raised
+
+
+def take_pending() -> bool:
+    """Take a pending interruption as handled by the caller (a cleanup that will end in
+    exit 130 anyway); True when there was one."""
+    if not pending():
+        return False
+    _state.raised = True
+    return True
 
 
 def checkpoint() -> None:
@@ -122,7 +203,8 @@ def close() -> None:
         return
     _state.closed = True
     if threading.current_thread() is threading.main_thread():
-        for signum in SIGNALS:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum in (*SIGNALS, RETRY):
             signal.signal(signum, signal.SIG_IGN)
 
 
@@ -133,3 +215,5 @@ def reset() -> None:
     _state.raised = False
     _state.shield_depth = 0
     _state.closed = False
+    if _state.installed and threading.current_thread() is threading.main_thread():
+        signal.setitimer(signal.ITIMER_REAL, 0)

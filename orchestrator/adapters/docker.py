@@ -61,6 +61,7 @@ from tenacity import (
     wait_fixed,
 )
 
+from orchestrator import interrupts
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.owners import (
@@ -915,8 +916,11 @@ class Container:
 
         thread = threading.Thread(target=pump, name=f"exec-{self.name}", daemon=True)
         thread.start()
-        # Joined with a bound, not polled: the stream ends when the process does.
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        # Joined in short steps up to the deadline (the stream ends when the process does):
+        # a Ctrl-C is acted on between them (orchestrator.interrupts).
+        while thread.is_alive() and (remaining := deadline - time.monotonic()) > 0:
+            thread.join(timeout=min(0.5, remaining))
+            interrupts.checkpoint()
         killed = thread.is_alive()
         if killed:
             with _translated(self._client):

@@ -582,8 +582,8 @@ class PendingLedger:
             self._done.set()
 
     def result(self) -> Any:
-        while not self._done.wait(timeout=0.2):
-            pass
+        while not self._done.wait(timeout=0.2):  # short waits: Ctrl-C acted on between
+            interrupts.checkpoint()
         if self._error is not None:
             raise self._error
         return self._store

@@ -40,7 +40,8 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -395,20 +396,24 @@ class _DeferredSignals:
         self._previous: dict[int, Any] = {}
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
+        # Nothing that takes a lock here (no logging): the main thread may hold it.
         self.hits += 1
         interrupts.note(signum)  # the command line names it in its one line
-        log.warning("interrupt.deferred", detail="removing containers and sources first")
 
     def __enter__(self) -> _DeferredSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._note)
+            if interrupts.take_pending():  # one that came in where raising was unsafe
+                self.hits += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         leaving = self.interrupted or self.hits > 0
         for signum, previous in self._previous.items():
             signal.signal(signum, signal.SIG_IGN if leaving else previous)
+        if self.hits:
+            log.warning("interrupt.deferred", signals=self.hits, detail="noted during cleanup")
 
 
 @contextlib.contextmanager
@@ -992,8 +997,8 @@ def run_sides(
                     thread.start()
                     started.append(finished)
             for ready, _ in exported.values():
-                while not ready.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
-                    pass
+                while not ready.wait(timeout=0.5):  # short waits: Ctrl-C acted on between
+                    interrupts.checkpoint()
             dispatcher = _dispatcher(run, batches)
             if not run.cancelled.is_set():
                 with interrupts.shielded():  # each engine thread started with its event
@@ -1001,7 +1006,7 @@ def run_sides(
                     started.extend(dispatcher.finished)
             for event in dispatcher.finished:
                 while not event.wait(timeout=0.5):
-                    pass
+                    interrupts.checkpoint()
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -1332,6 +1337,14 @@ def collect_tests(
         with ThreadPoolExecutor(max_workers=len(sides)) as workers:
             running = [workers.submit(collect, side) for side in sides]
             try:
+                # Short waits: a Ctrl-C is acted on between them (orchestrator.interrupts).
+                waiting = set(running)
+                while waiting:
+                    interrupts.checkpoint()
+                    _, waiting = futures_wait(waiting, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    for future in running:
+                        if future.done() and future.exception() is not None:
+                            future.result()  # raises it; the other side is stopped below
                 found = [future.result() for future in running]
             except BaseException:
                 cancelled.set()  # Ctrl-C or a failure: the other side stops at once

@@ -93,3 +93,72 @@ def test_after_close_a_signal_changes_nothing():
         """
     )
     assert (done.returncode, done.stdout.strip()) == (3, "exiting normally")
+
+
+def test_a_signal_in_code_that_holds_locks_is_raised_once_that_code_returned():
+    # A function that passes for the stdlib's threading module: raising in it could leave
+    # a lock held for good, so the signal waits until the caller's code runs again.
+    done = run_script(
+        """
+        import threading
+        scope = {"os": os, "signal": signal, "time": time}
+        exec(compile(
+            "def in_threading():\\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\\n"
+            "    end = time.monotonic() + 0.1\\n"
+            "    while time.monotonic() < end:\\n"
+            "        pass\\n"
+            "    return 'returned'\\n",
+            threading.__file__,
+            "exec",
+        ), scope)
+        try:
+            print(scope["in_threading"]())
+            for _ in range(2000):  # the retry timer fires within milliseconds
+                time.sleep(0.001)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted by", interrupts.signal_name())
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["returned", "interrupted by SIGTERM"]
+
+
+def test_a_signal_in_a_finalizer_is_not_lost():
+    # An exception raised in __del__ is printed and dropped: the interruption must wait
+    # until the finalizer returned, and then still happen.
+    done = run_script(
+        """
+        class Finalized:
+            def __del__(self):
+                send(signal.SIGINT)
+                print("finalizer done")
+
+        try:
+            Finalized()
+            for _ in range(2000):
+                time.sleep(0.001)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted by", interrupts.signal_name())
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+    assert done.stdout.splitlines() == ["finalizer done", "interrupted by SIGINT"]
+
+
+def test_a_pending_signal_taken_by_a_cleanup_is_not_raised_later():
+    done = run_script(
+        """
+        with interrupts.shielded():
+            send(signal.SIGTERM)
+            print("taken:", interrupts.take_pending())
+        for _ in range(200):
+            time.sleep(0.001)
+        print("cleanup finished;", interrupts.signal_name())
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["taken: True", "cleanup finished; SIGTERM"]
