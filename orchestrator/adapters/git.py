@@ -75,16 +75,21 @@ def resolve_rev(repo: Path, rev: str) -> str:
 
 
 def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | None]:
-    """The bytes of each path at commit ``sha`` (``None`` when the path is absent)."""
-    handle = _open_repo(repo)
+    """The bytes of each path at commit ``sha`` (``None`` when the path is absent).
+
+    Read whole under a shield (a few small blobs): GitPython streams them from one
+    long-lived ``git cat-file``, and a stream cut by Ctrl-C complains from its finalizer
+    at exit (a traceback after the one line)."""
     found: dict[str, bytes | None] = {}
-    with handle:
-        tree = handle.commit(sha).tree
-        for path in paths:
-            try:
-                found[path] = tree[path].data_stream.read()
-            except KeyError:
-                found[path] = None
+    with interrupts.shielded():
+        handle = _open_repo(repo)
+        with handle:
+            tree = handle.commit(sha).tree
+            for path in paths:
+                try:
+                    found[path] = tree[path].data_stream.read()
+                except KeyError:
+                    found[path] = None
     return found
 
 
