@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import click
 import typer
 
-from orchestrator import commands, log
-from orchestrator.errors import ExitCode, OrchestratorError, exit_code_for
+from orchestrator import commands, interrupts, log
+from orchestrator.errors import ExitCode, Interrupted, OrchestratorError, exit_code_for, one_line
 
 HELP = """\
 Bilateral replay for CI: sort a red run into "the patch broke it", "the test is
@@ -104,25 +104,75 @@ def _is_bare_group(error: click.exceptions.UsageError) -> bool:
     return no_args_is_help is not None and isinstance(error, no_args_is_help)
 
 
+def interrupted_line(detail: str = "") -> None:
+    """The one line of an interruption, whichever signal and wherever it landed."""
+    received = interrupts.received()
+    head = f"interrupted ({interrupts.signal_name(received)})" if received else "interrupted"
+    detail = detail.removeprefix("interrupted").lstrip(";:, ")
+    error_line(f"{head}; {detail}" if detail else head)
+
+
+def internal_error(error: Exception) -> ExitCode:
+    """An exception no layer turned into an OrchestratorError: one line, exit 3.
+
+    The traceback goes to the debug log (``--verbose``), never onto the terminal.
+    """
+    import errno
+    import traceback
+
+    log.get_logger("orchestrator").debug(
+        "internal_error.traceback", traceback=traceback.format_exc()
+    )
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        error_line(f"disk full: {one_line(error)} (disk_full)")
+    else:
+        what = f"{type(error).__name__}: {one_line(error)}"
+        error_line(f"internal error: {what} (internal_error; --verbose shows the traceback)")
+    return ExitCode.UNDECIDED
+
+
 def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="orchestrator", standalone_mode=False)
-    except OrchestratorError as error:
-        error_line(str(error))
-        sys.exit(exit_code_for(error))
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("orchestrator: interrupted", err=True)
+    except SystemExit:
+        raise
+    except BaseException as error:
+        interrupts.close()  # the status is being decided: a late signal cannot cut it
+        sys.exit(_report(error))
+    interrupts.close()
+    if interrupts.received() is not None:
+        # Typer turns a KeyboardInterrupt raised inside a command into a plain 130.
+        interrupted_line()
         sys.exit(ExitCode.INTERRUPTED)
-    except click.exceptions.UsageError as error:
+    sys.exit(result if isinstance(result, int) else ExitCode.OK)
+
+
+def _report(error: BaseException) -> int:
+    """Print the one line (or Click's usage block) for ``error``; its exit status."""
+    if isinstance(error, Interrupted):
+        interrupted_line(str(error))
+        return ExitCode.INTERRUPTED
+    if isinstance(error, OrchestratorError):
+        error_line(str(error))
+        return exit_code_for(error)
+    if isinstance(error, KeyboardInterrupt | click.exceptions.Abort):
+        interrupted_line()
+        return ExitCode.INTERRUPTED
+    if isinstance(error, click.exceptions.UsageError):
         if _is_bare_group(error):
             error.show()
         else:
             usage_error(error)
-        sys.exit(ExitCode.USAGE)
-    except click.exceptions.ClickException as error:
+        return ExitCode.USAGE
+    if isinstance(error, click.exceptions.ClickException):
         error_line(error.format_message())
-        sys.exit(ExitCode.USAGE)
-    except click.exceptions.Exit as error:
-        sys.exit(error.exit_code)
-    sys.exit(result if isinstance(result, int) else ExitCode.OK)
+        return ExitCode.USAGE
+    if isinstance(error, click.exceptions.Exit):
+        if interrupts.received() is not None:
+            interrupted_line()
+            return ExitCode.INTERRUPTED
+        return error.exit_code
+    if isinstance(error, Exception):  # a bug or a local fault no layer named: one line
+        return internal_error(error)
+    raise error  # GeneratorExit and the like: not ours to report

@@ -120,11 +120,26 @@ class LedgerError(InfrastructureError):
     """The ledger cannot be opened, or is of a newer schema than this tool."""
 
 
+class LedgerLocationError(InputError):
+    """A ledger the user named that cannot be used: not a database URL, a back end
+    other than SQLite or PostgreSQL, or a SQLite path under a file or in a folder that
+    cannot be written (exit 2, found before anything runs)."""
+
+
 class InternalError(OrchestratorError):
     """The tool itself failed: a bug or a local fault (say, a full disk under the run
     folder), neither the engine nor the input (exit 3). The traceback is kept."""
 
     exit_code = ExitCode.UNDECIDED
+
+
+class LocalWriteError(InternalError):
+    """A file the tool writes for the user could not be written once the run was under
+    way (exit 3). ``reason`` is ``disk_full`` (no space left) or ``internal_error``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class VerdictError(OrchestratorError):
@@ -136,7 +151,7 @@ class VerdictError(OrchestratorError):
 
 
 class Interrupted(OrchestratorError):
-    """The user pressed Ctrl-C; cleanup has already run."""
+    """SIGINT or SIGTERM; cleanup has already run. The message says what was left."""
 
     exit_code = ExitCode.INTERRUPTED
 

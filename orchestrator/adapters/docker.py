@@ -17,7 +17,8 @@ results back the same way (:meth:`Container.get_archive`). Containers are made w
 them. Each container and volume carries labels naming its run, this process's
 session, its owning pid (with the pid's start time, so a reused pid is not taken for
 the owner) and host; :func:`sweep_leftovers` removes the containers and volumes of
-owners that are gone, and never a live run's.
+this host's owners that are gone, another host's only once they are a day old, and
+never a live run's.
 
 Tenacity retries only infrastructure calls (ping, inspect, create-by-name,
 remove). ``start``, ``wait`` and ``kill`` are never retried: retrying them could
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
+import re
 import socket
 import tarfile
 import threading
@@ -39,6 +40,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -59,7 +61,16 @@ from tenacity import (
     wait_fixed,
 )
 
+from orchestrator import interrupts
+from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.labels import ContainerFacts
+from orchestrator.core.owners import (
+    FOREIGN_MAX_AGE_S,
+    ProcessOwner,
+    SweepVerdict,
+    local_owner,
+    sweep_verdict,
+)
 from orchestrator.errors import (
     EngineError,
     EngineReason,
@@ -81,7 +92,8 @@ LABEL_RUN = "orchestrator.run-id"
 LABEL_SESSION = "orchestrator.session"
 LABEL_PID = "orchestrator.pid"
 LABEL_PID_START = "orchestrator.pid-start"
-LABEL_HOST = "orchestrator.host"
+LABEL_HOST = "orchestrator.host"  # the host id (adapters/host.py), where the pid means something
+LABEL_HOSTNAME = "orchestrator.hostname"
 LABEL_SIDE = "orchestrator.side"
 
 # One id per process: every container this process makes shares it.
@@ -405,53 +417,31 @@ def ship_image(
 # ---------------------------------------------------------------- owners and the sweep
 
 
-def process_start(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), to tell reused pids apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def pid_alive(pid: int, start: str | None = None) -> bool:
-    """Is the process alive (and, when ``start`` is given, the same process)?"""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if start is not None:
-        current = process_start(pid)
-        if current is not None and current != start:
-            return False
-    return True
-
-
 @dataclass(frozen=True, kw_only=True)
 class Owner:
-    """Who owns a container: labels written on it, read back by the sweep."""
+    """Who owns a container: labels written on it, read back by the sweep.
+
+    ``host`` is the host id (``orchestrator.adapters.host.host_id``: machine, boot and
+    pid namespace), the only place where ``pid`` means something; ``hostname`` is for
+    people reading the labels."""
 
     run_id: str
     session: str
     pid: int
     pid_start: str
     host: str
+    hostname: str = ""
 
     @classmethod
     def current(cls, run_id: str) -> Owner:
-        pid = os.getpid()
+        me = current_owner()
         return cls(
             run_id=run_id,
             session=SESSION,
-            pid=pid,
-            pid_start=process_start(pid) or "",
-            host=socket.gethostname(),
+            pid=me.pid,
+            pid_start=me.start,
+            host=me.host_id,
+            hostname=socket.gethostname(),
         )
 
     def labels(self, side: str) -> dict[str, str]:
@@ -462,18 +452,26 @@ class Owner:
             LABEL_PID: str(self.pid),
             LABEL_PID_START: self.pid_start,
             LABEL_HOST: self.host,
+            LABEL_HOSTNAME: self.hostname,
             LABEL_SIDE: side,
         }
 
 
-def owner_gone(labels: Mapping[str, str], *, host: str, is_alive: Callable[..., bool]) -> bool:
-    """May a container with these labels be swept? Only a same-host owner that is dead. Pure."""
-    if labels.get(LABEL_HOST) != host:
-        return False  # another machine's run: its pid means nothing here
+def owner_of(labels: Mapping[str, str]) -> ProcessOwner | None:
+    """The process a container's labels name (None when they name none). Pure."""
     pid_text = labels.get(LABEL_PID, "")
-    if not pid_text.isdigit():
-        return False
-    return not is_alive(int(pid_text), labels.get(LABEL_PID_START) or None)
+    host = labels.get(LABEL_HOST, "")
+    if not pid_text.isdigit() or not host:
+        return None
+    return ProcessOwner(host_id=host, pid=int(pid_text), start=labels.get(LABEL_PID_START, ""))
+
+
+def owner_gone(labels: Mapping[str, str], *, host: str, is_alive: Callable[..., bool]) -> bool:
+    """Is the container's owner a process of host ``host`` that is gone?"""
+    owner = owner_of(labels)
+    if owner is None or owner.host_id != host:
+        return False  # another host's run: its pid means nothing here
+    return not is_alive(owner.pid, owner.start or None)
 
 
 def sweep_leftovers(
@@ -481,42 +479,107 @@ def sweep_leftovers(
     *,
     host: str | None = None,
     is_alive: Callable[..., bool] = pid_alive,
+    now: float | None = None,
+    foreign_max_age_s: float = FOREIGN_MAX_AGE_S,
 ) -> list[str]:
-    """Remove the containers, then the volumes, left by killed runs on this host; a live
-    run's are never touched.
+    """Remove the tool's containers, then its volumes, that no live run owns; return the
+    names removed.
 
-    Returns the names removed. One that cannot be removed is logged and left for the
-    next sweep; an engine that cannot list them is an :class:`EngineError`.
+    One of this host (``host``, default this process's host id) goes when its owning
+    process is gone, never while it lives. Another host's (or one whose owner labels
+    cannot be read) goes only once it is older than ``foreign_max_age_s``, and the log
+    says so. One that cannot be removed is logged and left for the next sweep; an engine
+    that cannot list them is an :class:`EngineError`.
     """
-    host = host or socket.gethostname()
-    removed: list[str] = []
+    host = host or host_id()
+    now = time.time() if now is None else now
+    containers: list[str] = []
     with _translated(client):
         summaries = _list_ours(client)
-    # The low-level list carries labels without one inspect per container.
+    # The low-level list carries labels and creation times without an inspect each.
     for summary in summaries:
-        labels = summary.get("Labels") or {}
-        if not owner_gone(labels, host=host, is_alive=is_alive):
+        created = summary.get("Created")
+        age_s = now - float(created) if isinstance(created, int | float) else None
+        verdict = _sweep_verdict(
+            summary.get("Labels") or {},
+            host=host,
+            is_alive=is_alive,
+            age_s=age_s,
+            foreign_max_age_s=foreign_max_age_s,
+        )
+        if not verdict.remove:
             continue
         name = (summary.get("Names") or [summary["Id"]])[0].lstrip("/")
         try:
             _remove_by_id(client, summary["Id"])
-            removed.append(name)
         except _FAILURES as error:
             log.warning("sweep.remove_failed", container=name, error=str(error))
-    containers = list(removed)
+            continue
+        containers.append(name)
+        if verdict.foreign:
+            log.warning("sweep.foreign_removed", container=name, why=verdict.why)
+    volumes: list[str] = []
     with _translated(client):
-        volumes = _list_our_volumes(client)
-    for volume in volumes:
-        if not owner_gone(volume.get("Labels") or {}, host=host, is_alive=is_alive):
+        listed = _list_our_volumes(client)
+    for volume in listed:
+        name = str(volume["Name"])
+        verdict = _sweep_verdict(
+            volume.get("Labels") or {},
+            host=host,
+            is_alive=is_alive,
+            age_s=_volume_age_s(volume.get("CreatedAt"), now),
+            foreign_max_age_s=foreign_max_age_s,
+        )
+        if not verdict.remove:
             continue
         try:
-            _remove_volume(client, str(volume["Name"]))
-            removed.append(str(volume["Name"]))
+            _remove_volume(client, name)
         except _FAILURES as error:
-            log.warning("sweep.remove_failed", volume=volume["Name"], error=str(error))
-    if removed:
-        log.info("sweep.removed", containers=containers, volumes=removed[len(containers) :])
-    return removed
+            log.warning("sweep.remove_failed", volume=name, error=str(error))
+            continue
+        volumes.append(name)
+        if verdict.foreign:
+            log.warning("sweep.foreign_removed", volume=name, why=verdict.why)
+    if containers or volumes:
+        log.info("sweep.removed", containers=containers, volumes=volumes)
+    log.debug(
+        "sweep.done", what="containers", removed=len(containers), volumes=len(volumes), host=host
+    )
+    return containers + volumes
+
+
+def _sweep_verdict(
+    labels: Mapping[str, str],
+    *,
+    host: str,
+    is_alive: Callable[..., bool],
+    age_s: float | None,
+    foreign_max_age_s: float,
+) -> SweepVerdict:
+    """What the sweep does with a container or volume carrying ``labels``."""
+    owner = owner_of(labels)
+    alive = None
+    if owner is not None and local_owner(owner, host):
+        alive = is_alive(owner.pid, owner.start or None)
+    return sweep_verdict(
+        owner, host_id=host, owner_alive=alive, age_s=age_s, foreign_max_age_s=foreign_max_age_s
+    )
+
+
+def _volume_age_s(created_at: object, now: float) -> float | None:
+    """A volume's age from the engine's ``CreatedAt`` (RFC 3339; None when unreadable)."""
+    if not isinstance(created_at, str) or not created_at:
+        return None
+    text = created_at.strip().replace("Z", "+00:00")
+    # The engine may give nanoseconds; fromisoformat takes at most microseconds.
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
+    try:
+        created = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if created.tzinfo is None:
+        return None
+    return now - created.timestamp()
 
 
 @_infra_retry
@@ -853,8 +916,11 @@ class Container:
 
         thread = threading.Thread(target=pump, name=f"exec-{self.name}", daemon=True)
         thread.start()
-        # Joined with a bound, not polled: the stream ends when the process does.
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        # Joined in short steps up to the deadline (the stream ends when the process does):
+        # a Ctrl-C is acted on between them (orchestrator.interrupts).
+        while thread.is_alive() and (remaining := deadline - time.monotonic()) > 0:
+            thread.join(timeout=min(0.5, remaining))
+            interrupts.checkpoint()
         killed = thread.is_alive()
         if killed:
             with _translated(self._client):

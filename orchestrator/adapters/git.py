@@ -15,8 +15,9 @@ written out with ``checkout-index``. Why this and not ``git worktree add``:
   exactly the files a developer would see.
 
 Every exported tree lives in a scratch folder named after the owning process
-(``orchestrator-replay-<pid>-…``); it is removed on exit, and
-:func:`sweep_scratch` removes the folders of processes that died.
+(``orchestrator-replay-<pid>.<start>@<host id>-…``); it is removed on exit, and
+:func:`sweep_scratch` removes the folders of processes that died (``orchestrator-thaw-…``
+too).
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator import interrupts
+from orchestrator.adapters.host import current_owner, host_id, pid_alive
+from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
 from orchestrator.errors import GitError, InputError, UnknownRevisionError
 
 if TYPE_CHECKING:
@@ -37,7 +42,9 @@ if TYPE_CHECKING:
 
     from orchestrator.core.test_files import SideOverlay
 
-SCRATCH_PREFIX = "orchestrator-replay-"
+SCRATCH_PREFIX = "orchestrator-replay-"  # exported trees, result folders, fixture copies
+THAW_SCRATCH_PREFIX = "orchestrator-thaw-"  # a freeze's stored fixture, written out to mount
+SCRATCH_PREFIXES = (SCRATCH_PREFIX, THAW_SCRATCH_PREFIX)  # every scratch folder the tool makes
 # Exported files must be readable by the container's uid 1000, whatever the caller's umask.
 READABLE_UMASK = 0o022
 
@@ -68,16 +75,21 @@ def resolve_rev(repo: Path, rev: str) -> str:
 
 
 def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | None]:
-    """The bytes of each path at commit ``sha`` (``None`` when the path is absent)."""
-    handle = _open_repo(repo)
+    """The bytes of each path at commit ``sha`` (``None`` when the path is absent).
+
+    Read whole under a shield (a few small blobs): GitPython streams them from one
+    long-lived ``git cat-file``, and a stream cut by Ctrl-C complains from its finalizer
+    at exit (a traceback after the one line)."""
     found: dict[str, bytes | None] = {}
-    with handle:
-        tree = handle.commit(sha).tree
-        for path in paths:
-            try:
-                found[path] = tree[path].data_stream.read()
-            except KeyError:
-                found[path] = None
+    with interrupts.shielded():
+        handle = _open_repo(repo)
+        with handle:
+            tree = handle.commit(sha).tree
+            for path in paths:
+                try:
+                    found[path] = tree[path].data_stream.read()
+                except KeyError:
+                    found[path] = None
     return found
 
 
@@ -116,9 +128,11 @@ def read_objects(repo: Path, shas: Iterable[str]) -> dict[str, bytes]:
     return found
 
 
-def make_scratch(purpose: str) -> Path:
-    """A new private folder in the temp dir, named after this process; readable by uid 1000."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-{purpose}-"))
+def make_scratch(purpose: str, *, prefix: str = SCRATCH_PREFIX) -> Path:
+    """A new private folder in the temp dir, named after this process (``<prefix><pid>.
+    <start>@<host id>-<purpose>-…``, see ``core.owners``); readable by uid 1000."""
+    stem = scratch_stem(current_owner())
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}{stem}-{purpose}-"))
     folder.chmod(0o755)  # the container's non-root user must traverse it
     return folder
 
@@ -127,16 +141,42 @@ def remove_scratch(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def sweep_scratch(is_alive: Callable[[int], bool], root: Path | None = None) -> list[Path]:
-    """Remove scratch folders whose owning process is gone; never a live run's."""
+def sweep_scratch(
+    is_alive: Callable[..., bool] = pid_alive,
+    root: Path | None = None,
+    *,
+    host: str | None = None,
+    now: float | None = None,
+) -> list[Path]:
+    """Remove the scratch folders (every prefix the tool makes) that no live process owns.
+
+    This host's folders go when their owner is gone; another host's (a temp dir shared
+    between pid namespaces) only once a day old, logged. A live run's never."""
+    from orchestrator.log import get_logger
+
+    log = get_logger(__name__)
+    host = host or host_id()
+    now = time.time() if now is None else now
     removed: list[Path] = []
     base = root or Path(tempfile.gettempdir())
-    for folder in base.glob(f"{SCRATCH_PREFIX}*"):
-        pid_text = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or is_alive(int(pid_text)):
-            continue
-        remove_scratch(folder)
-        removed.append(folder)
+    for prefix in SCRATCH_PREFIXES:
+        for folder in base.glob(f"{prefix}*"):
+            owner = owner_from_stem(folder.name[len(prefix) :].split("-", 1)[0], host_id=host)
+            alive = None
+            if owner is not None and local_owner(owner, host):
+                alive = is_alive(owner.pid, owner.start or None)
+            try:
+                age_s: float | None = now - folder.stat().st_mtime
+            except OSError:
+                continue  # gone meanwhile
+            verdict = sweep_verdict(owner, host_id=host, owner_alive=alive, age_s=age_s)
+            if not verdict.remove:
+                continue
+            remove_scratch(folder)
+            removed.append(folder)
+            if verdict.foreign:
+                log.warning("sweep.foreign_scratch_removed", folder=str(folder), why=verdict.why)
+    log.debug("sweep.done", what="scratch", removed=len(removed))
     return removed
 
 
@@ -257,9 +297,11 @@ def checkout(
     ``keep`` leaves a complete tree in place for a container that outlives this process
     (``reproduce --keep``); :func:`sweep_scratch` removes it once the process is gone.
     A tree that failed half-way is removed all the same."""
-    scratch = make_scratch("src")
+    scratch: Path | None = None
     complete = False
     try:
+        with interrupts.shielded():  # a Ctrl-C lands after the folder is known, or before
+            scratch = make_scratch("src")
         tree = scratch / "src"
         export_tree(repo, sha, tree, scratch / "index")
         if mutant is not None:
@@ -269,7 +311,7 @@ def checkout(
         complete = True
         yield tree
     finally:
-        if not (keep and complete):
+        if scratch is not None and not (keep and complete):
             remove_scratch(scratch)
 
 

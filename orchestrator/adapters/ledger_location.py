@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 ENV_VAR = "ORCHESTRATOR_LEDGER"
+# How long a write waits for another writer's lock before it fails (seconds).
+WAIT_ENV_VAR = "ORCHESTRATOR_LEDGER_WAIT_S"
+DEFAULT_LOCK_WAIT_S = 60.0
 
 
 def default_ledger_url(root: Path) -> str:
@@ -22,3 +25,14 @@ def default_ledger_url(root: Path) -> str:
 def ledger_url(option: str | None, env: Mapping[str, str], root: Path) -> str:
     """For callers outside the command line: the option, the variable, the default."""
     return option or env.get(ENV_VAR) or default_ledger_url(root)
+
+
+def lock_wait_s(env: Mapping[str, str]) -> float:
+    """``$ORCHESTRATOR_LEDGER_WAIT_S`` when it is a number of seconds (>= 0), else 60."""
+    import math
+
+    try:
+        value = float(env.get(WAIT_ENV_VAR, "") or DEFAULT_LOCK_WAIT_S)
+    except ValueError:
+        return DEFAULT_LOCK_WAIT_S
+    return value if math.isfinite(value) and value >= 0 else DEFAULT_LOCK_WAIT_S

@@ -79,9 +79,22 @@ TimeoutOption = Annotated[
 
 RUNNER_IMAGE = "orchestrator-runner:latest"  # == adapters.docker.RUNNER_IMAGE (kept light)
 
+
+def image_reference(value: Any) -> str:
+    """An image reference or ID the engine could read (a malformed one is exit 2 here)."""
+    from orchestrator.core.image_reference import reference_problem
+
+    text = str(value)
+    problem = reference_problem(text)
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return text
+
+
 _IMAGE = typer.Option(
     "--image",
     metavar="IMAGE",
+    parser=image_reference,
     help="Runner image, a tag or an ID; pinned to its image ID, never pulled.",
 )
 ImageOption = Annotated[str, _IMAGE]

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.commands._options import image_reference
+
 image_app = typer.Typer(
     name="image",
     help="Runner images for projects that have dependencies.",
@@ -68,6 +70,7 @@ def build(
         typer.Option(
             "--python-image",
             metavar="REF",
+            parser=image_reference,  # a malformed reference is exit 2, before anything runs
             help="The image to build on: a local image with python3 and ensurepip, never pulled.",
             show_default="orchestrator-runner:latest",
         ),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -242,8 +244,13 @@ def replay(
     --shard I/N replays one part of the selection in a CI matrix job; `orchestrator
     merge` joins the parts into one report and one exit status.
 
+    The run folder holds an INCOMPLETE file until the run has finished; the ledger
+    is opened before anything runs and written after summary.json.
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
-    infrastructure failure), 2 for bad input (found before any container starts).
+    infrastructure failure), 2 for bad input (found before any container starts),
+    3 when the run was decided but the ledger could not record it (its report is
+    whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
     from orchestrator.core.durations import parse_expiry
@@ -251,15 +258,19 @@ def replay(
     from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.core.shards import parse_shard
-    from orchestrator.errors import InputError
+    from orchestrator.errors import InputError, Interrupted, LedgerError, OrchestratorError
     from orchestrator.files import dumps
     from orchestrator.services.engines import open_pool
     from orchestrator.services.replay import (
         LedgerRequest,
         execute,
+        open_ledger_for_run,
         plan_replay,
+        run_folder,
         validate_options,
     )
+    from orchestrator.services.run_writer import check_run_folder, note_incomplete
+    from orchestrator.services.sides import new_run_id
 
     options = ReplayOptions(
         repo=repo,
@@ -320,54 +331,82 @@ def replay(
         from orchestrator.commands.report import check_replay_targets
 
         check_replay_targets(html=html, junit=junit, summary=summary)
+    # The run folder and the ledger are checked before the engine is asked for anything.
+    run_id = options.run_id or new_run_id(now.timestamp())
+    run_dir = run_folder(options, run_id)
+    check_run_folder(run_dir)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
+    if shrink and (options.shard is not None or len(options.engines) > 1):
+        raise InputError("--shrink runs on one engine: not with --shard or several --engine")
+    with contextlib.ExitStack() as resources:
+        pending = None
+        if ledger_request is not None:  # opened while the run plans, checked before it runs
+            pending = open_ledger_for_run(ledger_request.url)
+            resources.callback(pending.close)
+        try:
+            if shrink:
+                from orchestrator.adapters.docker import connect
+
+                client = connect(os.environ, url=options.engines[0] if options.engines else None)
+                resources.callback(client.close)
+                if pending is not None and ledger_request is not None:
+                    ledger_request = replace(ledger_request, store=pending.result())
+                shrunk = _replay_and_shrink(
+                    options=options,
+                    client=client,
+                    now=now,
+                    run_id=run_id,
+                    json_logs=json_logs,
+                    ledger_request=ledger_request,
+                    as_json=as_json,
+                    logger=logger,
+                )
+            else:
+                pool = open_pool(
+                    options.engines, os.environ, runner_id=runner_id, slots=slots, durations=None
+                )
+                resources.callback(pool.close)
+                pool.image_ref = options.image
+                plan = plan_replay(
+                    options,
+                    now=now,
+                    pool=pool,
+                    run_id=run_id,
+                    before_containers=pending.result if pending is not None else None,
+                )
+                if pending is not None and ledger_request is not None:
+                    ledger_request = replace(ledger_request, store=pending.result())
+                logger.info(
+                    "replay.planned",
+                    run_id=plan.run_id,
+                    run_dir=str(plan.run_dir),
+                    base_rev=plan.pins.base_rev,
+                    patch_rev=plan.pins.patch_rev,
+                    image_id=plan.pins.image_id,
+                )
+                with _progress(json_logs, replays, logger) as progress:
+                    outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
+        except (KeyboardInterrupt, Interrupted):
+            raise Interrupted(interrupted_detail(run_dir)) from None
+        except OrchestratorError as error:
+            note_incomplete(run_dir, f"failed: {error}")
+            raise
     if shrink:
-        from orchestrator.adapters.docker import connect
         from orchestrator.errors import ShrinkStoppedError
         from orchestrator.services.replay_shrink import STOPPED
 
-        if options.shard is not None or len(options.engines) > 1:
-            raise InputError("--shrink runs on one engine: not with --shard or several --engine")
-        client = connect(os.environ, url=options.engines[0] if options.engines else None)
-        try:
-            shrunk = _replay_and_shrink(
-                options=options,
-                client=client,
-                now=now,
-                json_logs=json_logs,
-                ledger_request=ledger_request,
-                as_json=as_json,
-                logger=logger,
-            )
-        finally:
-            client.close()
         if html or junit or summary:
             from orchestrator.commands.report import write_after_replay
 
-            run_dir = Path(shrunk.report["run_dir"])
-            write_after_replay(run_dir, html=html, junit=junit, summary=summary, err=as_json)
+            shrunk_dir = Path(shrunk.report["run_dir"])
+            write_after_replay(shrunk_dir, html=html, junit=junit, summary=summary, err=as_json)
+        _raise_if_not_recorded(shrunk.report.get("ledger"))
         if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
             raise ShrinkStoppedError(shrunk.message)
         if shrunk.exit_status:
             raise typer.Exit(shrunk.exit_status)
         return
-    pool = open_pool(options.engines, os.environ, runner_id=runner_id, slots=slots, durations=None)
-    pool.image_ref = options.image
-    try:
-        plan = plan_replay(options, now=now, pool=pool)
-        logger.info(
-            "replay.planned",
-            run_id=plan.run_id,
-            run_dir=str(plan.run_dir),
-            base_rev=plan.pins.base_rev,
-            patch_rev=plan.pins.patch_rev,
-            image_id=plan.pins.image_id,
-        )
-        with _progress(json_logs, replays, logger) as progress:
-            outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
-    finally:
-        pool.close()
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
@@ -382,8 +421,32 @@ def replay(
 
         write_after_replay(plan.run_dir, html=html, junit=junit, summary=summary, err=as_json)
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
+    if outcome.recording_error is not None:
+        raise LedgerError(f"not recorded: {outcome.recording_error}")  # the report is whole
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
+
+
+def interrupted_detail(run_dir: Path) -> str:
+    """What an interruption left, in the words of its one line."""
+    from orchestrator import interrupts
+    from orchestrator.services.run_writer import is_incomplete, note_incomplete
+
+    name = interrupts.signal_name(interrupts.received()) if interrupts.received() else "signal"
+    if note_incomplete(run_dir, f"interrupted ({name}); nothing was recorded"):
+        return f"containers and sources removed; {run_dir} is marked incomplete, nothing recorded"
+    if (run_dir / "summary.json").is_file() and not is_incomplete(run_dir):
+        return f"the run had already finished: {run_dir}"
+    return "no run folder written, nothing left behind"
+
+
+def _raise_if_not_recorded(ledger: Any) -> None:
+    """A run that was decided but not recorded ends in one line, exit 3 (its report is
+    whole: printed, and in summary.json)."""
+    from orchestrator.errors import LedgerError
+
+    if ledger and ledger.get("recorded") is False:
+        raise LedgerError(f"not recorded: {ledger.get('error')}")
 
 
 def _replay_and_shrink(
@@ -391,6 +454,7 @@ def _replay_and_shrink(
     options: Any,
     client: Any,
     now: datetime,
+    run_id: str,
     json_logs: bool,
     ledger_request: Any,
     as_json: bool,
@@ -413,6 +477,7 @@ def _replay_and_shrink(
             progress=progress,
             shrink_progress=shrink_progress,
             ledger=ledger_request,
+            run_id=run_id,
         )
     if as_json:
         typer.echo(dumps(result.report))
@@ -529,7 +594,8 @@ def _print_ledger(ledger: Any) -> None:
             typer.echo(f"no freeze for {entry['property_id']}: {refused}")
         elif entry.get("infra_queue_id") is not None:
             typer.echo(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
-    typer.echo(f"ledger: {ledger['url']}")
+    recorded = "" if ledger.get("recorded", True) else " (not recorded)"
+    typer.echo(f"ledger: {ledger['url']}{recorded}")
 
 
 def register(app: typer.Typer) -> None:

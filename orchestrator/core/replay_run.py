@@ -357,3 +357,21 @@ def label_summary(replays: Sequence[Replay]) -> str:
             name = f"{replay.label}({replay.reason})"
         counts[name] = counts.get(name, 0) + 1
     return ", ".join(f"{name} x{count}" for name, count in counts.items()) or "-"
+
+
+def never_collected(labelled: Mapping[str, Mapping[str, Sequence[Replay]]]) -> tuple[str, ...]:
+    """Properties no replay on any side collected (every replay ``harness_error`` /
+    ``not_found``): a node id that names no test, the user's mistake, not the runner's."""
+    property_ids: dict[str, None] = {}
+    for per_property in labelled.values():
+        property_ids.update(dict.fromkeys(per_property))
+    return tuple(
+        property_id
+        for property_id in property_ids
+        if all(
+            replay.label == Label.HARNESS_ERROR and replay.reason == "not_found"
+            for per_property in labelled.values()
+            for replay in per_property.get(property_id, ())
+        )
+        and any(per_property.get(property_id) for per_property in labelled.values())
+    )

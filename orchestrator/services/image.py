@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import interrupts
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core import project_image as core
 from orchestrator.errors import InfrastructureError, InputError
@@ -147,11 +148,11 @@ def plan_image(options: ImageOptions, *, cwd: Path) -> ImagePlan:
 
 @contextlib.contextmanager
 def _scratch(purpose: str) -> Iterator[Path]:
-    folder = git_adapter.make_scratch(purpose)
-    try:
+    with contextlib.ExitStack() as stack:
+        with interrupts.shielded():  # made and registered for removal as one step
+            folder = git_adapter.make_scratch(purpose)
+            stack.callback(git_adapter.remove_scratch, folder)
         yield folder
-    finally:
-        git_adapter.remove_scratch(folder)
 
 
 @contextlib.contextmanager

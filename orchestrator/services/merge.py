@@ -6,7 +6,8 @@ incomplete, is refused by name), the shards are checked to belong together
 (:func:`orchestrator.core.shards.merge_runs`). With ``out`` the merged run is written
 as a run folder of its own (``run-log.json``, ``evidence-<n>.json``,
 ``decision-<n>.json``, each shard's ``raw/`` under ``shards/<i>/``, ``summary.json``
-last), which ``orchestrator report`` reads like any other.
+last; marked ``INCOMPLETE`` until then, as a replay's), which ``orchestrator report``
+reads like any other.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from orchestrator import files
 from orchestrator.core.shards import Merged, ShardRun, check_shards, merge_runs
-from orchestrator.errors import InputError
-from orchestrator.services.run_folders import RUN_LOG, SUMMARY, read_folders
+from orchestrator.errors import InputError, LocalWriteError
+from orchestrator.services import run_writer
+from orchestrator.services.run_folders import SUMMARY, read_folders
 
 
 def read_shards(folders: Sequence[Path]) -> tuple[ShardRun, ...]:
@@ -40,8 +41,8 @@ def read_shards(folders: Sequence[Path]) -> tuple[ShardRun, ...]:
 
 def merge(folders: Sequence[Path], *, out: Path | None = None) -> Merged:
     """Check and join the shards; write the merged run folder when ``out`` is given."""
-    if out is not None and (out / RUN_LOG).exists():
-        raise InputError(f"{out}: already holds a run (run-log.json); pick another --out")
+    if out is not None:  # a folder in the way, read-only or full: exit 2 before reading
+        run_writer.check_run_folder(out)
     shards = check_shards(read_shards(folders))
     merged = merge_runs(shards, run_dir=str(out.resolve()) if out is not None else "")
     if out is not None:
@@ -50,10 +51,12 @@ def merge(folders: Sequence[Path], *, out: Path | None = None) -> Merged:
 
 
 def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:
-    """The merged run folder: copies first, the run log, then ``summary.json`` last (a
-    folder without it is not a finished run)."""
+    """The merged run folder, marked ``INCOMPLETE`` (services.run_writer) until it is
+    whole: the run log, the copies, then ``summary.json``; a write that fails on the way
+    is one line, exit 3 (``disk_full`` or ``internal_error``), the folder still marked."""
+    run_writer.start_run_folder(out, started_at=str(merged.run_log.get("started_at", "")))
+    run_writer.write_run_log(out, dict(merged.run_log))
     try:
-        out.mkdir(parents=True, exist_ok=True)
         for copy in merged.copies:
             source = folders[copy.shard - 1] / copy.source
             target = out / copy.target
@@ -63,8 +66,9 @@ def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
     except OSError as error:
-        raise InputError(
-            f"{out}: cannot write the merged run ({error.strerror or error})"
+        reason = run_writer.write_reason(error)
+        raise LocalWriteError(
+            reason, f"{out}: cannot write the merged run: {error.strerror or error} ({reason})"
         ) from None
-    files.write_json_atomic(out / RUN_LOG, merged.run_log)
-    files.write_json_atomic(out / SUMMARY, merged.summary)
+    run_writer.write_json(out, SUMMARY, merged.summary)
+    run_writer.finish_run_folder(out)

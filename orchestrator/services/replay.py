@@ -13,19 +13,26 @@ compares each property's oracle slice on both revisions
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
 ``evidence-<n>.json``, ``decision-<n>.json`` and ``summary.json``. The result is a frozen
 :class:`ReplayOutcome` that other services (the ledger) build on.
+
+Around that flow (:mod:`orchestrator.services.run_writer`): the run folder is checked
+before anything runs and marked ``INCOMPLETE`` until ``summary.json`` is written; a
+``--property`` that names no test on either side is bad input, before any replay when
+the sources tell, else after collection (never an infra case); the ledger (opened by the
+command before anything ran, :func:`open_ledger_for_run`) is written after the folder is
+complete, and a ledger that fails leaves the report whole (``recording_error``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import files
+from orchestrator import files, interrupts
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
 from orchestrator.core.pool import lanes_for, narrow_targets
@@ -38,10 +45,12 @@ from orchestrator.core.replay_run import (
     ReplayOptions,
     RunPlan,
     decide_all,
+    never_collected,
     report_document,
 )
-from orchestrator.errors import InputError, SchemaError
+from orchestrator.errors import InputError, LedgerError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.services import run_writer
 from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.replay_tests import check_test_options, plan_tests
@@ -62,6 +71,7 @@ from orchestrator.services.sides import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from orchestrator.core.test_files import TestOverlay
     from orchestrator.services.sides import Progress
 
 
@@ -76,6 +86,8 @@ class LedgerRequest:
     freeze: bool = False
     owner: str | None = None
     expires_at: datetime | None = None
+    # The ledger, opened (and checked) before anything ran; None: open ``url`` to record.
+    store: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +98,8 @@ class ReplayOutcome:
     properties: tuple[PropertyOutcome, ...]
     report: Mapping[str, Any]
     exit_status: int
+    # Recording was asked and failed (the run folder is complete, the ledger untouched).
+    recording_error: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -195,9 +209,14 @@ def plan_replay(
     run_id: str | None = None,
     default_root: Path | None = None,
     pool: Pool | None = None,
+    before_containers: Callable[[], object] | None = None,
 ) -> RunPlan:
     """Pin both revisions, the image, the fixture and the selection; write run-log.json.
-    No replay runs yet (a collection may, to cut a run whose tests are not named)."""
+    No replay runs yet (a collection may, to cut a run whose tests are not named).
+
+    ``before_containers`` runs once the revisions and the image are pinned, before any
+    container starts (a collection) and before the run folder is written: the command
+    waits there for the ledger it opened meanwhile."""
     from orchestrator.adapters.docker import engine_url, resolve_image
     from orchestrator.core.project_image import interpreter_from_labels
     from orchestrator.core.replay_env import replay_variables
@@ -236,6 +255,11 @@ def plan_replay(
     elif options.origin is not None:
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
+    if not options.changed:  # --changed picks tests the patch touched, never a typo
+        refuse_unknown_properties(
+            repo, base_rev, patch_rev, options.property_ids, overlay=tests.overlay
+        )
+
     # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
     image = resolve_image(pool.first.client, options.image)
     side_paths = {
@@ -243,10 +267,7 @@ def plan_replay(
         for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
     }
     run_id = run_id or options.run_id or new_run_id(now.timestamp())
-    root = default_root if default_root is not None else Path.cwd()
-    run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
-    if (run_dir / "run-log.json").exists():
-        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
+    run_dir = run_folder(options, run_id, default_root)
     plan = RunPlan(
         run_id=run_id,
         run_dir=run_dir,
@@ -279,9 +300,14 @@ def plan_replay(
         selection=tests.selection,
         targets=tests.targets,
     )
+    if before_containers is not None:
+        before_containers()
+    run_writer.check_run_folder(run_dir)
+    # Marked incomplete from here; the fixture's copy first: a collection mounts it too.
+    kept = None
     if plan.kept_fixture is not None and fixture_bytes is not None:
-        # Before collection: a cut run collects its tests with the kept copy mounted.
-        files.write_atomic(plan.kept_fixture, fixture_bytes)
+        kept = (plan.kept_fixture.name, fixture_bytes)
+    run_writer.start_run_folder(run_dir, started_at=plan.run_log()["started_at"], kept=kept)
     plan = _select(plan, pool)
     limits = plan_limits(sides_plan(plan))
     plan = replace(
@@ -293,7 +319,7 @@ def plan_replay(
             "tmp_size": limits.tmp_size,
         },
     )
-    files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
+    run_writer.write_run_log(run_dir, plan.run_log())
     return plan
 
 
@@ -326,6 +352,42 @@ def _select(plan: RunPlan, pool: Pool) -> RunPlan:
 
     part, record = shard_record(plan.property_ids, shard, pool.durations)
     return replace(plan, part=part, shard=record)
+
+
+def run_folder(options: ReplayOptions, run_id: str, default_root: Path | None = None) -> Path:
+    """``--out``, or ``.replay/runs/<run-id>`` under ``default_root`` (the current folder)."""
+    root = default_root if default_root is not None else Path.cwd()
+    return (options.out or root / ".replay" / "runs" / run_id).resolve()
+
+
+def unknown_message(property_ids: Sequence[str]) -> str:
+    """The one line for node ids that name no test on either side. Pure."""
+    more = f" (and {len(property_ids) - 1} more)" if len(property_ids) > 1 else ""
+    return f"no test collected as {property_ids[0]} on either side{more}"
+
+
+def refuse_unknown_properties(
+    repo: Path,
+    base_rev: str,
+    patch_rev: str,
+    property_ids: Sequence[str],
+    *,
+    overlay: TestOverlay | None = None,
+) -> None:
+    """Exit 2 before any replay for a ``--property`` that the sources show is defined on
+    neither side (no such file, or no such test in it: the oracle slice's "absent").
+    Where the source cannot tell (a star import, an outside base class), the replays
+    decide after collection."""
+    if not property_ids:
+        return
+    oracle = property_oracles(repo, base_rev, patch_rev, property_ids, overlay=overlay)
+    absent = [
+        property_id
+        for property_id in property_ids
+        if oracle[property_id].base_digest is None and oracle[property_id].patch_digest is None
+    ]
+    if absent:
+        raise InputError(unknown_message(absent))
 
 
 def sides_plan(plan: RunPlan) -> ReplayPlan:
@@ -413,6 +475,9 @@ def execute(
             pool=pool,
         )
         labelled = outcome.labelled
+        never = never_collected(labelled)
+        if never:  # the user's typo, not the runner's: no evidence, no infra row
+            raise InputError(unknown_message(never))
         named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
         oracle = property_oracles(
             options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
@@ -425,26 +490,112 @@ def execute(
         if outcome.attempts:
             extra["attempts"] = [attempt.to_json() for attempt in outcome.attempts]
     for item in properties:
-        files.write_json_atomic(
-            plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
-        )
-        files.write_json_atomic(
-            plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
-        )
+        run_writer.write_json(plan.run_dir, f"evidence-{item.index}.json", item.evidence.to_json())
+        run_writer.write_json(plan.run_dir, f"decision-{item.index}.json", item.decision.to_json())
     report = report_document(plan, properties)
     report.update(extra)
-    if ledger is not None:
-        report["ledger"] = record_in_ledger(
+    report, recording_error = complete_and_record(plan, properties, report, ledger)
+    return ReplayOutcome(
+        plan=plan,
+        properties=properties,
+        report=report,
+        exit_status=report["exit_status"],
+        recording_error=recording_error,
+    )
+
+
+def complete_and_record(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    report: dict[str, Any],
+    ledger: LedgerRequest | None,
+) -> tuple[dict[str, Any], str | None]:
+    """Write ``summary.json``, mark the run folder complete, then record in the ledger
+    (when asked) and write ``summary.json`` again with what the ledger gave.
+
+    The report is whole before the ledger is touched, so a ledger failure cannot lose it
+    (the one line it ends with is returned). The ledger only ever holds complete runs."""
+    run_writer.write_json(plan.run_dir, "summary.json", report)
+    recording_error = None
+    # From here a signal waits (a commit is never cut from the run folder it belongs to),
+    # except while the ledger's lock is awaited: that wait ends at once on Ctrl-C.
+    with interrupts.shielded():
+        run_writer.finish_run_folder(plan.run_dir)  # complete, whatever the ledger does
+        if ledger is not None:
+            try:
+                report["ledger"], recording_error = _record(plan, properties, ledger, report)
+            except KeyboardInterrupt:  # while waiting for the lock: nothing was recorded
+                run_writer.mark_incomplete(plan.run_dir, "interrupted before recording")
+                raise
+            run_writer.write_json(plan.run_dir, "summary.json", report)  # the ledger's ids
+    return report, recording_error
+
+
+def _record(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    ledger: LedgerRequest,
+    report: Mapping[str, Any],
+) -> tuple[dict[str, Any], str | None]:
+    """The report's ``ledger`` entry, and the one line a failed recording ends with."""
+    from orchestrator.adapters.ledger import display_url
+
+    try:
+        recorded = record_in_ledger(
             plan,
             properties,
             ledger,
             finished_at=datetime.now(UTC),
             exit_status=report["exit_status"],
         )
-    files.write_json_atomic(plan.run_dir / "summary.json", report)
-    return ReplayOutcome(
-        plan=plan, properties=properties, report=report, exit_status=report["exit_status"]
-    )
+    except LedgerError as error:
+        message = f"{error}; the run folder {plan.run_dir} is complete"
+        entry = {"url": display_url(ledger.url), "recorded": False, "error": str(error)}
+        return {**entry, "entries": []}, message
+    return {**recorded, "recorded": True}, None
+
+
+class PendingLedger:
+    """The ledger a run records in, opened (created or upgraded) on a thread of its own
+    while the run plans: SQLAlchemy's import and the schema check cost the time that
+    pinning the revisions and the image takes anyway. :meth:`result` waits for it (in
+    short waits, so Ctrl-C is acted on) and raises what opening raised: a URL or path
+    that cannot be used (exit 2), a database that fails (exit 3)."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url = url
+        self._store: Any = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._open, name="open ledger", daemon=True).start()
+
+    def _open(self) -> None:
+        from orchestrator.adapters.ledger import Ledger
+
+        try:
+            self._store = Ledger.open(self.url)
+        except BaseException as error:  # handed to the main thread by result()
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        while not self._done.wait(timeout=0.2):  # short waits: Ctrl-C acted on between
+            interrupts.checkpoint()
+        if self._error is not None:
+            raise self._error
+        return self._store
+
+    def close(self) -> None:
+        if self._done.is_set() and self._store is not None:
+            self._store.close()
+
+
+def open_ledger_for_run(url: str) -> PendingLedger:
+    """Start opening the run's ledger; it is checked before anything is written or run."""
+    return PendingLedger(url)
 
 
 def record_in_ledger(
@@ -476,7 +627,11 @@ def record_in_ledger(
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
     origin_bytes = plan.origin_bytes
     entries = []
-    with open_ledger(request.url, {}, Path.cwd()) as store, store.transaction():
+    with contextlib.ExitStack() as opened:
+        store = request.store
+        if store is None:
+            store = opened.enter_context(open_ledger(request.url, {}, Path.cwd()))
+        opened.enter_context(store.transaction())
         record_run(
             store,
             plan.run_id,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +43,13 @@ from orchestrator.errors import (
 )
 from orchestrator.log import get_logger
 from orchestrator.model import Label
+from orchestrator.services import run_writer
 from orchestrator.services.replay import (
     LedgerRequest,
     ReplayOutcome,
+    complete_and_record,
     execute,
     plan_replay,
-    record_in_ledger,
 )
 from orchestrator.services.shrink import (
     CandidateProgress,
@@ -175,6 +176,8 @@ def replay_and_shrink(
     wide_plan = plan_replay(replace(options, out=run_dir), client=client, now=now, run_id=run_id)
     shutil.copyfile(wide_plan.options.fixture or options.fixture, run_dir / FIXTURE_ORIGIN)
     wide = execute(wide_plan, client=client, progress=progress)
+    # The wide replay is whole, the run is not: marked until it is decided and recorded.
+    run_writer.mark_incomplete(run_dir, "shrinking: this run has not finished")
 
     test = failing_on_patch(wide)
     if test is None:
@@ -260,18 +263,11 @@ def _decided_by_wide(
     document = dict(wide.report)
     if outcome == STOPPED:
         document["exit_status"] = int(ExitCode.UNDECIDED)
-    if ledger is not None:
-        document["ledger"] = record_in_ledger(
-            wide.plan,
-            wide.properties,
-            ledger,
-            finished_at=datetime.now(UTC),
-            exit_status=document["exit_status"],
-        )
     document["shrink"] = shrink_section(
         wide, outcome=outcome, message=message, test=test, shrink=None, wide_run_dir=None
     )
-    files.write_json_atomic(run_dir / SUMMARY, document)
+    # summary.json, the folder complete, then the ledger (services.replay's one order).
+    document, _ = complete_and_record(wide.plan, wide.properties, document, ledger)
     log.info("replay.not_shrunk", outcome=outcome, detail=message)
     return ShrinkingReplay(
         deciding=wide, wide=wide, shrink=None, outcome=outcome, message=message, report=document

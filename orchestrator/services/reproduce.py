@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import files
+from orchestrator import files, interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import terminal
@@ -332,7 +332,7 @@ def reproduce(
     pin_image(client, plan.run)
     owner = docker_adapter.Owner.current(plan.run.run_id)
     docker_adapter.sweep_leftovers(client, host=owner.host)
-    git_adapter.sweep_scratch(docker_adapter.pid_alive)
+    git_adapter.sweep_scratch()
     if plan.run.probe_version and plan.run.probe_version != _probe_version():
         log.warning(
             "reproduce.probe_version",
@@ -382,9 +382,10 @@ def _reproduce_side(
     overlay = plan.run.overlay(side.side)
     output: list[bytes] = []
     with ExitStack() as stack:
-        work = git_adapter.make_scratch("reproduce")
-        if not keep:
-            stack.callback(git_adapter.remove_scratch, work)
+        with interrupts.shielded():  # made and registered for removal as one step
+            work = git_adapter.make_scratch("reproduce")
+            if not keep:
+                stack.callback(git_adapter.remove_scratch, work)
         out_dir = work / "out"
         out_dir.mkdir()
         out_dir.chmod(0o777)  # written by the container's uid 1000

@@ -97,11 +97,11 @@ def read_documents(folder: Path) -> RunDocuments:
         raise InputError(f"{name}: no such run folder")
     if not folder.is_dir():
         raise InputError(f"{name}: not a folder")
-    if not (folder / SUMMARY).is_file():
-        raise InputError(f"{name}: no {SUMMARY}: not a finished run (interrupted, or running)")
     run_log = _read_json(folder / RUN_LOG, name) if (folder / RUN_LOG).is_file() else None
     if _incomplete(run_log) or any((folder / marker).exists() for marker in INCOMPLETE_MARKERS):
         raise InputError(f"{name}: marked incomplete: the run did not finish")
+    if not (folder / SUMMARY).is_file():
+        raise InputError(f"{name}: no {SUMMARY}: not a finished run (interrupted, or running)")
     summary = _read_json(folder / SUMMARY, name)
     evidence = {
         file_name: _read_json(folder / file_name, name)

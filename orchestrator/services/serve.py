@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import orchestrator
+from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.job_channel import CLOSED, TIMED_OUT, JobChannel, Received
@@ -159,7 +160,7 @@ class WarmContainer:
 
     def _start(self) -> None:
         docker_adapter.sweep_leftovers(self.client, host=self.owner.host)
-        git_adapter.sweep_scratch(docker_adapter.pid_alive)
+        git_adapter.sweep_scratch()
         stack = self._stack
         tree = stack.enter_context(
             git_adapter.checkout(
@@ -214,8 +215,9 @@ class WarmContainer:
         self.image_id = started.image_id
 
     def _scratch(self, purpose: str) -> Path:
-        folder = git_adapter.make_scratch(purpose)
-        self._stack.callback(git_adapter.remove_scratch, folder)
+        with interrupts.shielded():  # made and registered for removal as one step
+            folder = git_adapter.make_scratch(purpose)
+            self._stack.callback(git_adapter.remove_scratch, folder)
         return folder
 
     def __exit__(

@@ -30,6 +30,7 @@ other failure of a side is the tool's own fault: its replays are labelled
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -39,12 +40,14 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.results import read_replay_files, replay_file_name
@@ -94,6 +97,7 @@ log = get_logger(__name__)
 ISOLATIONS = ("side", "container")
 NO_TEST_REPORTED = "<no test reported>"
 INTERNAL_ERROR = "internal_error"  # the harness sub-reason of a side the tool itself broke
+DISK_FULL = "disk_full"  # ... or of a side whose files found no space (ENOSPC, EDQUOT)
 INTERNAL_ERROR_FILE = "internal-error.txt"  # its traceback, under keep_raw/<side>/
 # Time for a container to start and the driver to import, on top of N x --timeout.
 STARTUP_SLACK_S = 15.0
@@ -392,26 +396,33 @@ class _DeferredSignals:
         self._previous: dict[int, Any] = {}
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
+        # Nothing that takes a lock here (no logging): the main thread may hold it.
         self.hits += 1
-        log.warning("interrupt.deferred", detail="removing containers and sources first")
+        interrupts.note(signum)  # the command line names it in its one line
 
     def __enter__(self) -> _DeferredSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._note)
+            if interrupts.take_pending():  # one that came in where raising was unsafe
+                self.hits += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         leaving = self.interrupted or self.hits > 0
         for signum, previous in self._previous.items():
             signal.signal(signum, signal.SIG_IGN if leaving else previous)
+        if self.hits:
+            log.warning("interrupt.deferred", signals=self.hits, detail="noted during cleanup")
 
 
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """While sides run (or a replay is reproduced), SIGTERM (a CI cancelling the job) cleans
-    up like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
+    up like Ctrl-C.
+
+    The command line's own handlers (``orchestrator.interrupts``) already do so, once."""
+    if threading.current_thread() is not threading.main_thread() or interrupts.installed():
         yield
         return
 
@@ -492,15 +503,17 @@ class _Run:
     tars: dict[str, Path] = field(default_factory=dict)
     probe_tar: Path | None = None
     failures: dict[str, OrchestratorError] = field(default_factory=dict)
-    internal_errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    internal_errors: dict[str, tuple[str, str | None, str]] = field(default_factory=dict)
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
     progress_lock: threading.Lock = field(default_factory=threading.Lock)
     done_per_side: dict[str, int] = field(default_factory=dict)
     batches: int = 1
 
     def make_scratch(self, purpose: str) -> Path:
-        folder = git_adapter.make_scratch(purpose)
-        with self.scratch_lock:
+        # Created and registered as one step: a Ctrl-C between the two would leave a
+        # folder that nothing removes (until the next run's sweep).
+        with interrupts.shielded(), self.scratch_lock:
+            folder = git_adapter.make_scratch(purpose)
             self.scratch.append(folder)
         return folder
 
@@ -715,9 +728,14 @@ def _export_side(
 
 def _internal_error(run: _Run, side: str, error: BaseException, raw_root: Path | None) -> None:
     what = f"{type(error).__name__}: {one_line(error)}"
-    kept = _keep_traceback(raw_root, side, traceback.format_exc())
-    log.error("side.internal_error", side=side, error=what, traceback_file=kept)
-    run.internal_errors.setdefault(side, (what, kept))
+    reason = local_fault_reason(error)
+    if reason == DISK_FULL:  # no bug to trace, and no room to keep a traceback
+        log.debug("side.traceback", side=side, traceback=traceback.format_exc())
+        kept = None
+    else:
+        kept = _keep_traceback(raw_root, side, traceback.format_exc())
+    log.error("side.internal_error", side=side, error=what, reason=reason, traceback_file=kept)
+    run.internal_errors.setdefault(side, (what, kept, reason))
     run.cancelled.set()  # the run ends in InternalError: stop the other sides early
 
 
@@ -759,8 +777,8 @@ def _run_side_job(
         _fill_missing(run, observed, ContainerFacts(cancelled=True, message=error.message))
     except Exception as error:  # the tool's own fault: never an engine label, never silent
         _internal_error(run, side.name, error, run.raw_root(batch))
-        what = run.internal_errors[side.name][0]
-        _fill_missing(run, observed, ContainerFacts(engine_error=INTERNAL_ERROR, message=what))
+        what, _, reason = run.internal_errors[side.name]
+        _fill_missing(run, observed, ContainerFacts(engine_error=reason, message=what))
     return observed
 
 
@@ -827,8 +845,19 @@ def _keep_traceback(raw_root: Path | None, side: str, text: str) -> str | None:
     return None
 
 
-def internal_error_message(side: str, what: str, kept: str | None) -> str:
+def local_fault_reason(error: BaseException) -> str:
+    """``disk_full`` for a write that found no space, else ``internal_error``. Pure."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DISK_FULL
+    return INTERNAL_ERROR
+
+
+def internal_error_message(
+    side: str, what: str, kept: str | None, reason: str = INTERNAL_ERROR
+) -> str:
     """The one line a run ends with when the tool itself broke one of its sides. Pure."""
+    if reason == DISK_FULL:
+        return f"disk full in side {side}: {what} ({DISK_FULL})"
     where = f"traceback in {kept}" if kept is not None else "traceback in the log"
     return (
         f"internal error in side {side}: {what} - a fault of orchestrator itself, "
@@ -921,6 +950,8 @@ def run_sides(
         plan = replace(plan, interpreter=interpreter_of(pool.first.client, plan.image_id))
     run_id = run_id or new_run_id()
     owner = docker_adapter.Owner.current(run_id)
+    # Every engine's leftovers (containers, volumes) of this host's dead runs, by host
+    # id and process; another host's only once they are a day old.
     for engine in pool.engines:
         try:
             engine.sweep(owner.host)
@@ -928,7 +959,7 @@ def run_sides(
             if engine.index == 0:
                 raise
             log.warning("engine.sweep_failed", engine=engine.url)
-    git_adapter.sweep_scratch(docker_adapter.pid_alive)
+    git_adapter.sweep_scratch()
 
     batches = plan_batches(
         plan.property_ids, [engine.slots for engine in pool.engines], pool.durations
@@ -957,20 +988,25 @@ def run_sides(
         with _terminate_as_interrupt():
             for side in sides:
                 ready, finished = exported[side.name]
-                threading.Thread(
+                thread = threading.Thread(
                     target=_export_side, args=(run, side, ready, finished), name=f"src-{side.name}"
-                ).start()
-                started.append(finished)
+                )
+                # Started and counted as one step: a thread left out of `started` would
+                # run on unwaited after the cleanup (and recreate what it removed).
+                with interrupts.shielded():
+                    thread.start()
+                    started.append(finished)
             for ready, _ in exported.values():
-                while not ready.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
-                    pass
+                while not ready.wait(timeout=0.5):  # short waits: Ctrl-C acted on between
+                    interrupts.checkpoint()
             dispatcher = _dispatcher(run, batches)
             if not run.cancelled.is_set():
-                dispatcher.start()
-                started.extend(dispatcher.finished)
+                with interrupts.shielded():  # each engine thread started with its event
+                    dispatcher.start()
+                    started.extend(dispatcher.finished)
             for event in dispatcher.finished:
                 while not event.wait(timeout=0.5):
-                    pass
+                    interrupts.checkpoint()
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -1000,8 +1036,10 @@ def run_sides(
     broken = [side.name for side in sides if side.name in run.internal_errors]
     broken += [name for name in run.internal_errors if name not in broken]
     if broken:
-        what, kept = run.internal_errors[broken[0]]
-        raise SideInternalError(internal_error_message(broken[0], what, kept), outcome.labelled)
+        what, kept, reason = run.internal_errors[broken[0]]
+        raise SideInternalError(
+            internal_error_message(broken[0], what, kept, reason), outcome.labelled
+        )
     return outcome
 
 
@@ -1012,8 +1050,8 @@ def _not_dispatched(run: _Run, batches: Sequence[Batch]) -> Dispatched:
         results: SideResults = {}
         for side in run.sides:
             if side.name in run.internal_errors:
-                what = run.internal_errors[side.name][0]
-                facts = ContainerFacts(engine_error=INTERNAL_ERROR, message=what)
+                what, _, reason = run.internal_errors[side.name]
+                facts = ContainerFacts(engine_error=reason, message=what)
             else:
                 facts = ContainerFacts(cancelled=True, message="interrupted before start")
             results[side.name] = _missing(run, facts)
@@ -1224,9 +1262,11 @@ def collect_tests(
     volumes = pool.volumes and not engine.url.startswith("unix://")
     owner = docker_adapter.Owner.current(run_id)
     cancelled = threading.Event()
+    live = docker_adapter.LiveContainers()
     with contextlib.ExitStack() as stack:
-        scratch = git_adapter.make_scratch("collect")
-        stack.callback(git_adapter.remove_scratch, scratch)
+        with interrupts.shielded():  # made and registered for removal as one step
+            scratch = git_adapter.make_scratch("collect")
+            stack.callback(git_adapter.remove_scratch, scratch)
         trees = {
             side.name: stack.enter_context(
                 git_adapter.checkout(side.repo, side.rev, mutant=side.mutant, tests=side.tests)
@@ -1275,7 +1315,11 @@ def collect_tests(
             )
             tail = LineTail()
             with docker_adapter.Container(
-                engine.client, config, cancelled=cancelled, before_start=staging.before_start
+                engine.client,
+                config,
+                live=live,
+                cancelled=cancelled,
+                before_start=staging.before_start,
             ) as container:
                 container.follow_logs(tail)
                 exit_ = container.wait(deadline=time.monotonic() + side_deadline_s(plan, 1))
@@ -1293,9 +1337,18 @@ def collect_tests(
         with ThreadPoolExecutor(max_workers=len(sides)) as workers:
             running = [workers.submit(collect, side) for side in sides]
             try:
+                # Short waits: a Ctrl-C is acted on between them (orchestrator.interrupts).
+                waiting = set(running)
+                while waiting:
+                    interrupts.checkpoint()
+                    _, waiting = futures_wait(waiting, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    for future in running:
+                        if future.done() and future.exception() is not None:
+                            future.result()  # raises it; the other side is stopped below
                 found = [future.result() for future in running]
             except BaseException:
                 cancelled.set()  # Ctrl-C or a failure: the other side stops at once
+                live.kill_all()  # and a running collection ends now, not at its deadline
                 raise
     return collected_selection([doc for doc in found if doc is not None])
 

@@ -14,16 +14,18 @@ The verdicts are pure and live in :mod:`orchestrator.core.thaw`.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import model
+from orchestrator import interrupts, model
 from orchestrator.adapters.ledger import FreezeRow, Ledger
+from orchestrator.core.owners import ProcessOwner, claim_token, local_owner, owner_from_token
 from orchestrator.core.pytest_command import pytest_args
 from orchestrator.core.thaw import Verdict, flake_thaw_verdict, timing_thaw_verdict
 from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary
@@ -65,13 +67,18 @@ def run_check(
     client: DockerClient,
 ) -> tuple[model.Replay, ...]:
     """Replay one property ``probe.replays`` times on one revision; returns its replays."""
+    from orchestrator.adapters import git as git_adapter
     from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
 
-    with tempfile.TemporaryDirectory(prefix="orchestrator-thaw-") as scratch:
+    with contextlib.ExitStack() as cleanup:
+        # Named after this process, so a killed thaw's folder is swept by the next run; the
+        # shield keeps a Ctrl-C from landing between its creation and its cleanup.
+        with interrupts.shielded():
+            scratch = git_adapter.make_scratch("fixture", prefix=git_adapter.THAW_SCRATCH_PREFIX)
+            cleanup.callback(git_adapter.remove_scratch, scratch)
         fixture: Path | None = None
         if fixture_bytes is not None:
-            os.chmod(scratch, 0o755)  # the runner user (uid 1000) reads the mounted fixture
-            fixture = Path(scratch) / "fixture.json"
+            fixture = scratch / "fixture.json"
             fixture.write_bytes(fixture_bytes)
             fixture.chmod(0o644)
         plan = ReplayPlan(
@@ -205,8 +212,15 @@ def run_thaw(
     due_within: timedelta,
     client: DockerClient | None,
 ) -> ThawReport:
-    """Claim the due freezes, re-probe each, thaw or mark overdue. Never renews a freeze."""
-    token, rows = ledger.claim_due(now, within=due_within)
+    """Claim the due freezes, re-probe each, thaw or mark overdue. Never renews a freeze.
+
+    Claims held by a thaw job of this host whose process is gone are given back first
+    (a SIGKILLed job must not hold its freezes until the claims go stale)."""
+    from orchestrator.adapters.host import current_owner
+
+    release_dead_claims(ledger)
+    claimant = claim_token(current_owner(), uuid.uuid4().hex[:12])
+    token, rows = ledger.claim_due(now, within=due_within, claimant=claimant)
     log.info("thaw.claimed", count=len(rows), rev=options.rev)
     results: list[ThawResult] = []
     pending = {row.id for row in rows}
@@ -238,6 +252,29 @@ def run_thaw(
         for freeze_id in pending:  # not probed (an error or Ctrl-C): give the row back
             ledger.release(freeze_id, token=token)
     return ThawReport(rev=options.rev, now=now, due_within=due_within, results=tuple(results))
+
+
+def release_dead_claims(
+    ledger: Ledger,
+    *,
+    host: str | None = None,
+    is_alive: Callable[[ProcessOwner], bool] | None = None,
+) -> int:
+    """Release the claims of this host's thaw jobs that died; another host's claims are
+    left to the claim lifetime (their pids mean nothing here). How many rows came back."""
+    from orchestrator.adapters.host import host_id, owner_alive
+
+    host = host or host_id()
+    alive = is_alive or owner_alive
+    dead = []
+    for token in ledger.claimants():
+        owner = owner_from_token(token)
+        if owner is not None and local_owner(owner, host) and not alive(owner):
+            dead.append(token)
+    released = ledger.release_claims(dead)
+    if released:
+        log.info("thaw.released_dead_claims", rows=released, jobs=len(dead))
+    return released
 
 
 # --- the budget probe -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import host as host_adapter
 from orchestrator.adapters import terminal
 from orchestrator.adapters.docker import Container
 
@@ -124,8 +125,8 @@ def test_a_kept_container_stays_up_and_is_swept_once_its_owner_is_gone(
             run_id=f"test-keep-{os.urandom(4).hex()}",
             session=docker_adapter.SESSION,
             pid=stand_in.pid,
-            pid_start=docker_adapter.process_start(stand_in.pid) or "",
-            host=socket.gethostname(),
+            pid_start=host_adapter.process_start(stand_in.pid) or "",
+            host=host_adapter.host_id(),
         )
         with Container(
             docker_client, config_for(owner, runner_image_id, IDLE), keep=True
@@ -182,7 +183,7 @@ def test_a_kept_tree_stays_until_its_owner_is_gone(
         pass
     assert (tree / "a.txt").read_text() == "a\n"
     assert tree.parent.parent == scratch
-    assert git_adapter.sweep_scratch(lambda pid: True, root=scratch) == []
+    assert git_adapter.sweep_scratch(lambda pid, start=None: True, root=scratch) == []
     assert tree.exists()
-    assert git_adapter.sweep_scratch(lambda pid: False, root=scratch) == [tree.parent]
+    assert git_adapter.sweep_scratch(lambda pid, start=None: False, root=scratch) == [tree.parent]
     assert not tree.exists()

@@ -171,3 +171,22 @@ def test_help_texts_explain(capsys: pytest.CaptureFixture[str]) -> None:
         code, out, _ = run(capsys, *argv)
         assert code == 0
         assert "--ledger" in out or "list" in out
+
+
+@pytest.mark.parametrize(
+    "command", [("freeze", "list"), ("infra", "list"), ("check",), ("freeze", "export")]
+)
+@pytest.mark.parametrize("where", ["under a file", "not a url"])
+def test_a_ledger_that_cannot_be_used_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: tuple[str, ...], where: str
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    url = f"sqlite:///{blocker}/ledger.db" if where == "under a file" else "not a url"
+    code, out, err = run(capsys, *command, "--ledger", url)
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("orchestrator: error: ledger")
+    assert blocker.read_text() == ""

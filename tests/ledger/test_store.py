@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from ledger_factories import (
@@ -23,7 +24,7 @@ from orchestrator.adapters.ledger import Ledger
 from orchestrator.core import records
 from orchestrator.core.digest import canonical_json
 from orchestrator.core.lanes import decide
-from orchestrator.errors import LedgerError
+from orchestrator.errors import LedgerError, LedgerLocationError
 from orchestrator.services import ledger_jobs
 
 
@@ -43,11 +44,21 @@ def write_flake(ledger: Ledger, record: model.FlakeFreeze, **kwargs):
 # --- opening -------------------------------------------------------------------------
 
 
-def test_an_unusable_url_is_a_ledger_error() -> None:
-    with pytest.raises(LedgerError, match="not a database URL"):
+def test_an_unusable_url_is_refused_as_input() -> None:
+    with pytest.raises(LedgerLocationError, match="not a database URL"):
         Ledger.open("not a url at all")
-    with pytest.raises(LedgerError, match="only sqlite and postgresql"):
+    with pytest.raises(LedgerLocationError, match="only sqlite and postgresql"):
         Ledger.open("mysql://nobody@127.0.0.1/x")
+
+
+def test_an_unusable_sqlite_path_is_refused_as_input(tmp_path: Path) -> None:
+    afile = tmp_path / "plain-file"
+    afile.write_text("not a folder\n")
+    with pytest.raises(LedgerLocationError, match="is a file, not a folder"):
+        Ledger.open(f"sqlite:///{afile}/sub/ledger.db")
+    with pytest.raises(LedgerLocationError, match="is a folder"):
+        Ledger.open(f"sqlite:///{tmp_path}")
+    assert afile.read_text() == "not a folder\n"
 
 
 # --- the append-only event log --------------------------------------------------------

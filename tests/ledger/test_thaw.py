@@ -4,7 +4,10 @@ are tests/unit/test_core_thaw.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,8 @@ from orchestrator.core.digest import digest
 from orchestrator.core.durations import parse_duration
 from orchestrator.core.thaw import timing_thaw_verdict
 from orchestrator.errors import InputError
+
+CLI = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "orchestrator"
 
 
 def test_durations_parse_or_name_the_option() -> None:
@@ -402,3 +407,115 @@ def test_thaw_refuses_an_unknown_revision_before_claiming(
     code, _, err = run(capsys, "thaw", "--due-within", "soon", "--ledger", url)
     assert code == 2
     assert "--due-within" in err
+
+
+# --- a thaw that dies, an engine that drops ------------------------------------------------
+
+ROLES_HANGS = """\
+import time
+
+
+def normalize(payload):
+    time.sleep(600)
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_sigkilled_thaws_claims_and_scratch_are_taken_back_by_the_next_thaw(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    runner_image_id: str,
+    docker_client: Any,
+    project: tuple[Path, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo, _, fixed = project
+    hangs = commit(repo, {"roles.py": ROLES_HANGS}, "hangs")
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    freeze_id = freeze_due_flake(url, runner_image_id)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "CI": "1"}
+    killed = subprocess.Popen(
+        [str(CLI), "thaw", "--repo", str(repo), "--rev", hangs, "--timeout", "300",
+         "--ledger", url],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        label = {"label": f"orchestrator.pid={killed.pid}"}
+        deadline = time.monotonic() + 120
+        while not docker_client.containers.list(filters=label):
+            assert killed.poll() is None, "the thaw ended before its probe ran"
+            assert time.monotonic() < deadline, "the thaw's probe never started"
+            time.sleep(0.1)
+    finally:
+        killed.kill()
+        killed.wait()
+    left = sorted(path.name.split("-")[1] for path in scratch.iterdir())
+    assert {"thaw", "replay"} <= set(left)  # the killed job's folders, both prefixes
+    with Ledger.open(url) as ledger:
+        (holder,) = ledger.claimants()  # the dead job still holds the freeze
+        assert f":{killed.pid}:" in holder
+
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    code, out, err = run(
+        capsys, "thaw", "--repo", str(repo), "--rev", fixed, "--json", "--ledger", url
+    )
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    assert (result["freeze_id"], result["outcome"]) == (freeze_id, "thawed")
+    assert list(scratch.iterdir()) == []  # swept, thaw-* included
+    assert docker_client.containers.list(all=True, filters=label) == []
+    with Ledger.open(url) as ledger:
+        assert ledger.claimants() == []
+
+
+def test_another_hosts_claim_is_left_to_the_claim_lifetime(tmp_path: Path) -> None:
+    from orchestrator.core.owners import ProcessOwner, claim_token
+    from orchestrator.services.thaw import release_dead_claims
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    freeze_due_flake(url, "sha256:" + "0" * 64)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    elsewhere = ProcessOwner(host_id="f" * 16, pid=dead.pid, start="1")
+    with Ledger.open(url) as ledger:
+        token, rows = ledger.claim_due(datetime.now(UTC), claimant=claim_token(elsewhere, "a" * 12))
+        assert len(rows) == 1
+        assert release_dead_claims(ledger) == 0  # its pid means nothing on this host
+        assert ledger.claimants() == [token]
+
+
+@pytest.mark.docker
+def test_an_engine_that_drops_under_thaw_is_one_line_exit_3_and_the_claim_comes_back(
+    tmp_path: Path, runner_image_id: str, project: tuple[Path, str, str]
+) -> None:
+    from engine_relay import DroppingRelay
+
+    repo, _, fixed = project
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    freeze_id = freeze_due_flake(url, runner_image_id)
+    relay = DroppingRelay(Path(f"/tmp/orch-thaw-relay-{os.getpid()}.sock"))
+    try:
+        done = subprocess.run(
+            [str(CLI), "thaw", "--repo", str(repo), "--rev", fixed, "--ledger", url],
+            env={**os.environ, "DOCKER_HOST": relay.url, "TMPDIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        relay.close()
+        relay.listen.unlink(missing_ok=True)
+    assert relay.dropped
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("orchestrator: error:")]
+    assert len(errors) == 1, done.stderr
+    assert "cannot be inspected" in errors[0]
+    with Ledger.open(url) as ledger:
+        _, claimed = ledger.claim_due(datetime.now(UTC))
+        assert [row.id for row in claimed] == [freeze_id]

@@ -124,7 +124,6 @@ def test_memory_past_the_limit_is_an_oom_harness_error(
             "collection_error",
             id="collection-error",
         ),
-        pytest.param({}, "tests/test_budget.py::test_no_such_property", "not_found", id="wrong-id"),
         pytest.param(
             {"tests/test_network.py": NETWORK_TEST},
             "tests/test_network.py::test_reaches_out",

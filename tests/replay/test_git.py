@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from replay_gitrepo import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters import host as host_adapter
+from orchestrator.core import owners
 from orchestrator.errors import ExitCode, GitError, InputError, UnknownRevisionError
 
 
@@ -170,12 +173,38 @@ def test_read_blobs_reads_files_at_a_revision(repo):
 def test_sweep_removes_only_folders_of_dead_processes(private_tmp):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    left = private_tmp / f"{git_adapter.SCRATCH_PREFIX}{dead.pid}-src-x"
+    left = private_tmp / f"{git_adapter.SCRATCH_PREFIX}{dead.pid}-src-x"  # an older name
     mine = private_tmp / f"{git_adapter.SCRATCH_PREFIX}{os.getpid()}-src-y"
     left.mkdir()
     mine.mkdir()
-    from orchestrator.adapters.docker import pid_alive
 
-    removed = git_adapter.sweep_scratch(pid_alive)
+    removed = git_adapter.sweep_scratch(host_adapter.pid_alive)
     assert removed == [left]
     assert mine.exists()
+
+
+def test_every_scratch_prefix_is_swept_by_owner_and_host(private_tmp):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = host_adapter.host_id()
+    gone = owners.ProcessOwner(host_id=here, pid=dead.pid, start="1")
+    elsewhere = owners.ProcessOwner(host_id="f" * 16, pid=dead.pid, start="1")
+    made = git_adapter.make_scratch("src", prefix=git_adapter.THAW_SCRATCH_PREFIX)
+    folders = {
+        "thaw-dead": git_adapter.THAW_SCRATCH_PREFIX + owners.scratch_stem(gone) + "-fixture-a",
+        "replay-dead": git_adapter.SCRATCH_PREFIX + owners.scratch_stem(gone) + "-src-b",
+        "other-host": git_adapter.SCRATCH_PREFIX + owners.scratch_stem(elsewhere) + "-src-c",
+        "other-host-old": git_adapter.THAW_SCRATCH_PREFIX + owners.scratch_stem(elsewhere) + "-d",
+    }
+    for name in folders.values():
+        (private_tmp / name).mkdir()
+    day_and_more = time.time() - owners.FOREIGN_MAX_AGE_S - 60
+    os.utime(private_tmp / folders["other-host-old"], (day_and_more, day_and_more))
+
+    removed = {path.name for path in git_adapter.sweep_scratch()}
+
+    assert removed == {folders["thaw-dead"], folders["replay-dead"], folders["other-host-old"]}
+    assert (private_tmp / folders["other-host"]).exists()  # its pid means nothing here
+    assert made.exists()  # ours, alive
+    assert made.name.startswith(git_adapter.THAW_SCRATCH_PREFIX)
+    git_adapter.remove_scratch(made)

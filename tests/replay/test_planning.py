@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import host as host_adapter
 from orchestrator.core.durations import parse_expiry
 from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError
@@ -153,8 +154,8 @@ def test_a_reused_pid_is_not_the_owner():
     import os
 
     me = os.getpid()
-    assert docker_adapter.pid_alive(me, docker_adapter.process_start(me))
-    assert not docker_adapter.pid_alive(me, "not-my-start-time")
+    assert host_adapter.pid_alive(me, host_adapter.process_start(me))
+    assert not host_adapter.pid_alive(me, "not-my-start-time")
 
 
 @pytest.mark.parametrize(

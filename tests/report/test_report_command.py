@@ -105,6 +105,34 @@ def test_a_folder_that_is_not_a_finished_run_is_refused_by_name(
     assert not (run_folder / "report.html").exists()
 
 
+MARKERS = {
+    "an INCOMPLETE file": lambda d: (d / "INCOMPLETE").write_text("interrupted (SIGTERM)\n"),
+    "incomplete in the run log": lambda d: _edit_run_log(d, incomplete=True),
+    "status incomplete in the run log": lambda d: _edit_run_log(d, status="incomplete"),
+}
+
+
+def _edit_run_log(folder: Path, **fields: Any) -> None:
+    path = folder / "run-log.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+@pytest.mark.parametrize("marker", list(MARKERS))
+@pytest.mark.parametrize("command", ["report", "merge", "reproduce"])
+def test_every_reader_of_run_folders_refuses_one_marked_incomplete_by_name(
+    cli: Any, run_folder: Path, tmp_path: Path, marker: str, command: str
+) -> None:
+    MARKERS[marker](run_folder)
+    argv = {
+        "report": ["report", str(run_folder)],
+        "merge": ["merge", str(run_folder), str(make_run_folder(tmp_path / "b", properties=2))],
+        "reproduce": ["reproduce", str(run_folder), node_id(1)],
+    }[command]
+    run = cli(*argv)
+    assert_refused(run, "marked incomplete")
+    assert str(run_folder) in run.err
+
+
 def test_nothing_is_written_when_one_of_several_folders_is_refused(
     cli: Any, run_folder: Path, tmp_path: Path
 ) -> None:

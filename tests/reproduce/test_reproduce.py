@@ -35,6 +35,7 @@ from fixtures.build_example import (  # noqa: E402
     ExampleRepo,
     build_example,
 )
+from fixtures.sleepy import build_sleepy  # noqa: E402
 from orchestrator.adapters import docker as docker_adapter  # noqa: E402
 from orchestrator.adapters import git as git_adapter  # noqa: E402
 
@@ -291,7 +292,10 @@ def test_a_recorded_timeout_comes_out_a_timeout(hung, cli, docker_client):
     assert_removed(docker_client, cli, done)
 
 
-def test_sigterm_removes_the_container_and_exits_130(hung, cli, docker_client):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_interruption_removes_the_container_and_exits_130_in_one_line(
+    hung, cli, docker_client, signum
+):
     # With --pdb the replay has no deadline: it hangs until the signal.
     process = subprocess.Popen(
         [str(CLI), "reproduce", str(hung), BUDGET_PROPERTY, "--pdb"],
@@ -306,13 +310,18 @@ def test_sigterm_removes_the_container_and_exits_130(hung, cli, docker_client):
         while not found:  # waiting for a condition (its container), not for time
             assert process.poll() is None, process.communicate()
             found = [c for c in containers_of(docker_client, process.pid) if c.status == "running"]
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signum)
         _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, stderr
-    assert "orchestrator: error: interrupted; containers and sources removed" in stderr
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("orchestrator: error:")]
+    name = signal.Signals(signum).name
+    assert errors == [
+        f"orchestrator: error: interrupted ({name}); containers and sources removed"
+    ], stderr
     assert containers_of(docker_client, process.pid) == []
     assert cli.folders_left() == []
 
@@ -387,10 +396,16 @@ def damaged(recorded: Recorded, tmp_path: Path) -> Path:
         (("{run}", BUDGET_PROPERTY, "--replay", "3"), "--replay 3: the run has replays 1 to 2"),
         (("{run}", BUDGET_PROPERTY, "--shell", "--pdb"), "--shell and --pdb do not go together"),
         (("{run}", BUDGET_PROPERTY, "--repo", "{missing}"), "not a git repository"),
+        (("{run}", BUDGET_PROPERTY, "--repo", "{other}"), "unknown revision"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(recorded, cli, docker_client, tmp_path, args, message):
-    values = {"run": str(recorded.run_dir), "missing": str(tmp_path / "nowhere")}
+    other = build_sleepy(tmp_path / "other", count=1, seconds=0.1)  # not the run's commits
+    values = {
+        "run": str(recorded.run_dir),
+        "missing": str(tmp_path / "nowhere"),
+        "other": str(other.path),
+    }
     done = cli.run("reproduce", *(arg.format(**values) for arg in args))
     assert done.code == 2
     assert message in one_error_line(done)
@@ -446,7 +461,7 @@ def test_a_kept_container_stays_up_labelled_and_is_swept_later(recorded, cli, do
     # Its owner is gone: the next sweep (every replay and reproduce starts with one)
     # removes the container and, by the same rule, its folders.
     assert kept.name in docker_adapter.sweep_leftovers(docker_client)
-    git_adapter.sweep_scratch(docker_adapter.pid_alive, root=cli.scratch)
+    git_adapter.sweep_scratch(root=cli.scratch)
     assert_removed(docker_client, cli, done)
 
 

@@ -1,15 +1,22 @@
 """Connections and transactions: one engine per ledger URL, and the write/read scopes.
 
-SQLite: every connection waits up to a minute for a lock (``busy_timeout``); readers
-``BEGIN``, writers ``BEGIN IMMEDIATE`` so that two writers queue on the lock instead of
-failing when a read turns into a write. The file's WAL journal mode is set once, when
-the ledger is created (``migrate``), never per connection: switching it takes a lock
-that SQLite does not wait for, which is how two first opens used to collide.
+SQLite: readers ``BEGIN``, writers ``BEGIN IMMEDIATE`` so that two writers queue on the
+lock instead of failing when a read turns into a write. A writer waits for another
+writer's lock up to the ledger's lock wait (a minute unless
+``$ORCHESTRATOR_LEDGER_WAIT_S`` says otherwise) in short slices, so that Ctrl-C or
+SIGTERM is acted on during the wait (``orchestrator.interrupts``); past it the write
+fails as one :class:`~orchestrator.errors.LedgerError` and nothing is written. The
+file's WAL journal mode is set once, when the ledger is created (``migrate``), never per
+connection: switching it takes a lock that SQLite does not wait for, which is how two
+first opens used to collide.
 PostgreSQL: READ COMMITTED, connections checked before use.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,9 +24,13 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from orchestrator.errors import LedgerError
+from orchestrator import interrupts
+from orchestrator.errors import LedgerError, LedgerLocationError
+
+# A writer asks for the lock in slices this long, and acts on a signal between them.
+LOCK_SLICE_MS = 200
 
 
 def display_url(url: str) -> str:
@@ -34,7 +45,7 @@ def parse_url(url: str) -> URL:
     try:
         return make_url(url)
     except ArgumentError:
-        raise LedgerError(f"ledger URL {url!r} is not a database URL") from None
+        raise LedgerLocationError(f"ledger URL {url!r} is not a database URL") from None
 
 
 def sqlite_file(parsed: URL) -> Path | None:
@@ -46,45 +57,106 @@ def sqlite_file(parsed: URL) -> Path | None:
     return Path(parsed.database)
 
 
-def open_engine(parsed: URL, shown: str) -> Engine:
+def check_sqlite_path(path: Path, shown: str) -> None:
+    """Refuse (exit 2) a database path the user cannot have meant: under a file, a
+    folder, or in a folder that cannot be written. Creates the folder when missing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise LedgerError(f"ledger {shown}: {path.parent}: {error.strerror}") from None
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        where = f"{blocker} is a file, not a folder" if blocker else error.strerror
+        raise LedgerLocationError(f"ledger {shown}: {where}") from None
+    if path.is_dir():
+        raise LedgerLocationError(f"ledger {shown}: {path} is a folder, not a database file")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise LedgerLocationError(f"ledger {shown}: {path.parent} is not a writable folder")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise LedgerLocationError(f"ledger {shown}: {path} cannot be read and written")
+
+
+def open_engine(parsed: URL, shown: str, *, lock_wait_s: float = 60.0) -> Engine:
     """An engine for a SQLite or PostgreSQL URL (no connection made yet)."""
     try:
         if parsed.get_backend_name() == "sqlite":
             path = sqlite_file(parsed)
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(parsed, connect_args={"timeout": 60})
-            _sqlite_setup(engine)
+                check_sqlite_path(path, shown)
+            engine = create_engine(parsed, connect_args={"timeout": lock_wait_s})
+            _sqlite_setup(engine, lock_wait_s)
             return engine
         if parsed.get_backend_name() == "postgresql":
             return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ImportError) as error:
         raise LedgerError(f"ledger {shown}: no driver ({error})") from None
-    raise LedgerError(f"ledger {shown}: only sqlite and postgresql are supported")
+    raise LedgerLocationError(f"ledger {shown}: only sqlite and postgresql are supported")
 
 
-def _sqlite_setup(engine: Engine) -> None:
+def _sqlite_setup(engine: Engine, lock_wait_s: float) -> None:
+    wait_ms = int(lock_wait_s * 1000)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" event emit BEGIN itself (IMMEDIATE for writers).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout = 60000")
+        cursor.execute(f"PRAGMA busy_timeout = {wait_ms}")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get("ledger_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if conn.get_execution_options().get("ledger_write", False):
+            _begin_immediate(conn, lock_wait_s, wait_ms)
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+def _begin_immediate(conn: Connection, lock_wait_s: float, wait_ms: int) -> None:
+    """``BEGIN IMMEDIATE``, waiting for another writer in slices: a signal is acted on
+    between two slices instead of after the whole wait (SQLite's own wait ignores it)."""
+    deadline = time.monotonic() + lock_wait_s
+    conn.exec_driver_sql(f"PRAGMA busy_timeout = {min(LOCK_SLICE_MS, wait_ms)}")
+    try:
+        while True:
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                return
+            except OperationalError as error:
+                if not _is_locked(error) or time.monotonic() >= deadline:
+                    raise
+            interrupts.checkpoint()
+    finally:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {wait_ms}")
+
+
+def _is_locked(error: DBAPIError) -> bool:
+    text = str(error.orig).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def problem(shown: str, error: DBAPIError) -> LedgerError:
+    """One line for a database failure: what the database said, and that nothing was written
+    when another writer held the lock too long."""
+    reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+    if _is_locked(error):
+        return LedgerError(
+            f"ledger {shown}: another writer held it locked too long ({reason}); "
+            "nothing was written"
+        )
+    return LedgerError(f"ledger {shown}: {reason}")
 
 
 class Transactions:
-    """Write and read scopes on one engine; a write scope opened inside another joins it."""
+    """Write and read scopes on one engine; a write scope opened inside another joins it.
 
-    def __init__(self, engine: Engine) -> None:
+    A database failure in a scope leaves it as one :class:`LedgerError` (rolled back)."""
+
+    def __init__(self, engine: Engine, shown: str = "") -> None:
         self.engine = engine
+        self.shown = shown or display_url(str(engine.url))
         self._current: Connection | None = None
 
     @contextmanager
@@ -92,19 +164,25 @@ class Transactions:
         if self._current is not None:
             yield self._current
             return
-        with self.engine.connect() as conn:
-            conn.execution_options(ledger_write=True)
-            with conn.begin():
-                self._current = conn
-                try:
-                    yield conn
-                finally:
-                    self._current = None
+        try:
+            with self.engine.connect() as conn:
+                conn.execution_options(ledger_write=True)
+                with conn.begin():
+                    self._current = conn
+                    try:
+                        yield conn
+                    finally:
+                        self._current = None
+        except DBAPIError as error:
+            raise problem(self.shown, error) from None
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         if self._current is not None:
             yield self._current
             return
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except DBAPIError as error:
+            raise problem(self.shown, error) from None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine, func, inspect, select, text
 from sqlalchemy.engine import Connection
 
+from orchestrator import interrupts
 from orchestrator.adapters.ledger.schema import HEAD, REVISIONS, VERSIONS
 from orchestrator.errors import LedgerError
 
@@ -85,11 +87,18 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
-def ensure_schema(engine: Engine, *, shown: str, database: Path | None, target: str = HEAD) -> None:
+def ensure_schema(
+    engine: Engine,
+    *,
+    shown: str,
+    database: Path | None,
+    target: str = HEAD,
+    lock_wait_s: float = 60.0,
+) -> None:
     """Bring the ledger behind ``engine`` to ``target`` (``database``: the SQLite file)."""
     if target not in REVISIONS:
         raise ValueError(f"unknown schema revision {target!r}")
-    with _file_lock(database, shown):
+    with _file_lock(database, shown, lock_wait_s):
         if _ready(engine, shown=shown, wal=database is not None, target=target):
             return
         if database is not None:
@@ -146,8 +155,10 @@ def _use_wal(engine: Engine) -> None:
 
 
 @contextmanager
-def _file_lock(database: Path | None, shown: str) -> Iterator[None]:
-    """Hold ``<database>.lock`` exclusively (SQLite only; released if the process dies)."""
+def _file_lock(database: Path | None, shown: str, wait_s: float) -> Iterator[None]:
+    """Hold ``<database>.lock`` exclusively (SQLite only; released if the process dies).
+
+    Waits at most ``wait_s`` for another process, polling, so a signal is acted on."""
     if database is None:
         yield
         return
@@ -157,5 +168,17 @@ def _file_lock(database: Path | None, shown: str) -> Iterator[None]:
     except OSError as error:
         raise LedgerError(f"ledger {shown} cannot be opened: {lock}: {error.strerror}") from None
     with handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LedgerError(
+                        f"ledger {shown}: another process held its schema lock ({lock}) "
+                        f"for {wait_s:g} s; nothing was written"
+                    ) from None
+            interrupts.checkpoint()
+            time.sleep(0.05)
         yield

@@ -11,6 +11,7 @@ refusals) in one transaction, and an admission its event and its freeze.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,6 +52,7 @@ from orchestrator.adapters.ledger.values import (
     WriteOutcome,
     canonical,
 )
+from orchestrator.adapters.ledger_location import lock_wait_s as lock_wait_from
 from orchestrator.errors import LedgerError
 
 # A claim older than this belongs to a thaw job that died; another job may take the row.
@@ -63,19 +65,33 @@ class Ledger:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
-        self._tx = Transactions(engine)
+        self._tx = Transactions(engine, display_url(url))
 
     # -- opening and versioning --
 
     @classmethod
-    def open(cls, url: str, *, target_revision: str = HEAD) -> Ledger:
-        """Connect, then create or upgrade the schema (``target_revision`` is for tests)."""
+    def open(
+        cls, url: str, *, target_revision: str = HEAD, lock_wait_s: float | None = None
+    ) -> Ledger:
+        """Connect, then create or upgrade the schema (``target_revision`` is for tests).
+
+        A URL or SQLite path that cannot be used is a :class:`LedgerLocationError`
+        (exit 2); a database that fails is a :class:`LedgerError` (exit 3). A write
+        waits ``lock_wait_s`` for another writer (default: ``$ORCHESTRATOR_LEDGER_WAIT_S``
+        or 60 s).
+        """
+        if lock_wait_s is None:
+            lock_wait_s = lock_wait_from(os.environ)
         shown = display_url(url)
         parsed = parse_url(url)
-        engine = open_engine(parsed, shown)
+        engine = open_engine(parsed, shown, lock_wait_s=lock_wait_s)
         try:
             migrate.ensure_schema(
-                engine, shown=shown, database=sqlite_file(parsed), target=target_revision
+                engine,
+                shown=shown,
+                database=sqlite_file(parsed),
+                target=target_revision,
+                lock_wait_s=lock_wait_s,
             )
         except DBAPIError as error:
             engine.dispose()
@@ -559,6 +575,24 @@ class Ledger:
                 .order_by(FREEZES.c.expires_at, FREEZES.c.id)
             )
             return token, [_freeze_row(row) for row in rows]
+
+    def claimants(self) -> list[str]:
+        """The tokens that hold claims now (one per thaw job holding any)."""
+        with self._tx.read() as conn:
+            query = select(CLAIMS.c.claimed_by).where(CLAIMS.c.claimed_by.is_not(None))
+            return sorted(set(conn.execute(query.distinct()).scalars()))
+
+    def release_claims(self, tokens: Collection[str]) -> int:
+        """Give back every row these tokens hold (their jobs are gone); how many rows."""
+        if not tokens:
+            return 0
+        with self._tx.write() as conn:
+            result = conn.execute(
+                update(CLAIMS)
+                .where(CLAIMS.c.claimed_by.in_(list(tokens)))
+                .values(claimed_by=None, claimed_at=None)
+            )
+            return int(result.rowcount or 0)
 
     def thaw(self, freeze_id: int, *, token: str, now: datetime, detail: Mapping[str, Any]) -> int:
         """Delete a claimed live row and append the THAWED event (one transaction)."""
