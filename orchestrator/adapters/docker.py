@@ -34,6 +34,7 @@ import contextlib
 import io
 import re
 import socket
+import sys
 import tarfile
 import threading
 import time
@@ -45,13 +46,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import docker
-import docker.errors
-import docker.types
-import docker.utils
 import requests.exceptions
 import urllib3.exceptions
-from docker.models.containers import Container as SdkContainer
 from tenacity import (
     retry,
     retry_if_exception,
@@ -81,6 +77,34 @@ from orchestrator.errors import (
 )
 from orchestrator.log import get_logger
 
+
+@contextlib.contextmanager
+def _held_back(module: str) -> Iterator[None]:
+    """Imports of ``module`` fail inside the block (unless it is loaded already)."""
+    if module in sys.modules:
+        yield
+        return
+    sys.modules[module] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        del sys.modules[module]
+
+
+# The SDK loads its ssh:// transport as soon as it is imported whenever paramiko is
+# installed (the docker[ssh] extra), and paramiko brings invoke, cryptography and PyNaCl:
+# about 0.1 s of CPU on every run, before any container starts. Only ssh:// engines use
+# it, so the SDK is imported without it and :func:`_load_ssh_transport` adds it for the
+# first ssh:// engine. paramiko is held back only while the SDK itself is imported.
+with _held_back("paramiko"):
+    import docker
+    import docker.api.client
+    import docker.errors
+    import docker.transport
+    import docker.types
+    import docker.utils
+    from docker.models.containers import Container as SdkContainer
+
 RUNNER_IMAGE = "orchestrator-runner:latest"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 PING_ATTEMPTS = 3
@@ -101,19 +125,37 @@ SESSION = uuid.uuid4().hex[:12]
 
 # What the SDK and its transport raise. requests' exceptions are OSErrors, and so are
 # the socket errors urllib3 lets through on a streamed read; urllib3's own errors are not.
-# ssh:// engines go through paramiko (the docker[ssh] extra), whose errors are its own.
+# ssh:// engines go through paramiko, whose errors are its own (added with its transport).
 _FAILURES: tuple[type[BaseException], ...] = (
     docker.errors.DockerException,
     requests.exceptions.RequestException,
     urllib3.exceptions.HTTPError,
     OSError,
 )
-try:  # the SDK imports paramiko itself when it is installed: this costs nothing more
-    import paramiko
+_ssh_transport_lock = threading.Lock()
+_ssh_transport_loaded = False
 
-    _FAILURES = (*_FAILURES, paramiko.SSHException)
-except ImportError:  # pragma: no cover - the extra is a dependency; kept for bare installs
-    pass
+
+def _load_ssh_transport() -> None:
+    """Give the SDK the ssh:// transport held back at import (once; thread-safe).
+
+    Without paramiko installed nothing is added, and the SDK says itself that ssh://
+    needs it."""
+    global _FAILURES, _ssh_transport_loaded
+    with _ssh_transport_lock:
+        if _ssh_transport_loaded:
+            return
+        try:
+            import paramiko
+            from docker.transport.sshconn import SSHHTTPAdapter
+        except ImportError:  # pragma: no cover - the extra is a dependency; bare installs
+            return
+        # Where the SDK looks for it: the names its own guarded imports would have bound.
+        vars(docker.transport)["SSHHTTPAdapter"] = SSHHTTPAdapter
+        vars(docker.api.client)["SSHHTTPAdapter"] = SSHHTTPAdapter
+        _FAILURES = (*_FAILURES, paramiko.SSHException)
+        _ssh_transport_loaded = True
+
 
 log = get_logger(__name__)
 
@@ -212,6 +254,8 @@ def connect(
     after a few quick attempts (a daemon that is still starting gets them).
     """
     url = url or engine_url(env)
+    if url.startswith("ssh://"):
+        _load_ssh_transport()
 
     @retry(
         retry=retry_if_exception_type(_FAILURES),

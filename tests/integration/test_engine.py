@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -249,3 +251,53 @@ def test_connect_to_a_hung_engine_gives_up(silent_socket):
     with pytest.raises(EngineUnavailableError) as caught:
         connect({"DOCKER_HOST": silent_socket}, timeout_s=1)
     assert silent_socket in str(caught.value)
+
+
+@pytest.fixture
+def closing_tcp_port() -> Iterator[int]:
+    """A local TCP port that accepts connections and closes them at once: no SSH server."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # shut down at teardown
+                return
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (close alone does not)
+    thread.join()
+    server.close()
+
+
+SSH_CONNECT = """
+import sys
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.errors import EngineUnavailableError
+print("paramiko" in sys.modules)
+try:
+    docker_adapter.connect({}, url=sys.argv[1], timeout_s=5)
+except EngineUnavailableError as error:
+    print("paramiko" in sys.modules)
+    print(error)
+"""
+
+
+def test_ssh_transport_is_loaded_for_the_first_ssh_engine_only(closing_tcp_port):
+    # A fresh interpreter: the adapter imports the SDK without paramiko; an ssh:// engine
+    # then gets paramiko's transport, and paramiko's own error becomes the one-line reason.
+    url = f"ssh://nobody@127.0.0.1:{closing_tcp_port}"
+    done = subprocess.run(
+        [sys.executable, "-c", SSH_CONNECT, url], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    before, after, message = done.stdout.splitlines()
+    assert (before, after) == ("False", "True")
+    assert message.startswith(f"no Docker engine answers at {url} (")
+    assert "SSH protocol banner" in message  # paramiko's, not the SDK's "Install paramiko"
