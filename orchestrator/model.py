@@ -181,9 +181,13 @@ class Evidence:
     base_oracle_digest: str | None = None
     patch_oracle_digest: str | None = None
     oracle_reasons: tuple[str, ...] = ()
+    # Screening (lanes.md, "Screening"): the first ``screened`` replays of each side were
+    # the screening pass; ``signal`` says why the property got more (empty: it did not).
+    screened: int = 0
+    signal: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "schema": EVIDENCE_SCHEMA,
             "base_rev": self.base_rev,
             "patch_rev": self.patch_rev,
@@ -203,6 +207,10 @@ class Evidence:
             "base": [replay.to_json() for replay in self.base],
             "patch": [replay.to_json() for replay in self.patch],
         }
+        if self.screened:
+            doc["screened"] = self.screened
+            doc["signal"] = list(self.signal)
+        return doc
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import GitError, InputError, UnknownRevisionError
+from orchestrator.errors import GitError, InputError, UnknownRevisionError, one_line
 
 if TYPE_CHECKING:
     import git
@@ -164,3 +164,19 @@ def checkout(repo: Path, sha: str, *, mutant: Path | None = None) -> Iterator[Pa
         yield tree
     finally:
         remove_scratch(scratch)
+
+
+def mainline_root(repo: Path, sha: str) -> str:
+    """The first commit of ``sha``'s first-parent history: it names the repository across
+    clones and stays the same as the history grows (merged-in histories do not move it)."""
+    import git
+
+    handle = _open_repo(repo)
+    try:
+        with handle:
+            roots = str(handle.git.rev_list("--first-parent", "--max-parents=0", sha)).split()
+    except git.GitCommandError as error:
+        raise GitError(f"git rev-list failed: {one_line(error)}") from None
+    if not roots:
+        raise GitError(f"git rev-list found no root commit of {sha}")
+    return roots[-1]

@@ -77,7 +77,40 @@ def replay(
             "not carry it (checked against its origin_digest; stored beside a freeze).",
         ),
     ] = None,
-    replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 5,
+    replays: Annotated[
+        int,
+        typer.Option(
+            "--replays",
+            min=1,
+            help="Replays per side of every property with signal (with --replays-all: of "
+            "every property).",
+        ),
+    ] = 5,
+    screen: Annotated[
+        int | None,
+        typer.Option(
+            "--screen",
+            min=1,
+            help="Replay every property K times per side first, then --replays N more "
+            "only where there is signal (a replay not assert_pass, call counts that differ "
+            "between the sides, an oracle that changed). Default: 1 when no --property is "
+            "named, off when properties are named.",
+        ),
+    ] = None,
+    replays_all: Annotated[
+        bool,
+        typer.Option("--replays-all", help="No screening: replay every property --replays times."),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            min=1,
+            help="pytest workers per replay in each side's container, each running whole "
+            "test modules (balanced by recorded durations). Default: the engine's CPUs "
+            "divided between the two sides, at least 1.",
+        ),
+    ] = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
@@ -147,6 +180,10 @@ def replay(
     from facts (assert_pass, assert_fail, timeout, harness_error), decides one lane
     per property and writes evidence-<n>.json, decision-<n>.json and summary.json.
 
+    Without --property, every test is first screened (--screen, once per side), and
+    only the tests with signal get --replays more; the others are decided on their
+    screening replays. --replays-all replays every test --replays times.
+
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
 
@@ -163,6 +200,7 @@ def replay(
         LedgerRequest,
         execute,
         plan_replay,
+        validate_options,
     )
 
     options = ReplayOptions(
@@ -181,9 +219,13 @@ def replay(
         runner_id=runner_id,
         out=out,
         isolation=isolation,
+        screen=screen,
+        replays_all=replays_all,
+        jobs=jobs,
     )
     now = datetime.now(UTC)
     # Every usage mistake is found here, before an engine is asked for anything.
+    validate_options(options)
     if (owner or expires) and not freeze:
         raise InputError("--owner and --expires go with --freeze")
     if freeze and not record:
@@ -221,6 +263,8 @@ def replay(
             base_rev=plan.pins.base_rev,
             patch_rev=plan.pins.patch_rev,
             image_id=plan.pins.image_id,
+            screening=plan.screen_policy.to_json(),
+            jobs=plan.scheduling.jobs,
         )
         with _progress(json_logs, replays, logger) as progress:
             outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
@@ -230,6 +274,7 @@ def replay(
         typer.echo(dumps(outcome.report))
     else:
         _print_table(outcome)
+        _print_screening(outcome.report.get("screening"))
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
     if html or junit or summary:  # other views of the run folder just written
@@ -291,6 +336,13 @@ def _print_table(outcome: Any) -> None:
             for item in outcome.properties
         ),
     )
+
+
+def _print_screening(summary: Any) -> None:
+    from orchestrator.core.replay_run import screening_line
+
+    if summary and summary.get("policy") == "screen":
+        typer.echo(screening_line(summary))
 
 
 def _print_ledger(ledger: Any) -> None:

@@ -202,4 +202,6 @@ def parse_evidence(doc: Any) -> Evidence:
         base_oracle_digest=optional_str(obj, "base_oracle_digest"),
         patch_oracle_digest=optional_str(obj, "patch_oracle_digest"),
         oracle_reasons=_strings(obj, "oracle_reasons"),
+        screened=optional_int(obj, "screened") or 0,
+        signal=_strings(obj, "signal"),
     )

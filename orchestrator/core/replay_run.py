@@ -8,7 +8,7 @@ revisions and the image, run both sides, write the run folder, call the ledger).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.screening import Screening, ScreenPolicy
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -50,6 +51,21 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    screen: int | None = None  # --screen K (None: the default rule, core.screening)
+    replays_all: bool = False  # --replays-all: no screening
+    jobs: int | None = None  # --jobs J (None: the engine's CPUs divided between the sides)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scheduling:
+    """How the run spends its replays and cores, fixed when it is planned."""
+
+    screen: int = 0  # K screening replays per side; 0: every property gets N
+    jobs: int = 1  # pytest workers per replay in each side's container
+    engine_cpus: int | None = None
+    repository: str | None = None  # the key its durations are recorded under
+    durations_file: Path | None = None
+    durations: Mapping[str, float] = field(default_factory=dict)  # recorded before this run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +96,14 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    scheduling: Scheduling = field(default_factory=Scheduling)
 
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
+
+    @property
+    def screen_policy(self) -> ScreenPolicy:
+        return ScreenPolicy(screen=self.scheduling.screen, replays=self.options.replays)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +138,16 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "probe_version": pins.probe_version,
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
+        "screening": plan.screen_policy.to_json(),
+        "jobs": plan.scheduling.jobs,
+        "engine_cpus": plan.scheduling.engine_cpus,
+        "durations": {
+            "repository": plan.scheduling.repository,
+            "file": None
+            if plan.scheduling.durations_file is None
+            else str(plan.scheduling.durations_file),
+            "known": len(plan.scheduling.durations),
+        },
     }
 
 
@@ -127,9 +158,12 @@ def build_evidence(
     patch: Sequence[Replay],
     *,
     oracle: OracleChange | None = None,
+    screening: Screening | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property, with its oracle slice digests."""
+    """records.md "Evidence" for one property, with its oracle slice digests; with
+    ``screening``, the replays it got (K, or K + N with signal) and why."""
     pins, options = plan.pins, plan.options
+    screened = screening is not None and screening.policy.enabled
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
@@ -142,12 +176,14 @@ def build_evidence(
         origin_digest=pins.origin_digest,
         oracle_changed=oracle is not None and oracle.changed,
         shrink=pins.shrink,
-        replays=options.replays,
+        replays=screening.replays_of(property_id) if screening and screened else options.replays,
         base=tuple(base),
         patch=tuple(patch),
         base_oracle_digest=None if oracle is None else oracle.base_digest,
         patch_oracle_digest=None if oracle is None else oracle.patch_digest,
         oracle_reasons=() if oracle is None else oracle.reason_texts,
+        screened=screening.policy.screen if screening and screened else 0,
+        signal=tuple(screening.signals.get(property_id, ())) if screening and screened else (),
     )
 
 
@@ -155,6 +191,7 @@ def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
     oracle: Mapping[str, OracleChange],
+    screening: Screening | None = None,
 ) -> tuple[PropertyOutcome, ...]:
     """Evidence and a decision per property, in the order the properties were named."""
     outcomes = []
@@ -165,6 +202,7 @@ def decide_all(
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
             oracle=oracle.get(property_id),
+            screening=screening,
         )
         outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
     return tuple(outcomes)
@@ -202,13 +240,18 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "call_deltas": call_deltas(evidence.base, evidence.patch),
         "oracle_changed": evidence.oracle_changed,
         "oracle_reasons": list(evidence.oracle_reasons),
+        "replays": evidence.replays,
+        "screened": evidence.screened,
+        "signal": list(evidence.signal),
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
     }
 
 
-def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
+def report_document(
+    plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None = None
+) -> dict[str, Any]:
     """The replay-report/1 document (summary.json, and ``--json``)."""
     decisions = [item.decision for item in properties]
     return {
@@ -218,7 +261,23 @@ def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dic
         "run_log": plan.run_log(),
         "exit_status": worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
+        "screening": screening_summary(plan, properties, screening),
     }
+
+
+def screening_summary(
+    plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None
+) -> dict[str, Any]:
+    """How many properties were screened and how many replayed N times."""
+    ids = [str(item.evidence.property_id) for item in properties]
+    if screening is not None and screening.policy.enabled:
+        return screening.summary(ids)
+    return {**plan.screen_policy.to_json(), "screened": 0, "replayed": len(ids)}
+
+
+def screening_line(summary: Mapping[str, Any]) -> str:
+    """``screened 736, replayed 3``: properties screened, and those replayed N times."""
+    return f"screened {summary.get('screened', 0)}, replayed {summary.get('replayed', 0)}"
 
 
 def label_summary(replays: Sequence[Replay]) -> str:

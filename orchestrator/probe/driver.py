@@ -25,6 +25,11 @@ DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
 `replay <k>/<N> <status>`; DIR/driver.json (replay-driver/1) is written last. SIGTERM or
 SIGINT kills the running replay's group, writes driver.json with "finished": false, and
 exits 128 + signal.
+
+With `--workers J` (J > 1) each replay is J pytest sessions at once, each collecting the
+whole selection and running its share of whole modules (`orchestrator/probe/workers.py`);
+the replay's result is the merge of theirs, and a worker that dies labels only its own
+tests.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
+    workers: int = 1  # pytest sessions per replay, each running its share (probe/workers.py)
 
 
 class Terminated(Exception):
@@ -108,6 +114,13 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         help="fork: a child of a driver that imported pytest once (default); "
         "exec: a new interpreter per replay",
     )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="split each replay's tests by module across this many pytest sessions "
+        "(default 1; see orchestrator/probe/workers.py)",
+    )
     options = parser.parse_args(own)
     seed = options.seed
     if seed is None:
@@ -123,6 +136,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
+        workers=options.workers,
     )
 
 
@@ -212,6 +226,7 @@ class Driver:
     def __init__(self, options: DriverOptions) -> None:
         self.options = options
         self.child_pid: int | None = None
+        self.worker_pids: list[int] = []  # the running workers of a split replay
         self._pytest: ModuleType | None = None
         self._plugin: ModuleType | None = None
 
@@ -234,6 +249,9 @@ class Driver:
         self._plugin = importlib.import_module(PLUGIN)
 
     def kill_child_group(self) -> None:
+        from orchestrator.probe.workers import kill_workers
+
+        kill_workers(self)
         pid = self.child_pid
         if pid is None:
             return
@@ -282,6 +300,13 @@ class Driver:
             "spawn": options.spawn,
         }
         return run, result
+
+    def spawn(self, env: dict[str, str], log_path: Path) -> int:
+        """Start one pytest session (a worker of a split replay) in its own process group."""
+        pid = self._fork(env, log_path) if self.options.spawn == FORK else self._exec(env, log_path)
+        self.worker_pids.append(pid)
+        self.child_pid = None  # from here on killed as one of the worker_pids
+        return pid
 
     def _exec(self, env: dict[str, str], log_path: Path) -> int:
         import subprocess
@@ -377,7 +402,7 @@ class Driver:
         try:
             self.prepare()
             for k in range(1, options.replays + 1):
-                run, result = self.run_one(k)
+                run, result = self.run_one(k) if options.workers == 1 else run_split(self, k)
                 write_bytes_atomic(options.out / f"replay-{k:03d}.json", encode_run(run, result))
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
@@ -397,6 +422,12 @@ class Driver:
         if signal_number is not None:
             document["signal"] = signal_number
         write_json_atomic(self.options.out / "driver.json", document)
+
+
+def run_split(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:
+    from orchestrator.probe.workers import run_workers
+
+    return run_workers(driver, k)
 
 
 def _interpreter_exit() -> None:

@@ -1,19 +1,25 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it
+image ID (never pulled), digests the fixture, checks a shrink report against it, fixes
+the screening policy, the workers per side and the recorded durations it schedules by,
 and writes ``run-log.json`` into the run folder before anything runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`),
+``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`):
+with screening, every property K times first, then N more times only the properties with
+signal (:mod:`orchestrator.core.screening`), one ``replay_sides`` call per phase. It
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
-``evidence-<n>.json``, ``decision-<n>.json`` and ``summary.json``. The result is a frozen
-:class:`ReplayOutcome` that other services (the ledger) build on.
+``evidence-<n>.json``, ``decision-<n>.json``, ``durations.json`` and ``summary.json``
+(and folds the measured durations into the repository's record,
+:mod:`orchestrator.services.durations`). The result is a frozen :class:`ReplayOutcome`
+that other services (the ledger) build on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -31,11 +37,26 @@ from orchestrator.core.replay_run import (
     PropertyOutcome,
     ReplayOptions,
     RunPlan,
+    Scheduling,
     decide_all,
     report_document,
 )
+from orchestrator.core.schedule import (
+    container_limits,
+    default_jobs,
+    measured_durations,
+    order_longest_first,
+)
+from orchestrator.core.screening import (
+    Screening,
+    combine,
+    replay_targets,
+    screen,
+    screen_replays,
+)
 from orchestrator.errors import InputError, SchemaError
-from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.model import Decision, Evidence, Lane, Replay, ShrinkSummary
+from orchestrator.services import durations as durations_store
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.sides import (
     ISOLATIONS,
@@ -97,6 +118,12 @@ class ReplayOutcome:
 def validate_options(options: ReplayOptions) -> None:
     if options.replays < 1:
         raise InputError("--replays must be at least 1")
+    if options.screen is not None and options.screen < 1:
+        raise InputError("--screen must be at least 1 (--replays-all replays without screening)")
+    if options.screen is not None and options.replays_all:
+        raise InputError("--screen and --replays-all exclude each other")
+    if options.jobs is not None and options.jobs < 1:
+        raise InputError("--jobs must be at least 1")
     if options.timeout_s <= 0:
         raise InputError("--timeout must be a positive number of seconds")
     if options.isolation not in ISOLATIONS:
@@ -197,6 +224,7 @@ def plan_replay(
     image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
     run_id = run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
+    scheduling = plan_scheduling(options, client=client, repo=repo, base_rev=base_rev, root=root)
     run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
     plan = RunPlan(
         run_id=run_id,
@@ -216,6 +244,7 @@ def plan_replay(
             probe_version=probe_version(),
         ),
         pytest_args=args,
+        scheduling=scheduling,
     )
     if (run_dir / "run-log.json").exists():
         raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
@@ -223,19 +252,56 @@ def plan_replay(
     return plan
 
 
-def sides_plan(plan: RunPlan) -> ReplayPlan:
-    """What the engine needs to replay the plan's sides."""
+def plan_scheduling(
+    options: ReplayOptions, *, client: DockerClient, repo: Path, base_rev: str, root: Path
+) -> Scheduling:
+    """Screening replays, workers per side and the recorded durations of the repository."""
+    from orchestrator.adapters.docker import engine_cpus
+
+    cpus = engine_cpus(client)
+    key = durations_store.repository_key(repo, base_rev)
+    store = durations_store.store_path(root, key).resolve()
+    return Scheduling(
+        screen=screen_replays(
+            options.screen, replays_all=options.replays_all, property_ids=options.property_ids
+        ),
+        jobs=options.jobs if options.jobs is not None else default_jobs(cpus),
+        engine_cpus=cpus,
+        repository=key,
+        durations_file=store,
+        durations=durations_store.read_durations(store),
+    )
+
+
+def sides_plan(
+    plan: RunPlan,
+    *,
+    replays: int | None = None,
+    property_ids: Sequence[str] | None = None,
+) -> ReplayPlan:
+    """What the engine needs to replay the plan's sides (``replays`` times each, the named
+    ``property_ids`` only when given)."""
     options = plan.options
+    scheduling = plan.scheduling
+    limits = container_limits(scheduling.jobs, scheduling.engine_cpus)
+    named = options.property_ids if property_ids is None else tuple(property_ids)
     return ReplayPlan(
         image_id=plan.pins.image_id,
-        pytest_args=plan.pytest_args,
-        property_ids=options.property_ids,
+        pytest_args=plan.pytest_args
+        if property_ids is None
+        else pytest_args(options.command, named),
+        property_ids=named,
         fixture=options.fixture,
-        replays=options.replays,
+        replays=options.replays if replays is None else replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        memory=limits.memory,
+        pids=limits.pids,
+        cpus=limits.cpus,
+        jobs=scheduling.jobs,
+        durations=scheduling.durations_file if scheduling.jobs > 1 else None,
     )
 
 
@@ -272,17 +338,26 @@ def execute(
         SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
         SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
     )
-    labelled = replay_sides(
-        sides_plan(plan),
+    raw = plan.run_dir / "raw"
+    policy = plan.screen_policy
+    first = replay_sides(
+        sides_plan(plan, replays=policy.screen if policy.enabled else None),
         sides,
         client=client,
         progress=progress,
         run_id=plan.run_id,
-        keep_raw=plan.run_dir / "raw",
+        keep_raw=raw,
     )
-    named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
+    named = [property_id for property_id in first[BASE] if property_id != NO_TEST_REPORTED]
     oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
-    properties = decide_all(plan, labelled, oracle)
+    screening: Screening | None = None
+    labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]] = first
+    if policy.enabled:
+        screening = screen(policy, first, oracle, base=BASE, patch=PATCH)
+        labelled = replay_signals(plan, screening, first, sides, client=client, progress=progress)
+    properties = decide_all(plan, labelled, oracle, screening)
+    # --no-record writes the run folder only: durations go into the record with the ledger.
+    record_run_durations(plan, labelled, keep=ledger is not None)
     for item in properties:
         files.write_json_atomic(
             plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
@@ -290,7 +365,7 @@ def execute(
         files.write_json_atomic(
             plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
         )
-    report = report_document(plan, properties)
+    report = report_document(plan, properties, screening)
     if ledger is not None:
         report["ledger"] = record_in_ledger(
             plan,
@@ -303,6 +378,90 @@ def execute(
     return ReplayOutcome(
         plan=plan, properties=properties, report=report, exit_status=report["exit_status"]
     )
+
+
+def replay_signals(
+    plan: RunPlan,
+    screening: Screening,
+    screened: Mapping[str, Mapping[str, tuple[Replay, ...]]],
+    sides: Sequence[SideSpec],
+    *,
+    client: DockerClient,
+    progress: Progress | None,
+) -> dict[str, dict[str, tuple[Replay, ...]]]:
+    """The second phase: N replays of the properties with signal, longest first (their
+    screening replays and the recorded durations say how long), appended to their K."""
+    if not screening.signals:
+        return combine(screened, {}, screening)
+    known = {**plan.scheduling.durations, **measured_durations(screened)}
+    ordered = order_longest_first(list(screening.signals), known)
+    raw = plan.run_dir / "raw"
+    second_raw = plan.run_dir / "raw-replays"
+    targeted = tuple(
+        replace(side, targets=replay_targets(ordered, screened[side.name])) for side in sides
+    )
+    try:
+        replayed = replay_sides(
+            sides_plan(plan, property_ids=ordered),
+            targeted,
+            client=client,
+            progress=progress,
+            run_id=plan.run_id,
+            keep_raw=second_raw,
+        )
+    finally:
+        # Replay k of a property's evidence is raw/<side>/replay-<k>.json: the N replays
+        # come after the K screening ones.
+        renumber_raw(second_raw, raw, offset=screening.policy.screen)
+    return combine(screened, replayed, screening)
+
+
+def renumber_raw(source: Path, dest: Path, *, offset: int) -> None:
+    """Move ``source/<side>/replay-<k>.json`` to ``dest/<side>/replay-<k + offset>.json``
+    (other files keep their names), then remove ``source``."""
+    from orchestrator.adapters.results import replay_file_name
+
+    if not source.is_dir():
+        return
+    for side_dir in sorted(path for path in source.iterdir() if path.is_dir()):
+        target = dest / side_dir.name
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted(side_dir.iterdir()):
+            number = _replay_number(path.name)
+            name = path.name if number is None else replay_file_name(number + offset)
+            path.replace(target / name)
+    shutil.rmtree(source, ignore_errors=True)
+
+
+def _replay_number(name: str) -> int | None:
+    stem = name.removeprefix("replay-").removesuffix(".json")
+    if name.startswith("replay-") and name.endswith(".json") and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def record_run_durations(
+    plan: RunPlan, labelled: Mapping[str, Mapping[str, Sequence[Replay]]], *, keep: bool
+) -> None:
+    """What the run measured: ``durations.json`` in its folder and, with ``keep``, folded
+    into the repository's record."""
+    scheduling = plan.scheduling
+    if scheduling.repository is None:
+        return
+    measured = measured_durations(labelled)
+    now = datetime.now(UTC)
+    durations_store.write_run_durations(plan.run_dir, scheduling.repository, measured, now=now)
+    if keep and scheduling.durations_file is not None and measured:
+        try:
+            durations_store.record_durations(
+                scheduling.durations_file, scheduling.repository, measured, now=now
+            )
+        except OSError as error:  # a record that cannot be kept never fails the run
+            from orchestrator.log import get_logger
+
+            get_logger(__name__).warning(
+                "durations.not_recorded", path=str(scheduling.durations_file), error=str(error)
+            )
 
 
 def record_in_ledger(

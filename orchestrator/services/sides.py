@@ -74,6 +74,7 @@ PER_REPLAY_SLACK_S = 2.0
 SRC = "/src"
 OUT = "/replay/out"
 FIXTURE = "/replay/fixture.json"
+DURATIONS = "/replay/durations.json"  # recorded durations, for splitting across workers
 PROBE_ROOT = "/opt/orchestrator"
 
 Progress = Callable[[str, int, int], None]
@@ -90,6 +91,10 @@ class SideSpec:
     repo: Path
     rev: str  # full SHA
     mutant: Path | None = None
+    # What pytest is handed on this side instead of the plan's property ids (empty: those):
+    # the selected node ids this side has (one node id pytest cannot find stops the whole
+    # run; the missing ones are labelled not_found).
+    targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +113,10 @@ class ReplayPlan:
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
+    # pytest workers per replay (the driver's --workers), and the recorded durations they
+    # split the tests by (core.schedule); limits are the caller's to scale with jobs.
+    jobs: int = 1
+    durations: Path | None = None
 
 
 def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) -> tuple[str, ...]:
@@ -119,8 +128,16 @@ def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) ->
     return ("-p", "no:cacheprovider", *pytest_args, *property_ids)
 
 
-def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
-    """The container's command: the probe driver, N replays of the pytest arguments. Pure."""
+def side_targets(plan: ReplayPlan, side: SideSpec) -> tuple[str, ...]:
+    """The node ids (or paths) handed to pytest on one side. Pure."""
+    return side.targets or plan.property_ids
+
+
+def driver_command(
+    plan: ReplayPlan, replays: int, property_ids: Sequence[str] | None = None
+) -> list[str]:
+    """The container's command: the probe driver, N replays of the pytest arguments
+    (``property_ids``: the side's own, default the plan's). Pure."""
     return [
         "python3",
         "-m",
@@ -133,8 +150,11 @@ def driver_command(plan: ReplayPlan, replays: int) -> list[str]:
         OUT,
         "--seed",
         str(plan.seed),
+        *(("--workers", str(plan.jobs)) if plan.jobs > 1 else ()),
         "--",
-        *pytest_arguments(plan.pytest_args, plan.property_ids),
+        *pytest_arguments(
+            plan.pytest_args, plan.property_ids if property_ids is None else property_ids
+        ),
     ]
 
 
@@ -148,6 +168,8 @@ def replay_environment(plan: ReplayPlan) -> dict[str, str]:
     }
     if plan.fixture is not None:
         env["REPLAY_FIXTURE"] = FIXTURE
+    if plan.jobs > 1 and plan.durations is not None:
+        env["REPLAY_DURATIONS"] = DURATIONS
     return env
 
 
@@ -176,6 +198,8 @@ def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
         raise InputError("--replays must be at least 1")
     if plan.timeout_s <= 0:
         raise InputError("--timeout must be positive")
+    if plan.jobs < 1:
+        raise InputError("--jobs must be at least 1")
     names = [side.name for side in sides]
     if not names or len(set(names)) != len(names):
         raise InputError("sides must have distinct names")
@@ -240,6 +264,7 @@ class _Run:
     cancelled: threading.Event = field(default_factory=threading.Event)
     live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
     fixture_copy: Path | None = None
+    durations_copy: Path | None = None
     scratch: list[Path] = field(default_factory=list)
     # Written by the side threads, read after they finished.
     failures: dict[str, OrchestratorError] = field(default_factory=dict)
@@ -277,10 +302,12 @@ def _run_container(
         ]
         if run.fixture_copy is not None:
             mounts.append(docker_adapter.Mount(source=run.fixture_copy, target=FIXTURE))
+        if run.durations_copy is not None:
+            mounts.append(docker_adapter.Mount(source=run.durations_copy, target=DURATIONS))
         config = docker_adapter.container_config(
             image_id=plan.image_id,
             name=container_name(run.owner.run_id, side.name, unit_index),
-            command=driver_command(plan, len(numbers)),
+            command=driver_command(plan, len(numbers), side_targets(plan, side)),
             mounts=mounts,
             environment=replay_environment(plan),
             labels=run.owner.labels(side.name),
@@ -484,6 +511,18 @@ def _copy_fixture(run: _Run, fixture: Path) -> Path:
     return copy
 
 
+def _copy_durations(run: _Run, durations: Path) -> Path | None:
+    """A world-readable copy of the recorded durations; None when there is none to read
+    (the workers then split by count: durations never decide a label)."""
+    copy = run.make_scratch("durations") / "durations.json"
+    try:
+        shutil.copyfile(durations, copy)
+    except OSError:
+        return None
+    copy.chmod(0o644)
+    return copy
+
+
 def replay_sides(
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
@@ -533,6 +572,8 @@ def replay_sides(
     try:
         if plan.fixture is not None:
             run.fixture_copy = _copy_fixture(run, plan.fixture)
+        if plan.jobs > 1 and plan.durations is not None:
+            run.durations_copy = _copy_durations(run, plan.durations)
         with _terminate_as_interrupt():
             for side in sides:
                 threading.Thread(

@@ -1,0 +1,178 @@
+"""Screening: replay every property K times per side first, then N more times only where
+there is signal (docs/lanes.md, "Screening"). Pure.
+
+A property has **signal** after its screening replays when any of them is not
+``assert_pass`` on either side, when a dependency's call counts differ between the sides
+(the sets of counts, as row 5 compares them), or when its oracle slice differs between
+the sides (which includes a test that exists on one side only). A property with signal
+gets its N replays on top of the K; the others are decided on their K screening replays
+(P/P with equal counts: ``no_freeze`` / ``not_reproduced``). Nodes that are no test (the
+session, "no test reported") cannot be replayed by name and are decided on their screening
+replays too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.core.calls import budget_changes, describe_change
+from orchestrator.core.oracle import OracleChange
+from orchestrator.core.pytest_command import split_node_id
+from orchestrator.model import Label, Replay
+
+DEFAULT_SCREEN = 1  # screening replays per side when no --property is named
+# Nodes a replay can report that pytest cannot be asked to run by name.
+UNNAMEABLE = frozenset({"", "<session>", "<no test reported>"})
+
+Labelled = Mapping[str, Mapping[str, tuple[Replay, ...]]]
+
+
+def screen_replays(screen: int | None, *, replays_all: bool, property_ids: Sequence[str]) -> int:
+    """K, the screening replays per side (0: no screening, every property gets N).
+
+    ``--replays-all`` turns screening off; an explicit ``--screen K`` is taken as it is;
+    by default a run of the whole selection screens once and a run of named properties
+    does not (they were named to be replayed).
+    """
+    if replays_all:
+        return 0
+    if screen is not None:
+        return screen
+    return 0 if property_ids else DEFAULT_SCREEN
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScreenPolicy:
+    """How a run spends its replays: K screening replays then N where there is signal
+    (``screen`` > 0), or N for every property (``screen`` 0, ``--replays-all``)."""
+
+    screen: int
+    replays: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.screen > 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The run log's ``screening``."""
+        return {
+            "policy": "screen" if self.enabled else "replays_all",
+            "screen": self.screen,
+            "replays": self.replays,
+        }
+
+
+def replayable(property_id: str) -> bool:
+    """Can pytest be asked to run this node by name (a file, or a test in one)?"""
+    return property_id not in UNNAMEABLE and bool(split_node_id(property_id).path)
+
+
+def _labels_text(replays: Sequence[Replay]) -> str:
+    counts: dict[str, int] = {}
+    for replay in replays:
+        name = replay.label
+        if not Label.is_completed(replay.label) and replay.reason:
+            name = f"{replay.label}({replay.reason})"
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name} x{count}" for name, count in counts.items())
+
+
+def signal_reasons(
+    base: Sequence[Replay], patch: Sequence[Replay], oracle: OracleChange | None
+) -> tuple[str, ...]:
+    """Why a property's screening replays call for N more (empty: no signal)."""
+    reasons: list[str] = []
+    for side, replays in (("base", base), ("patch", patch)):
+        not_passing = [replay for replay in replays if replay.label != Label.ASSERT_PASS]
+        if not_passing:
+            reasons.append(f"{side}: {_labels_text(not_passing)}")
+    reasons.extend(f"calls {describe_change(change)}" for change in budget_changes(base, patch))
+    if oracle is not None and oracle.changed:
+        what = ", ".join(oracle.reason_texts) or "digests differ"
+        reasons.append(f"oracle changed: {what}")
+    return tuple(reasons)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Screening:
+    """What screening found: each property's signal (only those that have one)."""
+
+    policy: ScreenPolicy
+    signals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def replays_of(self, property_id: str) -> int:
+        """The replays a property gets per side: K, plus N when it has signal."""
+        if property_id in self.signals:
+            return self.policy.screen + self.policy.replays
+        return self.policy.screen
+
+    def summary(self, property_ids: Sequence[str]) -> dict[str, Any]:
+        """The report's ``screening``: the policy, how many were screened and replayed."""
+        return {
+            **self.policy.to_json(),
+            "screened": len(property_ids),
+            "replayed": sum(1 for property_id in property_ids if property_id in self.signals),
+        }
+
+
+def screen(
+    policy: ScreenPolicy,
+    screened: Labelled,
+    oracle: Mapping[str, OracleChange],
+    *,
+    base: str,
+    patch: str,
+) -> Screening:
+    """The signal of every property after the screening replays (``screened``: side ->
+    property -> its K replays)."""
+    signals: dict[str, tuple[str, ...]] = {}
+    for property_id, base_replays in screened[base].items():
+        if not replayable(property_id):
+            continue
+        reasons = signal_reasons(
+            base_replays, screened[patch].get(property_id, ()), oracle.get(property_id)
+        )
+        if reasons:
+            signals[property_id] = reasons
+    return Screening(policy=policy, signals=signals)
+
+
+def missing(replays: Sequence[Replay]) -> bool:
+    """Did pytest find no such test on this side, in every replay?"""
+    return bool(replays) and all(
+        replay.label == Label.HARNESS_ERROR and replay.reason == "not_found" for replay in replays
+    )
+
+
+def replay_targets(
+    ordered: Sequence[str], screened_side: Mapping[str, Sequence[Replay]]
+) -> tuple[str, ...]:
+    """What one side's pytest is handed for the second phase: the properties it has (a
+    node id pytest cannot find stops the whole session; the side labels the others
+    ``not_found`` without running them). When it has none, all of them: each is then
+    reported not found, as it should be, and nothing else runs."""
+    present = tuple(
+        property_id for property_id in ordered if not missing(screened_side.get(property_id, ()))
+    )
+    return present or tuple(ordered)
+
+
+def combine(
+    screened: Labelled, replayed: Labelled, screening: Screening
+) -> dict[str, dict[str, tuple[Replay, ...]]]:
+    """Side -> property -> its replays: the K screening replays, then, for a property with
+    signal, its N replays. Properties keep the screening order."""
+    combined: dict[str, dict[str, tuple[Replay, ...]]] = {}
+    for side, per_property in screened.items():
+        more = replayed.get(side, {})
+        combined[side] = {
+            property_id: (
+                (*replays, *more.get(property_id, ()))
+                if property_id in screening.signals
+                else tuple(replays)
+            )
+            for property_id, replays in per_property.items()
+        }
+    return combined
