@@ -12,8 +12,9 @@ Rules:
   average of the known tests among those being split (all tests equal when none is known).
 - Tests of one module always go to the same bin, in the order they were given, so
   module-level state behaves as in one process.
-- Modules are placed longest first, each into the bin with the least cost so far (lowest
-  index on ties): longest-processing-time (LPT) scheduling, whose longest bin is within
+- Modules are placed longest first, each into the bin with the least cost so far (on
+  ties the one holding fewer modules, then the lowest index): longest-processing-time (LPT)
+  scheduling, whose longest bin is within
   4/3 of the best possible one, and never more than the average bin plus the longest module.
 """
 
@@ -62,11 +63,14 @@ def assign_longest_first(costs: Mapping[str, float], bins: int) -> dict[str, int
     if bins < 1:
         raise ValueError(f"bins must be at least 1, got {bins}")
     loads = [0.0] * bins
+    sizes = [0] * bins
     placed: dict[str, int] = {}
     for key in longest_first(costs):
-        target = min(range(bins), key=lambda index: (loads[index], index))
+        # Equal loads (free keys) go to the bin holding fewer keys, then the lowest index.
+        target = min(range(bins), key=lambda index: (loads[index], sizes[index], index))
         placed[key] = target
         loads[target] += costs[key]
+        sizes[target] += 1
     return placed
 
 
