@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +58,18 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def write_json_atomic(path: Path, document: Any) -> None:
     write_atomic(path, (dumps(document) + "\n").encode("utf-8"))
+
+
+def write_json_many(documents: Iterable[tuple[Path, Any]], *, threads: int = 16) -> None:
+    """Write many documents, each exactly as :func:`write_json_atomic` would.
+
+    The writes overlap on a few threads: each file is still fsynced before its rename, but
+    the file system commits concurrent fsyncs together, which for thousands of small files
+    (a run's evidence and decisions) is several times faster than one after another.
+    """
+    encoded = [(path, (dumps(document) + "\n").encode("utf-8")) for path, document in documents]
+    if not encoded:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(encoded)))) as pool:
+        for future in [pool.submit(write_atomic, path, data) for path, data in encoded]:
+            future.result()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import typer
 
@@ -27,6 +27,17 @@ class Column:
 def print_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> None:
     """Print one header line and one line per row (cells are plain text, never markup)."""
     from rich.console import Console
+
+    cells = [tuple(row) for row in rows]
+    terminal = Console(highlight=False)
+    if terminal.is_terminal:
+        terminal.print(_rich_table(columns, cells))
+        return
+    for line in plain_lines(columns, cells) or _rich_plain_lines(_rich_table(columns, cells)):
+        typer.echo(line)
+
+
+def _rich_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Any:
     from rich.table import Table
     from rich.text import Text
 
@@ -35,12 +46,36 @@ def print_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> Non
         table.add_column(column.heading, justify=column.justify, overflow="fold")
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))  # Text: a "[x]" in a node id is no markup
-    terminal = Console(highlight=False)
-    if terminal.is_terminal:
-        terminal.print(table)
-        return
+    return table
+
+
+def _rich_plain_lines(table: Any) -> list[str]:
+    """The table as rich prints it off a terminal, line by line, trailing blanks cut."""
+    from rich.console import Console
+
     plain = Console(file=io.StringIO(), width=_UNBOUNDED_WIDTH, color_system=None, highlight=False)
     with plain.capture() as captured:
         plain.print(table)
-    for line in captured.get().splitlines():
-        typer.echo(line.rstrip())
+    return [line.rstrip() for line in captured.get().splitlines()]
+
+
+def plain_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> list[str] | None:
+    """The lines rich prints for the table off a terminal (columns two spaces apart, each
+    as wide as its widest cell, no trailing blanks), laid out directly: thousands of rows
+    (a whole suite's properties) take rich seconds. None when a cell holds anything but
+    printable text on one line (then rich lays it out)."""
+    from rich.cells import cell_len
+
+    cells = [[column.heading for column in columns], *([str(c) for c in row] for row in rows)]
+    if any(not cell.isprintable() for row in cells for cell in row):
+        return None
+    lengths = [[cell_len(cell) for cell in row] for row in cells]
+    widths = [max(row[index] for row in lengths) for index in range(len(columns))]
+    lines = []
+    for row, row_lengths in zip(cells, lengths, strict=True):
+        parts = []
+        for column, cell, length, width in zip(columns, row, row_lengths, widths, strict=True):
+            padding = " " * (width - length)
+            parts.append(padding + cell if column.justify == "right" else cell + padding)
+        lines.append("  ".join(parts).rstrip())
+    return lines

@@ -7,7 +7,7 @@ revisions and the image, run both sides, write the run folder, call the ledger).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -192,10 +192,16 @@ def decide_all(
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
     oracle: Mapping[str, OracleChange],
     screening: Screening | None = None,
+    *,
+    only: Collection[str] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
-    """Evidence and a decision per property, in the order the properties were named."""
+    """Evidence and a decision per property, in the order the properties were named
+    (``only``: just these, each keeping its index among all)."""
     outcomes = []
+    chosen = None if only is None else set(only)
     for index, property_id in enumerate(labelled[BASE], start=1):
+        if chosen is not None and property_id not in chosen:
+            continue
         evidence = build_evidence(
             plan,
             property_id,

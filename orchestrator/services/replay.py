@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
+from orchestrator.core.oracle import OracleChange
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -57,7 +59,13 @@ from orchestrator.core.screening import (
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, Replay, ShrinkSummary
 from orchestrator.services import durations as durations_store
-from orchestrator.services.oracle import property_oracles
+from orchestrator.services.oracle import (
+    Sources,
+    compare_inputs,
+    oracle_inputs,
+    property_oracles,
+    same_files,
+)
 from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
@@ -338,33 +346,31 @@ def execute(
         SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
         SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
     )
-    raw = plan.run_dir / "raw"
-    policy = plan.screen_policy
-    first = replay_sides(
-        sides_plan(plan, replays=policy.screen if policy.enabled else None),
-        sides,
-        client=client,
-        progress=progress,
-        run_id=plan.run_id,
-        keep_raw=raw,
-    )
-    named = [property_id for property_id in first[BASE] if property_id != NO_TEST_REPORTED]
-    oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
     screening: Screening | None = None
-    labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]] = first
-    if policy.enabled:
-        screening = screen(policy, first, oracle, base=BASE, patch=PATCH)
-        labelled = replay_signals(plan, screening, first, sides, client=client, progress=progress)
-    properties = decide_all(plan, labelled, oracle, screening)
+    settled: tuple[PropertyOutcome, ...] = ()
+    if plan.screen_policy.enabled:
+        labelled, oracle, screening, settled = screen_and_replay(
+            plan, sides, client=client, progress=progress
+        )
+    else:
+        labelled = replay_sides(
+            sides_plan(plan),
+            sides,
+            client=client,
+            progress=progress,
+            run_id=plan.run_id,
+            keep_raw=plan.run_dir / "raw",
+        )
+        named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
+        oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
+    done = {item.evidence.property_id for item in settled}
+    rest = decide_all(
+        plan, labelled, oracle, screening, only=[p for p in labelled[BASE] if p not in done]
+    )
+    write_outcomes(plan, rest)
+    properties = tuple(sorted((*settled, *rest), key=lambda item: item.index))
     # --no-record writes the run folder only: durations go into the record with the ledger.
     record_run_durations(plan, labelled, keep=ledger is not None)
-    for item in properties:
-        files.write_json_atomic(
-            plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()
-        )
-        files.write_json_atomic(
-            plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()
-        )
     report = report_document(plan, properties, screening)
     if ledger is not None:
         report["ledger"] = record_in_ledger(
@@ -378,6 +384,88 @@ def execute(
     return ReplayOutcome(
         plan=plan, properties=properties, report=report, exit_status=report["exit_status"]
     )
+
+
+def write_outcomes(plan: RunPlan, outcomes: Sequence[PropertyOutcome]) -> None:
+    """``evidence-<n>.json`` and ``decision-<n>.json`` of each property."""
+    files.write_json_many(
+        document
+        for item in outcomes
+        for document in (
+            (plan.run_dir / f"evidence-{item.index}.json", item.evidence.to_json()),
+            (plan.run_dir / f"decision-{item.index}.json", item.decision.to_json()),
+        )
+    )
+
+
+Labelled = Mapping[str, Mapping[str, tuple[Replay, ...]]]
+
+
+def screen_and_replay(
+    plan: RunPlan,
+    sides: Sequence[SideSpec],
+    *,
+    client: DockerClient,
+    progress: Progress | None,
+) -> tuple[Labelled, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
+    """Screen every property K times per side, then replay N times those with signal.
+
+    Returns the labels (K, or K + N replays per property), every property's oracle, the
+    screening, and the properties without signal already decided and written: their
+    evidence is complete after screening, so they are settled (their oracle digests
+    computed, decided, written) while the ones with signal replay.
+    """
+    options, pins = plan.options, plan.pins
+    policy = plan.screen_policy
+    first = replay_sides(
+        sides_plan(plan, replays=policy.screen),
+        sides,
+        client=client,
+        progress=progress,
+        run_id=plan.run_id,
+        keep_raw=plan.run_dir / "raw",
+    )
+    named = [property_id for property_id in first[BASE] if property_id != NO_TEST_REPORTED]
+    inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named)
+    # Only a property whose files differ between the sides can have a changed oracle: those
+    # are sliced now, for the signal; the others only need their digests, later.
+    oracle = compare_inputs({p: pair for p, pair in inputs.items() if not same_files(pair)})
+    screening = screen(policy, first, oracle, base=BASE, patch=PATCH)
+    unchanged = {p: pair for p, pair in inputs.items() if same_files(pair)}
+    quiet = [property_id for property_id in first[BASE] if property_id not in screening.signals]
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
+    try:
+        settling = pool.submit(
+            settle,
+            plan,
+            screened=first,
+            unchanged=unchanged,
+            oracle=oracle,
+            screening=screening,
+            quiet=quiet,
+        )
+        labelled = replay_signals(plan, screening, first, sides, client=client, progress=progress)
+        digests, settled = settling.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return labelled, {**digests, **oracle}, screening, settled
+
+
+def settle(
+    plan: RunPlan,
+    *,
+    screened: Labelled,
+    unchanged: Mapping[str, tuple[Sources, Sources]],
+    oracle: Mapping[str, OracleChange],
+    screening: Screening,
+    quiet: Sequence[str],
+) -> tuple[dict[str, OracleChange], tuple[PropertyOutcome, ...]]:
+    """The oracle digests of properties whose files are the same on both sides, and the
+    properties without signal decided on their screening replays, their files written."""
+    digests = compare_inputs(unchanged)
+    settled = decide_all(plan, screened, {**digests, **oracle}, screening, only=quiet)
+    write_outcomes(plan, settled)
+    return digests, settled
 
 
 def replay_signals(

@@ -17,6 +17,8 @@ from pathlib import Path
 import click
 import pytest
 import typer
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.cli import app, main
 from orchestrator.commands._table import Column, print_table
@@ -201,6 +203,33 @@ def test_a_table_off_a_terminal_is_plain_whole_and_one_line_per_row(
     ]
     assert all("\x1b" not in line and line == line.rstrip() for line in lines)
     assert lines[1].index(" 7") + 1 == lines[2].index("12") + 1  # numbers right-aligned
+
+
+@given(
+    st.lists(st.sampled_from(["left", "right"]), min_size=1, max_size=4).flatmap(
+        lambda justify: st.tuples(
+            st.just(justify),
+            st.lists(
+                st.lists(
+                    st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12),
+                    min_size=len(justify),
+                    max_size=len(justify),
+                ),
+                max_size=5,
+            ),
+        )
+    )
+)
+def test_the_plain_layout_is_what_rich_prints_off_a_terminal(table) -> None:
+    from orchestrator.commands._table import _rich_plain_lines, _rich_table, plain_lines
+
+    justify, rows = table
+    columns = [Column(heading=f"h{n}", justify=side) for n, side in enumerate(justify)]
+    fast = plain_lines(columns, rows)
+    if fast is None:  # a cell only rich should lay out (a line break, say)
+        assert any(not cell.isprintable() for row in rows for cell in row)
+        return
+    assert fast == _rich_plain_lines(_rich_table(columns, rows))
 
 
 # --- file modes -----------------------------------------------------------------------------
