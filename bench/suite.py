@@ -247,41 +247,14 @@ def floor(trees: Sequence[Path]) -> float:
     """(f): one plain pytest run per side, both at once."""
 
     def run(tree: Path, codes: list[int]) -> None:
-        done = subprocess.run(
-            [
-                "docker",
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--read-only",
-                "--tmpfs",
-                "/tmp:rw,exec",
-                "--cpus",
-                "1",
-                "--memory",
-                "512m",
-                "--user",
-                "1000",
-                "-e",
-                "PYTHONDONTWRITEBYTECODE=1",
-                "-e",
-                "HOME=/tmp",
-                "-v",
-                f"{tree}:/src:ro",
-                "-w",
-                "/src",
-                IMAGE,
-                "python3",
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-            ],  # fmt: skip
-            capture_output=True,
-            check=False,
-        )
+        command = [
+            "docker", "run", "--rm", "--network", "none", "--read-only",
+            "--tmpfs", "/tmp:rw,exec", "--cpus", "1", "--memory", "512m", "--user", "1000",
+            "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "HOME=/tmp",
+            "-v", f"{tree}:/src:ro", "-w", "/src",
+            IMAGE, "python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, check=False)
         codes.append(done.returncode)
 
     codes: list[int] = []
@@ -297,12 +270,16 @@ def floor(trees: Sequence[Path]) -> float:
     return elapsed
 
 
-def replay(suite: Suite, workdir: Path, out: Path, *args: str) -> tuple[float, dict[str, Any]]:
+def replay(
+    suite: Suite, workdir: Path, out: Path, *args: str
+) -> tuple[float, dict[str, Any], dict[str, float]]:
+    """One `orchestrator replay`: its wall time, its summary.json, and where the time went."""
     command = [
-        str(CLI), "replay", "--repo", str(suite.repo), "--base", suite.base,
-        "--patch", suite.patch, "--image", IMAGE, "--out", str(out), *args,
+        str(CLI), "-v", "--log-format", "json", "replay", "--repo", str(suite.repo),
+        "--base", suite.base, "--patch", suite.patch, "--image", IMAGE, "--out", str(out), *args,
     ]  # fmt: skip
     env = {**os.environ, "CI": "1"}
+    launched = time.time()
     started = time.perf_counter()
     done = subprocess.run(
         command, cwd=workdir, env=env, capture_output=True, text=True, check=False
@@ -312,7 +289,37 @@ def replay(suite: Suite, workdir: Path, out: Path, *args: str) -> tuple[float, d
         raise SystemExit(f"replay failed ({done.returncode}): {done.stderr[-3000:]}")
     # The table went to stdout, as in a CI log; the decisions are read from the run folder.
     report: dict[str, Any] = json.loads((out / "summary.json").read_text())
-    return elapsed, report
+    return elapsed, report, phases(done.stderr, launched, launched + elapsed)
+
+
+def phases(log: str, launched: float, ended: float) -> dict[str, float]:
+    """Seconds, from the JSON log: start to planned, each phase's containers (the first
+    created to the last exited, both sides), the gaps, and what came after the last one."""
+    from datetime import datetime
+
+    events = []
+    for line in log.splitlines():
+        try:
+            event = json.loads(line)
+            at = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+        except (ValueError, KeyError, TypeError):
+            continue
+        events.append((at, event))
+    planned = next((at for at, event in events if event.get("event") == "replay.planned"), launched)
+    windows = [
+        (at - (event["run_ms"] + event["create_start_ms"]) / 1000.0, at)
+        for at, event in events
+        if event.get("event") == "container.timing"
+    ]
+    found = {"start to planned": planned - launched}
+    previous_end = planned
+    for number, pair in enumerate(zip(windows[::2], windows[1::2], strict=False), start=1):
+        begin, end = min(w[0] for w in pair), max(w[1] for w in pair)
+        found[f"to phase {number}"] = begin - previous_end
+        found[f"phase {number} containers"] = end - begin
+        previous_end = end
+    found["after the containers"] = ended - previous_end
+    return found
 
 
 def lanes(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -377,15 +384,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir.mkdir()
         times: dict[str, list[float]] = {"f": [], "a": [], "s": []}
         replayed: list[int] = []
+        breakdown: list[dict[str, float]] = []
         mismatches: list[str] = []
         for round_ in range(1, options.rounds + 1):
             times["f"].append(floor(trees))
-            elapsed, all_report = replay(
+            elapsed, all_report, _ = replay(
                 suite, workdir, scratch / f"a{round_}", "--replays-all",
                 "--replays", str(options.replays),
             )  # fmt: skip
             times["a"].append(elapsed)
-            elapsed, screened_report = replay(
+            elapsed, screened_report, where = replay(
                 suite, workdir, scratch / f"s{round_}", "--replays", str(options.replays)
             )
             times["s"].append(elapsed)
@@ -410,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{replayed[-1]} replayed, lanes {'same' if not differ else 'DIFFER'}",
                 flush=True,
             )  # fmt: skip
+            print("  (s): " + ", ".join(f"{name} {value:.2f}" for name, value in where.items()))
+            breakdown.append(where)
         durations = next((workdir / ".replay" / "durations").glob("*.json"), None)
         jobs_times: dict[int, list[float]] = {1: [], 2: []}
         jobs_labels: dict[int, dict[str, Any]] = {}
@@ -422,6 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             p: v for p, v in jobs_labels[2].items() if p not in FLAKES
         }
         report(options, times, replayed, mismatches, jobs_times, same_labels)
+        names = list(dict.fromkeys(name for where in breakdown for name in where))
+        print("(s), where the time went (medians, s): " + ", ".join(
+            f"{name} {median([where[name] for where in breakdown if name in where]):.2f}"
+            for name in names
+        ))  # fmt: skip
     finally:
         if options.keep:
             print(f"kept: {scratch}")

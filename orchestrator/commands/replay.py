@@ -82,8 +82,8 @@ def replay(
         typer.Option(
             "--replays",
             min=1,
-            help="Replays per side of every property with signal (with --replays-all: of "
-            "every property).",
+            help="Replays per side of every property with signal, its screening replays "
+            "included (with --replays-all: of every property).",
         ),
     ] = 5,
     screen: Annotated[
@@ -91,9 +91,9 @@ def replay(
         typer.Option(
             "--screen",
             min=1,
-            help="Replay every property K times per side first, then --replays N more "
-            "only where there is signal (a replay not assert_pass, call counts that differ "
-            "between the sides, an oracle that changed). Default: 1 when no --property is "
+            help="Replay every property K times per side first, then only where there is "
+            "signal (a replay not assert_pass, call counts that differ between the sides, an "
+            "oracle that changed) until it has --replays N. Default: 1 when no --property is "
             "named, off when properties are named.",
         ),
     ] = None,
@@ -181,8 +181,8 @@ def replay(
     per property and writes evidence-<n>.json, decision-<n>.json and summary.json.
 
     Without --property, every test is first screened (--screen, once per side), and
-    only the tests with signal get --replays more; the others are decided on their
-    screening replays. --replays-all replays every test --replays times.
+    only the tests with signal are replayed until they have --replays; the others are
+    decided on their screening replays. --replays-all replays every test --replays times.
 
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.

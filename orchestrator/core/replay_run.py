@@ -161,7 +161,7 @@ def build_evidence(
     screening: Screening | None = None,
 ) -> Evidence:
     """records.md "Evidence" for one property, with its oracle slice digests; with
-    ``screening``, the replays it got (K, or K + N with signal) and why."""
+    ``screening``, the replays it got (K, or N with signal) and why."""
     pins, options = plan.pins, plan.options
     screened = screening is not None and screening.policy.enabled
     return Evidence(

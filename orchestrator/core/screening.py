@@ -1,11 +1,12 @@
-"""Screening: replay every property K times per side first, then N more times only where
-there is signal (docs/lanes.md, "Screening"). Pure.
+"""Screening: replay every property K times per side first, then, only where there is
+signal, until it has N replays per side (docs/lanes.md, "Screening"). Pure.
 
 A property has **signal** after its screening replays when any of them is not
 ``assert_pass`` on either side, when a dependency's call counts differ between the sides
 (the sets of counts, as row 5 compares them), or when its oracle slice differs between
 the sides (which includes a test that exists on one side only). A property with signal
-gets its N replays on top of the K; the others are decided on their K screening replays
+is replayed until it has N replays per side (its K screening replays count: N - K more);
+the others are decided on their K screening replays
 (P/P with equal counts: ``no_freeze`` / ``not_reproduced``). Nodes that are no test (the
 session, "no test reported") cannot be replayed by name and are decided on their screening
 replays too.
@@ -82,7 +83,7 @@ def _labels_text(replays: Sequence[Replay]) -> str:
 def signal_reasons(
     base: Sequence[Replay], patch: Sequence[Replay], oracle: OracleChange | None
 ) -> tuple[str, ...]:
-    """Why a property's screening replays call for N more (empty: no signal)."""
+    """Why a property's screening replays call for more (empty: no signal)."""
     reasons: list[str] = []
     for side, replays in (("base", base), ("patch", patch)):
         not_passing = [replay for replay in replays if replay.label != Label.ASSERT_PASS]
@@ -102,10 +103,15 @@ class Screening:
     policy: ScreenPolicy
     signals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    @property
+    def more(self) -> int:
+        """Replays per side of the second phase: N less the K a property already has."""
+        return max(0, self.policy.replays - self.policy.screen)
+
     def replays_of(self, property_id: str) -> int:
-        """The replays a property gets per side: K, plus N when it has signal."""
+        """The replays a property gets per side: K, or N (at least K) when it has signal."""
         if property_id in self.signals:
-            return self.policy.screen + self.policy.replays
+            return self.policy.screen + self.more
         return self.policy.screen
 
     def summary(self, property_ids: Sequence[str]) -> dict[str, Any]:
@@ -163,7 +169,7 @@ def combine(
     screened: Labelled, replayed: Labelled, screening: Screening
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
     """Side -> property -> its replays: the K screening replays, then, for a property with
-    signal, its N replays. Properties keep the screening order."""
+    signal, the N - K of the second phase. Properties keep the screening order."""
     combined: dict[str, dict[str, tuple[Replay, ...]]] = {}
     for side, per_property in screened.items():
         more = replayed.get(side, {})

@@ -5,8 +5,8 @@ image ID (never pulled), digests the fixture, checks a shrink report against it,
 the screening policy, the workers per side and the recorded durations it schedules by,
 and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`):
-with screening, every property K times first, then N more times only the properties with
-signal (:mod:`orchestrator.core.screening`), one ``replay_sides`` call per phase. It
+with screening, every property K times first, then only the properties with signal until
+they have N (:mod:`orchestrator.core.screening`), one ``replay_sides`` call per phase. It
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
@@ -408,9 +408,10 @@ def screen_and_replay(
     client: DockerClient,
     progress: Progress | None,
 ) -> tuple[Labelled, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
-    """Screen every property K times per side, then replay N times those with signal.
+    """Screen every property K times per side, then replay those with signal until they
+    have N replays per side.
 
-    Returns the labels (K, or K + N replays per property), every property's oracle, the
+    Returns the labels (K, or N replays per property), every property's oracle, the
     screening, and the properties without signal already decided and written: their
     evidence is complete after screening, so they are settled (their oracle digests
     computed, decided, written) while the ones with signal replay.
@@ -477,9 +478,9 @@ def replay_signals(
     client: DockerClient,
     progress: Progress | None,
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
-    """The second phase: N replays of the properties with signal, longest first (their
-    screening replays and the recorded durations say how long), appended to their K."""
-    if not screening.signals:
+    """The second phase: N - K replays of the properties with signal, longest first (their
+    screening replays and the recorded durations say how long), after their K."""
+    if not screening.signals or screening.more == 0:
         return combine(screened, {}, screening)
     known = {**plan.scheduling.durations, **measured_durations(screened)}
     ordered = order_longest_first(list(screening.signals), known)
@@ -490,7 +491,7 @@ def replay_signals(
     )
     try:
         replayed = replay_sides(
-            sides_plan(plan, property_ids=ordered),
+            sides_plan(plan, replays=screening.more, property_ids=ordered),
             targeted,
             client=client,
             progress=progress,
@@ -498,8 +499,8 @@ def replay_signals(
             keep_raw=second_raw,
         )
     finally:
-        # Replay k of a property's evidence is raw/<side>/replay-<k>.json: the N replays
-        # come after the K screening ones.
+        # Replay k of a property's evidence is raw/<side>/replay-<k>.json: the second
+        # phase's come after the K screening ones.
         renumber_raw(second_raw, raw, offset=screening.policy.screen)
     return combine(screened, replayed, screening)
 

@@ -119,18 +119,18 @@ def test_screening_replays_only_the_properties_with_signal(tmp_path, repo, docke
         )
         assert decided[property_id]["replays"] == 1
 
-    # Failed once in screening: its N replays follow the one that failed.
+    # Failed once in screening: it gets N, its screening replay first.
     flaky = evidence_of(out, decided[FLAKY])
-    assert flaky["replays"] == 4
+    assert flaky["replays"] == 3
     assert flaky["screened"] == 1
     assert "base: assert_fail x1" in flaky["signal"]
-    assert [r["label"] for r in flaky["base"]][:2] == ["assert_fail", "assert_fail"]
-    assert [r["label"] for r in flaky["base"]][2:] == ["assert_pass", "assert_pass"]
+    # Screening's container, then the second phase's (a fresh /tmp: it fails first again).
+    assert [r["label"] for r in flaky["base"]] == ["assert_fail", "assert_fail", "assert_pass"]
     assert decided[FLAKY]["lane"] == "flake_queue_eligible"
 
     # A call count that differs between the sides in screening earns the N replays.
     budget = evidence_of(out, decided[BUDGET])
-    assert budget["replays"] == 4
+    assert budget["replays"] == 3
     assert "calls clock: base {1} vs patch {2}" in budget["signal"]
     assert (decided[BUDGET]["lane"], decided[BUDGET]["code"]) == (
         "property_regression",
@@ -139,8 +139,8 @@ def test_screening_replays_only_the_properties_with_signal(tmp_path, repo, docke
 
     # A new test earns its replays too (and is an oracle change).
     new = evidence_of(out, decided[NEW])
-    assert new["replays"] == 4
-    assert [r["label"] for r in new["patch"]] == ["assert_pass"] * 4
+    assert new["replays"] == 3
+    assert [r["label"] for r in new["patch"]] == ["assert_pass"] * 3
     assert {r["reason"] for r in new["base"]} == {"not_found"}
     assert any(reason.startswith("oracle changed: new on patch") for reason in new["signal"])
     assert decided[NEW]["lane"] == "reject_run"
@@ -151,16 +151,16 @@ def test_screening_replays_only_the_properties_with_signal(tmp_path, repo, docke
     assert report["screening"]["screened"] == 5
     assert report["screening"]["replayed"] == 3
     assert "screened 5, replayed 3" in result.stdout.splitlines()
-    # Replay k of a property is raw/<side>/replay-<k>.json: the screening run, then N more.
+    # Replay k of a property is raw/<side>/replay-<k>.json: the screening run, then N - K.
     assert sorted(path.name for path in (out / "raw" / "patch").iterdir()) == [
-        f"replay-{k:03d}.json" for k in range(1, 5)
+        f"replay-{k:03d}.json" for k in range(1, 4)
     ]
     assert not (out / "raw-replays").exists()
     assert_nothing_left(docker_client, result, report["run_id"])
 
 
 def test_screening_k_times_then_the_evidence_declares_k(tmp_path, repo):
-    result = replay(tmp_path, repo, "--screen", "2", "--replays", "2", "--json")
+    result = replay(tmp_path, repo, "--screen", "2", "--replays", "4", "--json")
     assert result.code == 1, result.stderr
     decided = by_property(result.report)
     out = tmp_path / "run"
@@ -171,7 +171,14 @@ def test_screening_k_times_then_the_evidence_declares_k(tmp_path, repo):
     # Two screening replays in one container: the flake failed the first and passed the second.
     flaky = evidence_of(out, decided[FLAKY])
     assert [r["label"] for r in flaky["base"]] == ["assert_fail", "assert_pass"] * 2
-    assert result.report["run_log"]["screening"] == {"policy": "screen", "screen": 2, "replays": 2}
+    assert result.report["run_log"]["screening"] == {"policy": "screen", "screen": 2, "replays": 4}
+    assert by_property(result.report)[FLAKY]["replays"] == 4
+    # K >= N: the screening replays are all a property with signal gets.
+    enough = replay(tmp_path, repo, "--screen", "2", "--replays", "2", "--json", out="enough")
+    assert enough.code == 1, enough.stderr
+    flaky_again = evidence_of(tmp_path / "enough", by_property(enough.report)[FLAKY])
+    assert [r["label"] for r in flaky_again["base"]] == ["assert_fail", "assert_pass"]
+    assert flaky_again["replays"] == 2
 
 
 def test_replays_all_replays_every_property_n_times(tmp_path, repo):

@@ -82,8 +82,11 @@ def test_screen_collects_the_signal_of_replayable_properties_only() -> None:
     }
     found = screening.screen(policy, screened, {}, base="base", patch="patch")
     assert set(found.signals) == {PROP}
-    assert found.replays_of(PROP) == 6
+    assert found.replays_of(PROP) == 5
     assert found.replays_of(OTHER) == 1
+    assert found.more == 4
+    enough = Screening(policy=ScreenPolicy(screen=3, replays=2), signals={PROP: ()})
+    assert (enough.replays_of(PROP), enough.more) == (3, 0)
     assert found.summary([PROP, OTHER, "<session>"]) == {
         "policy": "screen",
         "screen": 1,
@@ -130,26 +133,26 @@ def test_evidence_declares_the_replays_each_property_got() -> None:
     labelled = {
         "base": {
             PROP: (passing(),),
-            OTHER: (Replay(label="assert_fail", calls={"clock": 1}), *(passing(),) * 3),
+            OTHER: (Replay(label="assert_fail", calls={"clock": 1}), *(passing(),) * 2),
         },
-        "patch": {PROP: (passing(),), OTHER: (passing(),) * 4},
+        "patch": {PROP: (passing(),), OTHER: (passing(),) * 3},
     }
     items = replay_run.decide_all(plan, labelled, {}, found)
     by_id = {item.evidence.property_id: item for item in items}
     quiet, loud = by_id[PROP], by_id[OTHER]
     assert (quiet.evidence.replays, quiet.evidence.screened, quiet.evidence.signal) == (1, 1, ())
     assert (quiet.decision.lane, quiet.decision.code) == (Lane.NO_FREEZE, "not_reproduced")
-    assert (loud.evidence.replays, loud.evidence.signal) == (4, ("base: x",))
+    assert (loud.evidence.replays, loud.evidence.signal) == (3, ("base: x",))
     assert loud.decision.lane is Lane.FIX_CANDIDATE
     doc = quiet.evidence.to_json()
     assert (doc["replays"], doc["screened"], doc["signal"]) == (1, 1, [])
     # Row 1 still checks the count: a screened property that lost a replay is malformed.
-    short = replace(loud.evidence, base=loud.evidence.base[:3])
+    short = replace(loud.evidence, base=loud.evidence.base[:2])
     assert decide(short).code == "replay_count"
     report = replay_run.report_document(plan, items, found)
     assert report["screening"]["replayed"] == 1
     assert replay_run.screening_line(report["screening"]) == "screened 2, replayed 1"
-    assert [entry["replays"] for entry in report["decisions"]] == [1, 4]
+    assert [entry["replays"] for entry in report["decisions"]] == [1, 3]
 
 
 def test_without_screening_the_evidence_is_as_before() -> None:
