@@ -3,9 +3,10 @@
     .venv/bin/python bench/suite.py [--rounds 3] [--replays 5] [--markdown] [--keep]
 
 Generates a git repository whose suite has 2,000 tests in 40 modules: most pass in about
-1 ms (a small computation), 20 write and read files, 20 sleep and read a fake clock, 3 are
-flaky and 2 differ between base and patch (one fails on the patch, one reads the clock once
-more on the patch with the same output). Then, round by round, side by side:
+1 ms of CPU (a small computation), 20 write and read files (2 MB each), 20 sleep 0.2 s and
+read a fake clock 10 times, 3 are flaky and 2 differ between base and patch (one fails on
+the patch, one reads the clock once more on the patch with the same output). Then, round
+by round, side by side:
 
 - (f) floor: one plain `pytest` run of the whole suite per side, both at once, each in a
   `docker run` of the runner image with the limits of a replay container (1 CPU, 512 MB,
@@ -53,7 +54,8 @@ CLI = ROOT / ".venv" / "bin" / "orchestrator"
 IMAGE = "orchestrator-runner:latest"
 MODULES = 40
 TESTS_PER_MODULE = 50
-WORK = 15_000  # sum of squares below this: about 1 ms in the runner image here
+WORK = 20_000  # sum of squares below this: about 1 ms of CPU in the runner image here
+TIMEOUT = "600"  # one deadline per replay: a whole-suite replay needs the suite's time
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "bench",
@@ -135,10 +137,10 @@ CLOCK_WORK = """
 
 def test_clock_work(deps):
     clock = deps.clock(start=0.0)
-    for _ in range(5):
-        time.sleep(0.01)
+    for _ in range(10):
+        time.sleep(0.02)
         clock()
-    assert clock.calls == 5
+    assert clock.calls == 10
 """
 SPECIAL = {
     7: """
@@ -276,7 +278,8 @@ def replay(
     """One `orchestrator replay`: its wall time, its summary.json, and where the time went."""
     command = [
         str(CLI), "-v", "--log-format", "json", "replay", "--repo", str(suite.repo),
-        "--base", suite.base, "--patch", suite.patch, "--image", IMAGE, "--out", str(out), *args,
+        "--base", suite.base, "--patch", suite.patch, "--image", IMAGE, "--out", str(out),
+        "--timeout", TIMEOUT, *args,
     ]  # fmt: skip
     env = {**os.environ, "CI": "1"}
     launched = time.time()
@@ -369,15 +372,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--replays", type=int, default=5)
-    parser.add_argument("--jobs-rounds", type=int, default=3)
+    parser.add_argument("--jobs-rounds", type=int, default=3, help="0: skip --jobs 1 vs 2")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument(
+        "--repo", type=Path, help="time an existing repository instead of the generated suite"
+    )
+    parser.add_argument("--base", help="with --repo: the base revision")
+    parser.add_argument("--patch", help="with --repo: the patch revision")
+    parser.add_argument("--skip-all", action="store_true", help="do not time (a)")
     options = parser.parse_args(argv)
+    if options.repo is not None and not (options.base and options.patch):
+        parser.error("--repo needs --base and --patch")
 
     scratch = Path(tempfile.mkdtemp(prefix="orchestrator-bench-suite-"))
     try:
-        suite = generate(scratch)
-        print(f"suite: {count_tests(suite)} tests in {MODULES} modules, {suite.repo}")
+        if options.repo is None:
+            suite = generate(scratch)
+            print(f"suite: {count_tests(suite)} tests in {MODULES} modules, {suite.repo}")
+        else:
+            repo = options.repo.resolve()
+            suite = Suite(
+                repo=repo, base=git(repo, "rev-parse", options.base),
+                patch=git(repo, "rev-parse", options.patch),
+            )  # fmt: skip
+            print(f"repository: {repo}, {suite.base[:12]}..{suite.patch[:12]}")
         trees = [export(suite, rev, scratch / "trees" / name) for name, rev in
                  (("base", suite.base), ("patch", suite.patch))]  # fmt: skip
         workdir = scratch / "work"
@@ -387,49 +406,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         breakdown: list[dict[str, float]] = []
         mismatches: list[str] = []
         for round_ in range(1, options.rounds + 1):
-            times["f"].append(floor(trees))
-            elapsed, all_report, _ = replay(
-                suite, workdir, scratch / f"a{round_}", "--replays-all",
-                "--replays", str(options.replays),
-            )  # fmt: skip
-            times["a"].append(elapsed)
-            elapsed, screened_report, where = replay(
-                suite, workdir, scratch / f"s{round_}", "--replays", str(options.replays)
-            )
-            times["s"].append(elapsed)
+            # The variants take turns going first: other load on the machine comes and goes.
+            order = ["f", "a", "s"][round_ % 3 :] + ["f", "a", "s"][: round_ % 3]
+            all_report = None
+            for variant in order:
+                if variant == "f":
+                    times["f"].append(floor(trees))
+                elif variant == "a" and not options.skip_all:
+                    elapsed, all_report, _ = replay(
+                        suite, workdir, scratch / f"a{round_}", "--replays-all",
+                        "--replays", str(options.replays),
+                    )  # fmt: skip
+                    times["a"].append(elapsed)
+                elif variant == "s":
+                    elapsed, screened_report, where = replay(
+                        suite, workdir, scratch / f"s{round_}", "--replays", str(options.replays)
+                    )
+                    times["s"].append(elapsed)
             replayed.append(screened_report["screening"]["replayed"])
-            a_lanes, s_lanes = lanes(all_report), lanes(screened_report)
-            differ = sorted(
-                p for p in a_lanes.keys() | s_lanes.keys() if a_lanes.get(p) != s_lanes.get(p)
-            )
-            wrong = sorted(
-                p
-                for p, lane in EXPECTED.items()
-                if s_lanes.get(p) != lane or a_lanes.get(p) != lane
-            )
-            others = {lane for p, lane in s_lanes.items() if p not in EXPECTED}
-            if differ or wrong or others != {("no_freeze", "not_reproduced")}:
-                mismatches.append(
-                    f"round {round_}: differ {differ[:5]}, wrong {wrong}, others {others}"
-                )
+            problems = check_lanes(screened_report, all_report, generated=options.repo is None)
+            if problems:
+                mismatches.append(f"round {round_}: {problems}")
             print(
-                f"round {round_}: f {times['f'][-1]:.2f} s, a {times['a'][-1]:.2f} s, "
-                f"s {times['s'][-1]:.2f} s, {screened_report['screening']['screened']} screened, "
-                f"{replayed[-1]} replayed, lanes {'same' if not differ else 'DIFFER'}",
+                f"round {round_}: f {times['f'][-1]:.2f} s, "
+                + (f"a {times['a'][-1]:.2f} s, " if times["a"] else "")
+                + f"s {times['s'][-1]:.2f} s, {screened_report['screening']['screened']} "
+                f"screened, {replayed[-1]} replayed, lanes {problems or 'as expected'}",
                 flush=True,
             )  # fmt: skip
             print("  (s): " + ", ".join(f"{name} {value:.2f}" for name, value in where.items()))
+            print("  (s) replayed: " + ", ".join(
+                f"{e['property_id']} ({e['lane']})" for e in screened_report["decisions"]
+                if e["signal"]
+            ))  # fmt: skip
             breakdown.append(where)
-        durations = next((workdir / ".replay" / "durations").glob("*.json"), None)
         jobs_times: dict[int, list[float]] = {1: [], 2: []}
         jobs_labels: dict[int, dict[str, Any]] = {}
+        durations = next((workdir / ".replay" / "durations").glob("*.json"), None)
         for _ in range(options.jobs_rounds):
             for jobs in (1, 2):
                 elapsed, labels = one_side(suite, jobs, durations)
                 jobs_times[jobs].append(elapsed)
                 jobs_labels[jobs] = labels
-        same_labels = {p: v for p, v in jobs_labels[1].items() if p not in FLAKES} == {
-            p: v for p, v in jobs_labels[2].items() if p not in FLAKES
+        same_labels = {p: v for p, v in jobs_labels.get(1, {}).items() if p not in FLAKES} == {
+            p: v for p, v in jobs_labels.get(2, {}).items() if p not in FLAKES
         }
         report(options, times, replayed, mismatches, jobs_times, same_labels)
         names = list(dict.fromkeys(name for where in breakdown for name in where))
@@ -445,6 +465,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+UNDECIDED = {"reject_malformed", "infra_queue", "rerun_shrink"}
+
+
+def check_lanes(
+    screened: dict[str, Any], replayed_all: dict[str, Any] | None, *, generated: bool
+) -> str:
+    """What is wrong with the lanes: (s) against (a), the planted ones, undecided ones."""
+    s_lanes = lanes(screened)
+    problems = []
+    undecided = sorted(p for p, (lane, _) in s_lanes.items() if lane in UNDECIDED)
+    if undecided:
+        problems.append(f"undecided {undecided[:5]}")
+    if replayed_all is not None:
+        a_lanes = lanes(replayed_all)
+        differ = sorted(
+            p for p in a_lanes.keys() | s_lanes.keys() if a_lanes.get(p) != s_lanes.get(p)
+        )
+        if differ:
+            problems.append(f"(a) and (s) differ on {differ[:5]}")
+    if generated:
+        wrong = sorted(p for p, lane in EXPECTED.items() if s_lanes.get(p) != lane)
+        others = {lane for p, lane in s_lanes.items() if p not in EXPECTED}
+        if wrong or others != {("no_freeze", "not_reproduced")}:
+            problems.append(f"unexpected: {wrong}, others {others}")
+    return "; ".join(problems)
+
+
 def report(options, times, replayed, mismatches, jobs_times, same_labels) -> None:
     f, a, s = (median(times[key]) for key in ("f", "a", "s"))
     rows = [
@@ -454,6 +501,7 @@ def report(options, times, replayed, mismatches, jobs_times, same_labels) -> Non
         ("one side alone, --jobs 1", jobs_times[1]),
         ("one side alone, --jobs 2", jobs_times[2]),
     ]
+    rows = [(name, samples) for name, samples in rows if samples]
     bar = "|" if options.markdown else " "
     print()
     if options.markdown:
@@ -467,15 +515,16 @@ def report(options, times, replayed, mismatches, jobs_times, same_labels) -> Non
             print(f"{name:<58}{bar}{median(samples):8.2f}  [{shown}]")
     print()
     print(f"(s)/(f) = {s / f:.2f}x   (a)/(f) = {a / f:.2f}x   (a)/(s) = {a / s:.2f}x")
+    print(
+        "(s)/(f) per round: "
+        + ", ".join(f"{x / y:.2f}" for x, y in zip(times["s"], times["f"], strict=False))
+    )
     print(f"replayed after screening: {replayed}")
-    print(
-        f"--jobs 2 / --jobs 1 (one side): {median(jobs_times[2]) / median(jobs_times[1]):.2f}x,"
-        f" same labels (flakes aside): {'yes' if same_labels else 'NO'}"
-    )
-    print(
-        "lanes of (a) and (s): "
-        + ("the same in every round" if not mismatches else "; ".join(mismatches))
-    )
+    if jobs_times[1]:
+        ratio = median(jobs_times[2]) / median(jobs_times[1])
+        same = "yes" if same_labels else "NO"
+        print(f"--jobs 2 / --jobs 1 (one side): {ratio:.2f}x, same labels (flakes aside): {same}")
+    print("lanes: " + ("as expected in every round" if not mismatches else "; ".join(mismatches)))
     load = os.getloadavg()
     print(
         f"load (1, 5, 15 min): {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}; cpus {os.cpu_count()}"
