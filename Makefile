@@ -10,6 +10,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNNER_IMAGE := orchestrator-runner:latest
+# Wheels the project-image tests install offline (--no-index), downloaded before pytest starts.
+WHEELHOUSE := .cache/wheelhouse
+WHEELHOUSE_LISTS := $(wildcard tests/wheelhouse/*.txt)
 
 # ORCHESTRATOR_DOCKERD_ROOT=DIR: use a private engine under DIR (scripts/ensure-docker).
 ifneq ($(strip $(ORCHESTRATOR_DOCKERD_ROOT)),)
@@ -22,7 +25,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres browser junit-xsd doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres wheelhouse browser junit-xsd doctor test lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -31,6 +34,7 @@ help:
 	@echo "make image        build (or reuse) the runner image and print its ID"
 	@echo "make doctor       engine, runner image, git and Python: one line each"
 	@echo "make lint         ruff and mypy"
+	@echo "make wheelhouse   download the wheels the project-image tests install offline"
 	@echo "make engine       start a Docker engine unless one answers"
 	@echo "make venv         create .venv and install the package with its dev extra"
 	@echo "make stop-engine  stop the Docker engine this project started (never another)"
@@ -57,6 +61,17 @@ postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| scripts/apt-install postgresql-15 || scripts/apt-install postgresql
 
+# Each list is resolved on its own (they pin different pytest versions) with the host's pip.
+$(WHEELHOUSE)/.done: $(WHEELHOUSE_LISTS) | $(STAMP)
+	@mkdir -p $(WHEELHOUSE)
+	@for list in $(WHEELHOUSE_LISTS); do \
+		$(BIN)/python -m pip download --quiet --disable-pip-version-check \
+			--dest $(WHEELHOUSE) --requirement $$list || exit 1; \
+	done
+	@touch $@
+
+wheelhouse: $(WHEELHOUSE)/.done
+
 # The report tests drive headless Chromium: Debian's browser and its driver.
 browser:
 	@{ command -v chromium && command -v chromedriver; } >/dev/null \
@@ -81,7 +96,7 @@ lint: venv
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
-test: venv engine image postgres browser junit-xsd
+test: venv engine image postgres wheelhouse browser junit-xsd
 	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
 
 replay: venv engine image

@@ -56,6 +56,14 @@ class PropertyDoesNotFailError(InputError):
     """``shrink`` was given a fixture on which the property holds."""
 
 
+class ShrinkStoppedError(OrchestratorError):
+    """A shrink against a test met a candidate with no verdict (a timeout or a harness
+    error): never the same failure, so the shrink stops undecided (exit 3), naming the
+    candidate."""
+
+    exit_code = ExitCode.UNDECIDED
+
+
 class InfrastructureError(OrchestratorError):
     """The machinery failed: no Docker engine, no image, no database (exit 3)."""
 
@@ -93,6 +101,11 @@ class ImageNotFoundError(EngineError):
 
     def __init__(self, message: str) -> None:
         super().__init__("image_not_found", message)
+
+
+class ImageBuildError(InfrastructureError):
+    """A project image could not be built: a build step failed (exit 3). The message
+    carries the step's last lines."""
 
 
 class GitError(InfrastructureError):

@@ -136,6 +136,12 @@ class ShrinkSummary:
     minimal_digest: str | None = None
     origin_digest: str | None = None
     shrink_path: tuple[Mapping[str, Any], ...] = ()
+    # Where a test's shrink ran (``shrink --test``): the test, its revision, the image
+    # ID and the seed. None for a host-side property's shrink.
+    test: str | None = None
+    rev: str | None = None
+    image_id: str | None = None
+    seed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -149,6 +155,10 @@ class ShrinkSummary:
             doc["origin_digest"] = self.origin_digest
         if self.shrink_path:
             doc["shrink_path"] = [dict(step) for step in self.shrink_path]
+        for name in ("test", "rev", "image_id", "seed"):
+            value = getattr(self, name)
+            if value is not None:
+                doc[name] = value
         return doc
 
 
@@ -161,7 +171,8 @@ class Evidence:
     ``base_oracle_digest``/``patch_oracle_digest`` digest the property's oracle slice on
     each side (None where the test does not exist, or where the document's writer did not
     slice); ``oracle_reasons`` say what differs. ``oracle_changed`` stays for documents
-    that carry no digests.
+    that carry no digests. ``tests_from`` is the SHA whose test files judged both sides
+    (``--tests-from``; None: each side ran its own tests).
     """
 
     base_rev: str | None
@@ -185,6 +196,11 @@ class Evidence:
     # the screening pass; ``signal`` says why the property got more (empty: it did not).
     screened: int = 0
     signal: tuple[str, ...] = ()
+    # The container's environment, a pin like the image: the variables every replay got
+    # (PYTHONPATH aside) and each side's PYTHONPATH entries. Empty when not recorded.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tests_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -202,10 +218,13 @@ class Evidence:
             "base_oracle_digest": self.base_oracle_digest,
             "patch_oracle_digest": self.patch_oracle_digest,
             "oracle_reasons": list(self.oracle_reasons),
+            "tests_from": self.tests_from,
             "shrink": None if self.shrink is None else self.shrink.to_json(),
             "replays": self.replays,
             "base": [replay.to_json() for replay in self.base],
             "patch": [replay.to_json() for replay in self.patch],
+            "environment": dict(sorted(self.environment.items())),
+            "pythonpath": {side: list(paths) for side, paths in sorted(self.pythonpath.items())},
         }
         if self.screened:
             doc["screened"] = self.screened
@@ -215,16 +234,21 @@ class Evidence:
 
 @dataclass(frozen=True, kw_only=True)
 class Decision:
-    """The lane picked for one piece of evidence. Never carries a merge bit."""
+    """The lane picked for one piece of evidence. Never carries a merge bit.
+
+    ``tests_from`` is the evidence's: the SHA whose test files were the oracle on both
+    sides (written only when there is one).
+    """
 
     lane: Lane
     code: str
     blocking: bool
     freeze_allowed: bool
     reasons: tuple[str, ...] = ()
+    tests_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "schema": DECISION_SCHEMA,
             "lane": self.lane.value,
             "code": self.code,
@@ -232,6 +256,9 @@ class Decision:
             "freeze_allowed": self.freeze_allowed,
             "reasons": list(self.reasons),
         }
+        if self.tests_from is not None:
+            doc["tests_from"] = self.tests_from
+        return doc
 
 
 class FreezeKind(StrEnum):

@@ -56,6 +56,7 @@ from orchestrator.errors import (
     EngineError,
     EngineReason,
     EngineUnavailableError,
+    ImageBuildError,
     ImageNotFoundError,
     one_line,
 )
@@ -149,6 +150,7 @@ class ImagePin:
     id: str  # "sha256:..."
     repo_digests: tuple[str, ...]
     tags: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,11 +220,33 @@ def resolve_image(client: docker.DockerClient, ref: str) -> ImagePin:
         raise EngineError(
             _failure_reason(client, error), f"image {ref} cannot be inspected: {one_line(error)}"
         ) from None
+    return _pin(image)
+
+
+def _pin(image: Any) -> ImagePin:
+    config = image.attrs.get("Config") or {}
     return ImagePin(
         id=str(image.id),
         repo_digests=tuple(sorted(image.attrs.get("RepoDigests") or ())),
         tags=tuple(sorted(image.tags)),
+        labels=dict(config.get("Labels") or {}),
     )
+
+
+def find_image(client: docker.DockerClient, ref: str) -> ImagePin | None:
+    """The local image ``ref`` names, or None when there is none. Never pulls."""
+    try:
+        return resolve_image(client, ref)
+    except ImageNotFoundError:
+        return None
+
+
+def images_labelled(client: docker.DockerClient, label: str) -> list[ImagePin]:
+    """Local images carrying ``label`` (``key`` or ``key=value``), newest first."""
+    with _translated(client):
+        images = client.images.list(filters={"label": label})
+    images.sort(key=lambda image: str(image.attrs.get("Created", "")), reverse=True)
+    return [_pin(image) for image in images]
 
 
 def engine_info(client: docker.DockerClient) -> EngineInfo:
@@ -398,12 +422,13 @@ def container_config(
     labels: Mapping[str, str],
     limits: Limits,
     working_dir: str = "/src",
+    tmpfs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``containers.create`` for a hermetic replay. Pure.
 
-    No network, read-only root with a tmpfs for /tmp, a non-root user, no
-    capabilities, no privilege gain, memory/pids/CPU limits, an init process, and
-    only the environment given here (nothing from the host).
+    No network, read-only root with a tmpfs for /tmp (plus ``tmpfs``: mount point ->
+    options), a non-root user, no capabilities, no privilege gain, memory/pids/CPU
+    limits, an init process, and only the environment given here (nothing from the host).
     """
     return {
         "image": image_id,
@@ -418,7 +443,11 @@ def container_config(
         },
         "network_mode": "none",
         "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"},
+        "tmpfs": {
+            # exec: suites run scripts they write to tmp_path, as on any machine
+            "/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_size},mode=1777",
+            **(tmpfs or {}),
+        },
         "user": "1000:1000",
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
@@ -688,3 +717,107 @@ class LiveContainers:
     def remove_all(self) -> None:
         for container in self.snapshot():
             container.close()
+
+
+# ---------------------------------------------------------------- images we build
+
+BUILD_TIMEOUT_S = 3600  # one build step may install wheels for minutes without output
+
+
+def build_image(
+    client: docker.DockerClient,
+    context: Path,
+    *,
+    tag: str,
+    labels: Mapping[str, str],
+    buildargs: Mapping[str, str],
+    on_line: Callable[[str], None] | None = None,
+) -> str:
+    """Build ``context`` (its ``Dockerfile``) with the engine's classic builder, with no
+    network and never pulling (the ``FROM`` lines name local image IDs); tag it and return
+    its image ID. A step that fails is an :class:`ImageBuildError` with the build's last
+    lines; the engine failing is an :class:`EngineError`.
+    """
+    lines: list[str] = []
+    with _translated(client):
+        stream = client.api.build(
+            path=str(context),
+            tag=tag,
+            labels=dict(labels),
+            buildargs=dict(buildargs),
+            network_mode="none",
+            pull=False,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            timeout=BUILD_TIMEOUT_S,
+            use_config_proxy=False,
+        )
+        for chunk in stream:
+            text = chunk.get("stream") or chunk.get("status") or ""
+            for line in str(text).splitlines():
+                if line.strip():
+                    lines.append(line.rstrip())
+                    if on_line is not None:
+                        on_line(line.rstrip())
+            error = chunk.get("error")
+            if error:
+                tail = " | ".join(lines[-6:])
+                raise ImageBuildError(f"the image build failed: {_first_line(error)}; {tail}")
+        pin = resolve_image(client, tag)
+    return pin.id
+
+
+def _first_line(text: Any) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else "no detail"
+
+
+def prune_stage(client: docker.DockerClient, label: str, value: str) -> None:
+    """Remove the dangling images of one build's install stage (``label=value``); they
+    only held the wheelhouse. A failure is logged: at worst an unused image stays."""
+    try:
+        client.images.prune(filters={"dangling": True, "label": f"{label}={value}"})
+    except _FAILURES as error:
+        log.warning("image.prune_failed", label=f"{label}={value}", error=one_line(error))
+
+
+def import_rootfs(
+    client: docker.DockerClient, tarball: Path, *, tag: str, changes: Sequence[str]
+) -> str:
+    """``docker import`` through the SDK: a root file system tarball as an image."""
+    repository, _, name = tag.rpartition(":")
+    with _translated(client):
+        client.api.import_image_from_file(
+            str(tarball), repository=repository, tag=name, changes=list(changes)
+        )
+        return resolve_image(client, tag).id
+
+
+def run_command(
+    client: docker.DockerClient,
+    image_id: str,
+    command: Sequence[str],
+    *,
+    purpose: str,
+    timeout_s: float = 120.0,
+) -> tuple[int | None, str]:
+    """Run ``command`` once in a hermetic container of ``image_id`` (no network, read-only,
+    uid 1000) and return its exit code and output; the container is always removed."""
+    owner = Owner.current(f"{purpose}-{uuid.uuid4().hex[:8]}")
+    config = container_config(
+        image_id=image_id,
+        name=f"orchestrator-{owner.run_id}",
+        command=command,
+        mounts=(),
+        environment={"HOME": "/tmp"},
+        labels=owner.labels(purpose),
+        limits=Limits(),
+        working_dir="/tmp",
+    )
+    output: list[str] = []
+    with Container(client, config) as container:
+        pump = container.follow_logs(output.append)
+        exit_ = container.wait(deadline=time.monotonic() + timeout_s, poll_s=1.0)
+        pump.join(timeout=5)
+    return exit_.status_code, "\n".join(output)

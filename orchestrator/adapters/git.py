@@ -1,4 +1,5 @@
-"""Git, thin: resolve revisions to full SHAs, read blobs, export a revision's tree.
+"""Git, thin: resolve revisions to full SHAs, list trees, read blobs, export a revision's
+tree (and lay another revision's test files over it).
 
 Sources are *exported*, not checked out as worktrees: the revision's tree is read
 into a private index file (``GIT_INDEX_FILE`` in our own temporary folder) and
@@ -33,6 +34,8 @@ from orchestrator.errors import GitError, InputError, UnknownRevisionError, one_
 
 if TYPE_CHECKING:
     import git
+
+    from orchestrator.core.test_files import SideOverlay
 
 SCRATCH_PREFIX = "orchestrator-replay-"
 # Exported files must be readable by the container's uid 1000, whatever the caller's umask.
@@ -78,6 +81,41 @@ def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | 
     return found
 
 
+def list_tree(repo: Path, sha: str) -> dict[str, str]:
+    """Every file of commit ``sha``'s tree (regular files and symlinks; no submodules):
+    path -> blob SHA, in git's order."""
+    output = _git_output(repo, "ls-tree", "-r", "-z", "--full-tree", sha)
+    files: dict[str, str] = {}
+    for record in output.split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        _mode, kind, blob = meta.decode().split()
+        if kind == "blob":
+            files[path.decode("utf-8", errors="surrogateescape")] = blob
+    return files
+
+
+def read_objects(repo: Path, shas: Iterable[str]) -> dict[str, bytes]:
+    """The bytes of each blob SHA (one ``git cat-file --batch`` for all of them)."""
+    wanted = list(dict.fromkeys(shas))
+    if not wanted:
+        return {}
+    output = _git_output(repo, "cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
+    found: dict[str, bytes] = {}
+    offset = 0
+    for sha in wanted:
+        end = output.index(b"\n", offset)
+        header = output[offset:end].decode().split()
+        offset = end + 1
+        if len(header) != 3:  # "<sha> missing": a resolved tree never lists one
+            raise GitError(f"git cat-file failed: {sha} is missing")
+        size = int(header[2])
+        found[sha] = output[offset : offset + size]
+        offset += size + 1  # the object, then a newline
+    return found
+
+
 def make_scratch(purpose: str) -> Path:
     """A new private folder in the temp dir, named after this process; readable by uid 1000."""
     folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-{purpose}-"))
@@ -102,10 +140,13 @@ def sweep_scratch(is_alive: Callable[[int], bool], root: Path | None = None) -> 
     return removed
 
 
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
+def _git(
+    repo: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> None:
     completed = subprocess.run(
         ["git", "-C", str(repo), *args],
         env={**os.environ, **(env or {})},
+        input=stdin,
         capture_output=True,
         text=True,
         check=False,
@@ -117,6 +158,18 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
         detail = (completed.stderr or completed.stdout).strip().splitlines()
         verb = next((arg for arg in args if not arg.startswith("-")), "")
         raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
+
+
+def _git_output(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """A git command's standard output; a failure is the machine's (see :func:`_git`)."""
+    completed = subprocess.run(
+        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=False
+    )
+    if completed.returncode != 0:
+        detail = completed.stderr.decode(errors="replace").strip().splitlines()
+        verb = next((arg for arg in args if not arg.startswith("-")), "")
+        raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
+    return completed.stdout
 
 
 def export_tree(repo: Path, sha: str, dest: Path, index_file: Path) -> None:
@@ -152,15 +205,61 @@ def apply_patch(tree: Path, patch: Path) -> None:
         raise InputError(f"{patch}: does not apply ({detail[0] if detail else 'git apply failed'})")
 
 
+def overlay_files(repo: Path, tree: Path, overlay: SideOverlay, index_file: Path) -> None:
+    """Lay one revision's files over an exported tree: remove ``overlay.remove``, then
+    write ``overlay.write`` as they are at ``overlay.rev`` (through a private index, with
+    the same filters and attributes as the export itself)."""
+    for path in overlay.remove:
+        target = tree / path
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        _prune_empty(target.parent, tree)
+    if not overlay.write:
+        return
+    env = {"GIT_INDEX_FILE": str(index_file)}
+    _git(repo, "read-tree", overlay.rev, env=env)
+    _git(
+        repo,
+        f"--work-tree={tree}",
+        "checkout-index",
+        "--force",
+        "-z",
+        "--stdin",
+        env=env,
+        stdin="\0".join(overlay.write) + "\0",
+    )
+    index_file.unlink(missing_ok=True)
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and its parents while they are empty, never ``root`` itself."""
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
 @contextmanager
-def checkout(repo: Path, sha: str, *, mutant: Path | None = None) -> Iterator[Path]:
-    """An exported tree of ``sha`` (``mutant`` applied) in a unique temp folder, always removed."""
+def checkout(
+    repo: Path,
+    sha: str,
+    *,
+    mutant: Path | None = None,
+    tests: SideOverlay | None = None,
+) -> Iterator[Path]:
+    """An exported tree of ``sha`` in a unique temp folder, always removed: ``mutant``
+    applied, then the test files of ``tests.rev`` laid over it (``--tests-from``: added,
+    modified and deleted test files all follow that revision)."""
     scratch = make_scratch("src")
     try:
         tree = scratch / "src"
         export_tree(repo, sha, tree, scratch / "index")
         if mutant is not None:
             apply_patch(tree, mutant)
+        if tests is not None:
+            overlay_files(repo, tree, tests, scratch / "tests-index")
         yield tree
     finally:
         remove_scratch(scratch)
@@ -180,3 +279,16 @@ def mainline_root(repo: Path, sha: str) -> str:
     if not roots:
         raise GitError(f"git rev-list found no root commit of {sha}")
     return roots[-1]
+
+
+def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:
+    """Every file path under ``folder`` (repository-relative) at commit ``sha``."""
+    import git
+
+    handle = _open_repo(repo)
+    try:
+        with handle:
+            out = handle.git.ls_tree("-r", "--name-only", sha, "--", folder.rstrip("/") + "/")
+    except git.GitCommandError as error:
+        raise GitError(f"git ls-tree failed: {error.stderr.strip() or error}") from None
+    return tuple(line for line in str(out).splitlines() if line)

@@ -87,3 +87,51 @@ _IMAGE = typer.Option(
 ImageOption = Annotated[str, _IMAGE]
 OptionalImageOption = Annotated[str | None, _IMAGE]
 """``--image`` for a command with its own default when the option is left out."""
+
+# --env, --pythonpath, --writable-tree: the container's environment ------------------------
+
+EnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        metavar="KEY=VALUE",
+        help="A variable for every replay (repeatable), recorded in the run log and the "
+        "evidence; TZ is unset unless given here.",
+    ),
+]
+PythonpathOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pythonpath",
+        metavar="DIR",
+        help="A folder of the tree to import from (repeatable), before pytest's pythonpath "
+        "and a src/ layout, which are found on their own.",
+    ),
+]
+WritableTreeOption = Annotated[
+    bool,
+    typer.Option(
+        "--writable-tree",
+        help="Give each side a private writable copy of its tree, fresh for every replay "
+        "(default: read-only; a write into it is harness_error read_only_tree).",
+    ),
+]
+
+# --tests-from, --test-path ---------------------------------------------------------------
+
+TESTS_FROM_HELP = (
+    "Judge both sides by one revision's test files: they are laid over every exported tree "
+    "before anything runs (added, modified and deleted test files all follow it). Test files: "
+    "everything under each property's test folder (tests/), every conftest.py, test_*.py and "
+    "*_test.py, and --test-path."
+)
+
+TestPathOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--test-path",
+        metavar="PATH",
+        help="With --tests-from: one more test file or folder to take from that revision "
+        "(test data outside the test folder; repeatable).",
+    ),
+]

@@ -11,8 +11,10 @@ import typer
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
     RUNNER_IMAGE,
+    TESTS_FROM_HELP,
     ImageOption,
     LedgerOption,
+    TestPathOption,
     TimeoutOption,
 )
 
@@ -39,6 +41,16 @@ def accept(
     rev: Annotated[
         str, typer.Option("--rev", help="The revision the property must pass on.")
     ] = "HEAD",
+    tests_from: Annotated[
+        str | None,
+        typer.Option(
+            "--tests-from",
+            metavar="REV",
+            help=TESTS_FROM_HELP + " With it, a pull request's new test can be accepted "
+            "with the base as its mutant: --rev PATCH --mutant BASE --tests-from PATCH.",
+        ),
+    ] = None,
+    test_paths: TestPathOption = None,
     image: ImageOption = RUNNER_IMAGE,
     fixture: Annotated[
         Path | None,
@@ -77,6 +89,8 @@ def accept(
         fixture=fixture,
         replays=replays,
         timeout_s=timeout,
+        tests_from=tests_from,
+        test_paths=tuple(test_paths or ()),
     )
     result = run_accept(
         options,
@@ -107,6 +121,8 @@ def _print(result: AcceptResult) -> None:
     from orchestrator.core.acceptance import Outcome
 
     rev = result.rev[:12]
+    if result.overlay is not None:
+        typer.echo(f"tests from {result.overlay.ref} ({result.overlay.rev[:12]}) on both trees")
     if result.outcome is Outcome.ACCEPTED:
         n = len(result.replays.get("mutant", ()))
         typer.echo(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,7 +33,10 @@ class Check:
         return {"name": self.name, "ok": self.ok, "detail": self.detail, **self.facts}
 
 
-def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, Check]:
+def check_engine_and_image(
+    env: Mapping[str, str], image: str, found: list[dict[str, object]] | None = None
+) -> tuple[Check, Check]:
+    """The engine and the runner image; ``found`` receives the project images there are."""
     from orchestrator.adapters import docker as docker_adapter
 
     url = docker_adapter.engine_url(env)
@@ -75,9 +78,32 @@ def check_engine_and_image(env: Mapping[str, str], image: str) -> tuple[Check, C
                 detail=f"{pin.id} ({image})",
                 facts={"ref": image, "id": pin.id},
             )
+        if found is not None:
+            found.extend(_project_images(client))
         return engine_check, image_check
     finally:
         client.close()
+
+
+def _project_images(client: Any) -> list[dict[str, object]]:
+    """Images made by `orchestrator image build` (informative: none is fine)."""
+    from orchestrator.services.image import project_images
+
+    try:
+        return list(project_images(client))
+    except EngineError:
+        return []
+
+
+def project_image_line(image: Mapping[str, object]) -> str:
+    tags = image.get("tags") or []
+    name = str(tags[0]) if isinstance(tags, list) and tags else "(untagged)"
+    packages = image.get("packages") or []
+    count = len(packages) if isinstance(packages, list) else 0
+    return (
+        f"project image: {name} {image.get('id')} "
+        f"({image.get('project') or 'unnamed'}, {count} packages)"
+    )
 
 
 def check_git() -> Check:
@@ -127,7 +153,8 @@ def doctor(
     ] = False,
     image: ImageOption = RUNNER_IMAGE,
 ) -> None:
-    """Check the engine, the runner image, git and Python: one line each.
+    """Check the engine, the runner image, git and Python: one line each; then one line
+    per project image (`orchestrator image build`) on the engine.
 
     Prints the Docker engine's server version and storage driver, the runner image's ID,
     and the git and Python versions. Exit 0 when all are there, 3 naming the first that
@@ -138,18 +165,22 @@ def doctor(
     """
     from orchestrator.files import dumps
 
-    engine_check, image_check = check_engine_and_image(os.environ, image)
+    found: list[dict[str, object]] = []
+    engine_check, image_check = check_engine_and_image(os.environ, image, found)
     checks = (engine_check, image_check, check_git(), check_python())
     if as_json:
         doc = {
             "schema": "doctor/1",
             "ok": all(c.ok for c in checks),
             "checks": [c.to_json() for c in checks],
+            "project_images": found,
         }
         typer.echo(dumps(doc))
     else:
         for check in checks:
             typer.echo(check.line())
+        for project_image in found:
+            typer.echo(project_image_line(project_image))
     failure = first_failure(checks)
     if failure is not None:
         raise failure

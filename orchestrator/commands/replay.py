@@ -8,18 +8,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    TESTS_FROM_HELP,
+    EnvOption,
     ImageOption,
     LedgerOption,
+    PythonpathOption,
+    TestPathOption,
     TimeoutOption,
+    WritableTreeOption,
 )
 from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.services.replay_shrink import ShrinkingReplay
 
 ISOLATION_HELP = (
     "side: one container per side runs the N replays, each a fresh pytest process "
@@ -58,6 +66,21 @@ def replay(
             help="A pytest node id to decide (repeatable). Default: every test the command runs.",
         ),
     ] = None,
+    changed: Annotated[
+        bool,
+        typer.Option(
+            "--changed",
+            help="Instead of every test the command runs, only those the patch touched: "
+            "tests whose oracle differs between base and patch, and every test of a test "
+            "module that imports a module the patch changed (read statically; "
+            "docs/lanes.md says what that misses). Not with --property.",
+        ),
+    ] = False,
+    tests_from: Annotated[
+        str | None,
+        typer.Option("--tests-from", metavar="base|patch|REV", help=TESTS_FROM_HELP),
+    ] = None,
+    test_paths: TestPathOption = None,
     fixture: Annotated[
         Path | None,
         typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
@@ -69,6 +92,15 @@ def replay(
             help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
         ),
     ] = None,
+    shrink: Annotated[
+        bool,
+        typer.Option(
+            "--shrink",
+            help="When the property fails on the patch, shrink --fixture against it there "
+            "(2 attempts, one warm container), then replay it with the minimal fixture and "
+            "the shrink report; the run folder keeps both fixtures. Needs one --property.",
+        ),
+    ] = False,
     origin: Annotated[
         Path | None,
         typer.Option(
@@ -130,6 +162,9 @@ def replay(
             "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
         ),
     ] = "side",
+    env: EnvOption = None,
+    pythonpath: PythonpathOption = None,
+    writable_tree: WritableTreeOption = False,
     ledger: LedgerOption,
     record: Annotated[
         bool,
@@ -187,12 +222,19 @@ def replay(
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
 
+    A property whose own test code (its oracle) differs between the sides is not
+    compared (reject_run). --tests-from lays one revision's test files over both
+    trees, so both sides are judged by one oracle: --tests-from patch asks whether a
+    pull request's new test fails on base. --changed replays only the tests the
+    patch touched (docs/lanes.md, section 8).
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
     infrastructure failure), 2 for bad input (found before any container starts).
     """
     from orchestrator import log
     from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.errors import InputError
     from orchestrator.files import dumps
@@ -222,6 +264,12 @@ def replay(
         screen=screen,
         replays_all=replays_all,
         jobs=jobs,
+        env=parse_env(env or ()),
+        pythonpath=check_pythonpath(pythonpath or ()),
+        writable_tree=writable_tree,
+        tests_from=tests_from,
+        test_paths=tuple(test_paths or ()),
+        changed=changed,
     )
     now = datetime.now(UTC)
     # Every usage mistake is found here, before an engine is asked for anything.
@@ -237,6 +285,10 @@ def replay(
     ]
     if missing:
         raise InputError(f"--freeze needs {' and '.join(missing)}")
+    if shrink:
+        from orchestrator.services.replay_shrink import validate_shrink_options
+
+        validate_shrink_options(options)
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -254,6 +306,32 @@ def replay(
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
     client = connect(os.environ)
+    if shrink:
+        from orchestrator.errors import ShrinkStoppedError
+        from orchestrator.services.replay_shrink import STOPPED
+
+        try:
+            shrunk = _replay_and_shrink(
+                options=options,
+                client=client,
+                now=now,
+                json_logs=json_logs,
+                ledger_request=ledger_request,
+                as_json=as_json,
+                logger=logger,
+            )
+        finally:
+            client.close()
+        if html or junit or summary:
+            from orchestrator.commands.report import write_after_replay
+
+            run_dir = Path(shrunk.report["run_dir"])
+            write_after_replay(run_dir, html=html, junit=junit, summary=summary, err=as_json)
+        if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
+            raise ShrinkStoppedError(shrunk.message)
+        if shrunk.exit_status:
+            raise typer.Exit(shrunk.exit_status)
+        return
     try:
         plan = plan_replay(options, client=client, now=now)
         logger.info(
@@ -273,10 +351,13 @@ def replay(
     if as_json:
         typer.echo(dumps(outcome.report))
     else:
-        _print_table(outcome)
-        _print_screening(outcome.report.get("screening"))
+        _print_tests(outcome.plan)
+        if not outcome.plan.nothing_selected:
+            _print_table(outcome)
+            _print_screening(outcome.report.get("screening"))
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
+    _hint_writable_tree(outcome, logger)
     if html or junit or summary:  # other views of the run folder just written
         from orchestrator.commands.report import write_after_replay
 
@@ -284,6 +365,46 @@ def replay(
     logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
     if outcome.exit_status:
         raise typer.Exit(outcome.exit_status)
+
+
+def _replay_and_shrink(
+    *,
+    options: Any,
+    client: Any,
+    now: datetime,
+    json_logs: bool,
+    ledger_request: Any,
+    as_json: bool,
+    logger: Any,
+) -> ShrinkingReplay:
+    """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
+    from orchestrator.files import dumps
+    from orchestrator.services.replay_shrink import STOPPED, replay_and_shrink
+
+    def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
+        logger.debug(
+            "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+        )
+
+    with _progress(json_logs, options.replays, logger) as progress:
+        result = replay_and_shrink(
+            options,
+            client=client,
+            now=now,
+            progress=progress,
+            shrink_progress=shrink_progress,
+            ledger=ledger_request,
+        )
+    if as_json:
+        typer.echo(dumps(result.report))
+    else:
+        _print_table(result.deciding)
+        _print_ledger(result.report.get("ledger"))
+        if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
+            typer.echo(f"shrink: {result.outcome}: {result.message}")
+        typer.echo(f"run folder: {result.report['run_dir']}")
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    return result
 
 
 @contextmanager
@@ -319,6 +440,21 @@ def _progress(
         yield advance
 
 
+def _print_tests(plan: Any) -> None:
+    """Above the table: what --changed selected, and whose tests were the oracle."""
+    if plan.selection is not None:
+        typer.echo(f"changed: {plan.selection.summary()}")
+    overlay = plan.overlay
+    if overlay is not None:
+        count = len(overlay.files)
+        removed = sorted({path for paths in overlay.removed.values() for path in paths})
+        gone = f", {len(removed)} removed" if removed else ""
+        typer.echo(
+            f"tests from {overlay.ref} ({overlay.rev[:12]}): the oracle on both sides, "
+            f"{count} test file{'s' if count != 1 else ''} laid over each tree{gone}"
+        )
+
+
 def _print_table(outcome: Any) -> None:
     from orchestrator.core.replay_run import call_deltas, label_summary
 
@@ -336,6 +472,31 @@ def _print_table(outcome: Any) -> None:
             for item in outcome.properties
         ),
     )
+    # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
+    for item in outcome.properties:
+        if item.decision.code == "oracle_changed":
+            reasons = "; ".join(item.decision.reasons)
+            typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
+
+
+def _hint_writable_tree(outcome: Any, logger: Any) -> None:
+    """A replay that wrote into its read-only tree names the flag that allows it."""
+    from orchestrator.core.labels import READ_ONLY_TREE, WRITABLE_TREE_HINT
+
+    touched = sorted(
+        {
+            str(item.evidence.property_id)
+            for item in outcome.properties
+            for replay in (*item.evidence.base, *item.evidence.patch)
+            if replay.reason == READ_ONLY_TREE
+        }
+    )
+    if touched:
+        logger.warning(
+            "replay.read_only_tree",
+            hint=f"tests wrote into their read-only tree: {WRITABLE_TREE_HINT}",
+            properties=touched,
+        )
 
 
 def _print_screening(summary: Any) -> None:

@@ -1,4 +1,5 @@
-"""``orchestrator shrink``: shrink a failing JSON fixture against a Python property."""
+"""``orchestrator shrink``: shrink a failing JSON fixture against a test in its pinned
+container, or against a host-side Python property."""
 
 from __future__ import annotations
 
@@ -6,13 +7,18 @@ import importlib
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orchestrator.commands._options import DEFAULT_TIMEOUT_S, OptionalImageOption, TimeoutOption
+
 if TYPE_CHECKING:
     from orchestrator.core.shrink import Property, ShrinkReport
+    from orchestrator.services.shrink import ShrinkTestRequest
 
 _MAX_STEPS_SHOWN = 20
 
@@ -62,6 +68,7 @@ def _tail(step: dict[str, Any]) -> str:
 
 
 def shrink(
+    ctx: typer.Context,
     fixture: Annotated[
         str,
         typer.Argument(
@@ -70,22 +77,53 @@ def shrink(
     ],
     *,
     property_spec: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--property",
             metavar="MODULE:FUNCTION",
-            help="The property: called with the payload, it fails by raising or returning False.",
+            help="A host-side property: called with the payload, it fails by raising or "
+            "returning False.",
         ),
-    ],
+    ] = None,
     path: Annotated[
         list[Path] | None,
         typer.Option(
             "--path",
             metavar="DIR",
-            help="A folder to import the property from (repeatable; the current folder is "
-            "searched last).",
+            help="With --property: a folder to import it from (repeatable; the current "
+            "folder is searched last).",
         ),
     ] = None,
+    test: Annotated[
+        str | None,
+        typer.Option(
+            "--test",
+            metavar="NODEID",
+            help="A pytest test that reads $REPLAY_FIXTURE, run at --rev of --repo in the "
+            "--image container for every candidate.",
+        ),
+    ] = None,
+    repo: Annotated[
+        Path | None, typer.Option("--repo", help="With --test: the git repository.")
+    ] = None,
+    rev: Annotated[
+        str | None,
+        typer.Option("--rev", help="With --test: the revision (pinned to its SHA)."),
+    ] = None,
+    image: OptionalImageOption = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="With --test: $REPLAY_SEED of every candidate run.")
+    ] = 0,
+    tests_from: Annotated[
+        str | None,
+        typer.Option(
+            "--tests-from",
+            metavar="REV",
+            help="With --test: lay the test files of REV over --rev's tree (as `replay "
+            "--tests-from` does), so REV's test judges --rev's code.",
+        ),
+    ] = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     attempts: Annotated[
         int,
         typer.Option(
@@ -100,29 +138,138 @@ def shrink(
         bool, typer.Option("--json", help="Print the shrink-report/1 document.")
     ] = False,
 ) -> None:
-    """Shrink FIXTURE to a minimal payload that still fails the property the same way.
+    """Shrink FIXTURE to a minimal payload that still fails the same way.
 
     FIXTURE is the failing JSON fixture, or - for standard input.
 
-    Same way means the same exception type at the same line of the property (a False
-    return is its own failure). Keys and items are dropped from the end, strings
-    shortened, integers moved toward zero, until no single step keeps the failure.
-    The shrink runs --attempts times; the report is stable when every minimum has the
-    same digest. Exit 2 when the property cannot be imported or does not fail on FIXTURE.
-    """
-    from orchestrator.core.shrink import shrink_report
-    from orchestrator.files import dumps, read_json, write_json_atomic
+    Against a test (--test NODEID --repo PATH --rev REV --image REF): one warm container
+    of that image runs the test at that revision on every candidate, each a fresh pytest
+    session reading the candidate as $REPLAY_FIXTURE (read-only sources, no network, the
+    replay's limits). Same way means the label assert_fail with the same position-free
+    assertion key as on FIXTURE; a candidate that times out (--timeout, per candidate) or
+    gives a harness error stops the shrink with exit 3, naming it.
 
-    payload = read_json(fixture)
-    prop = load_property(property_spec, list(path or []))
-    report = shrink_report(payload, prop, attempts=attempts)
+    Against a host-side property (--property MODULE:FUNCTION): same way means the same
+    exception type at the same line of the property (a False return is its own failure).
+
+    Keys and items are dropped from the end, strings shortened, integers moved toward
+    zero, until no single step keeps the failure. The shrink runs --attempts times, each
+    from FIXTURE with nothing remembered; the report is stable when every minimum has
+    the same digest. Exit 2 when the property or test cannot be used or does not fail
+    on FIXTURE.
+    """
+    from orchestrator.core.shrink import ShrinkTarget, host_judge, shrink_report_with
+    from orchestrator.errors import InputError
+    from orchestrator.files import dumps, read_json, write_json_atomic
+    from orchestrator.services.shrink import ShrinkTestRequest, validate_request
+
+    if (property_spec is None) == (test is None):
+        raise InputError("give either --property MODULE:FUNCTION or --test NODEID")
+    if test is None:
+        extra = [
+            name
+            for name, value in (
+                ("--repo", repo),
+                ("--rev", rev),
+                ("--image", image),
+                ("--tests-from", tests_from),
+            )
+            if value is not None
+        ]
+        if extra:
+            raise InputError(f"{', '.join(extra)} go with --test, not --property")
+    elif path:
+        raise InputError("--path goes with --property, not --test")
+    if test is not None:
+        missing = [
+            name
+            for name, value in (("--repo", repo), ("--rev", rev), ("--image", image))
+            if value is None
+        ]
+        if missing:
+            raise InputError(f"--test needs {' and '.join(missing)}")
+        request = ShrinkTestRequest(
+            repo=repo or Path(),
+            rev=rev or "",
+            image=image or "",
+            test=test,
+            seed=seed,
+            timeout_s=timeout,
+            attempts=attempts,
+            tests_from=tests_from,
+        )
+        validate_request(request)  # every usage mistake before the engine is asked
+        payload = read_json(fixture)
+        report = _shrink_test(ctx, request, payload)
+    else:
+        payload = read_json(fixture)
+        prop = load_property(property_spec or "", list(path or []))
+        report = shrink_report_with(
+            payload,
+            lambda attempt: host_judge(prop),
+            attempts=attempts,
+            target=ShrinkTarget(property=property_spec),
+        )
     if out is not None:
         write_json_atomic(out, report.minimal)
     if as_json:
         typer.echo(dumps(report.to_json()))
         return
+    _print_report(report, out)
+
+
+def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:
+    from orchestrator import log
+    from orchestrator.adapters.docker import connect
+    from orchestrator.services.shrink import plan_test_shrink, shrink_test
+
+    logger = log.get_logger("orchestrator.shrink")
+    client = connect(os.environ)
+    try:
+        plan = plan_test_shrink(request, client=client)
+        logger.info("shrink.planned", test=request.test, rev=plan.rev, image_id=plan.image_id)
+        json_logs = bool(getattr(ctx.obj, "json_logs", False))
+        with _progress(json_logs, logger) as progress:
+            outcome = shrink_test(plan, payload, client=client, progress=progress)
+    finally:
+        client.close()
+    return outcome.report
+
+
+@contextmanager
+def _progress(json_logs: bool, logger: Any) -> Iterator[Callable[[int, int, Any, str], None]]:
+    """A status line on a terminal; a debug log line per candidate otherwise."""
+    if json_logs or not sys.stderr.isatty():
+
+        def report(attempt: int, number: int, size: Any, verdict: str) -> None:
+            logger.debug(
+                "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+            )
+
+        yield report
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status("shrinking") as status:
+
+        def update(attempt: int, number: int, size: Any, verdict: str) -> None:
+            keys = "" if size is None else f", {size} keys"
+            status.update(f"shrinking: attempt {attempt}, candidate {number}{keys}")
+
+        yield update
+
+
+def _print_report(report: ShrinkReport, out: Path | None) -> None:
     from orchestrator.core.digest import canonical_json
 
+    target = report.target
+    if target.test is not None:
+        typer.echo(f"test: {target.test}")
+        typer.echo(f"rev: {target.rev}")
+        typer.echo(f"image: {target.image_id} ({target.image_ref})")
+        typer.echo(f"seed: {target.seed}")
+        if target.tests_from is not None:
+            typer.echo(f"tests from: {target.tests_from}")
     typer.echo(f"minimal: {canonical_json(report.minimal).decode('utf-8')}")
     typer.echo(f"minimal_digest: {report.minimal_digest}")
     typer.echo(f"origin_digest: {report.origin_digest}")
@@ -130,7 +277,8 @@ def shrink(
     typer.echo(f"shrink_path: {len(report.shrink_path)} steps")
     for line in _describe_path(report):
         typer.echo(line)
-    typer.echo(f"property_calls: {report.property_calls}")
+    calls = ", ".join(str(count) for _, count in report.minima)
+    typer.echo(f"property_calls: {report.property_calls} (per attempt: {calls})")
     typer.echo(
         f"attempts: {report.attempts}, identical_minima: {report.identical_minima}, "
         f"stable: {'yes' if report.stable else 'no'}"

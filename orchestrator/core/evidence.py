@@ -167,6 +167,10 @@ def parse_shrink_summary(value: Any, where: str = "shrink") -> ShrinkSummary:
         minimal_digest=optional_str(obj, "minimal_digest", prefix),
         origin_digest=optional_str(obj, "origin_digest", prefix),
         shrink_path=_shrink_path(obj.get("shrink_path"), f"{prefix}shrink_path"),
+        test=optional_str(obj, "test", prefix),
+        rev=optional_str(obj, "rev", prefix),
+        image_id=optional_str(obj, "image_id", prefix),
+        seed=optional_int(obj, "seed", prefix),
     )
 
 
@@ -204,4 +208,26 @@ def parse_evidence(doc: Any) -> Evidence:
         oracle_reasons=_strings(obj, "oracle_reasons"),
         screened=optional_int(obj, "screened") or 0,
         signal=_strings(obj, "signal"),
+        environment=_environment(obj.get("environment")),
+        pythonpath=_pythonpath(obj.get("pythonpath")),
+        tests_from=optional_str(obj, "tests_from"),
     )
+
+
+def _environment(value: Any) -> dict[str, str]:
+    """``environment``: variable name -> value (absent in older documents)."""
+    if value is None:
+        return {}
+    obj = _object(value, "environment")
+    for name, item in obj.items():
+        if not isinstance(item, str):
+            raise SchemaError(f"environment.{name}: expected a string, got {_type_name(item)}")
+    return {str(name): item for name, item in obj.items()}
+
+
+def _pythonpath(value: Any) -> dict[str, tuple[str, ...]]:
+    """``pythonpath``: side -> PYTHONPATH entries (absent in older documents)."""
+    if value is None:
+        return {}
+    obj = _object(value, "pythonpath")
+    return {str(side): _strings(obj, side) for side in obj}

@@ -118,6 +118,21 @@ def nodeids_seen(files: Iterable[ReplayFile]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def skipped_in(replay_file: ReplayFile, property_id: str) -> bool:
+    """Did this completed run skip ``property_id`` (its result lists it as skipped)?"""
+    if replay_file.state != "ok" or replay_file.doc is None:
+        return False
+    doc = replay_file.doc
+    if doc.get("status") != "completed":
+        return False
+    skipped = doc["result"].get("skipped")
+    if not isinstance(skipped, list):
+        return False
+    return any(
+        isinstance(entry, Mapping) and entry.get("nodeid") == property_id for entry in skipped
+    )
+
+
 # ------------------------------------------------------------------ one replay
 
 
@@ -211,6 +226,35 @@ def _unfinished(facts: ContainerFacts, driver_status: str | None, exit_code: Any
     return _harness("no_result", "no result file was written")
 
 
+READ_ONLY_TREE = "read_only_tree"
+READ_ONLY_FS = "read_only_fs"
+WRITABLE_TREE_HINT = "replay with --writable-tree to give each side a private writable copy"
+
+
+def read_only_replay(entry: Mapping[str, Any]) -> Replay | None:
+    """A failure the read-only file system caused (the probe's ``read_only`` fact) is no
+    verdict on the code: ``harness_error`` with ``read_only_tree`` (a write into the
+    tested tree, which ``--writable-tree`` allows) or ``read_only_fs`` (a write elsewhere
+    on the image's read-only root; HOME and TMPDIR are writable)."""
+    fact = entry.get("read_only")
+    if not isinstance(fact, Mapping) or entry.get("label") == Label.ASSERT_PASS:
+        return None
+    path = fact.get("path")
+    where = path if isinstance(path, str) else "a file"
+    message = entry.get("message")
+    detail = f" ({message})" if isinstance(message, str) and message else ""
+    if fact.get("in_rootdir") is False:
+        return _harness(
+            READ_ONLY_FS,
+            f"the test wrote {where} on the image's read-only file system{detail}; "
+            "write under $TMPDIR or $HOME",
+        )
+    return _harness(
+        READ_ONLY_TREE,
+        f"the test wrote {where} in its read-only tree{detail}; {WRITABLE_TREE_HINT}",
+    )
+
+
 def _from_entry(entry: Mapping[str, Any], property_id: str) -> Replay:
     duration = entry.get("duration_ms")
     reason = entry.get("reason")
@@ -219,6 +263,13 @@ def _from_entry(entry: Mapping[str, Any], property_id: str) -> Replay:
     assertion_key = entry.get("assertion_key")
     if entry["nodeid"] != property_id and entry["label"] == Label.HARNESS_ERROR:
         reason = reason or "collection_error"
+    read_only = read_only_replay(entry)
+    if read_only is not None:
+        return replace(
+            read_only,
+            calls=dict(entry.get("calls", {})),
+            duration_ms=float(duration) if duration is not None else None,
+        )
     return Replay(
         label=entry["label"],
         assertion_id=assertion_id if isinstance(assertion_id, str) else None,

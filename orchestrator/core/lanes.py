@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from enum import StrEnum
 
 from orchestrator.core.calls import budget_changes, describe_change
@@ -163,7 +164,15 @@ def _format_ids(ids: frozenset[str | None]) -> str:
 
 
 def decide(evidence: Evidence) -> Decision:
-    """The lane for one property's evidence (lanes.md section 3, first match wins)."""
+    """The lane for one property's evidence (lanes.md section 3, first match wins); the
+    decision says where the oracle came from when one revision's tests judged both sides."""
+    decision = _decide(evidence)
+    if evidence.tests_from is not None:
+        return replace(decision, tests_from=evidence.tests_from)
+    return decision
+
+
+def _decide(evidence: Evidence) -> Decision:
     # Row 1: the evidence itself is unusable.
     problems = _malformed(evidence)
     if problems:

@@ -40,28 +40,44 @@ def pytest_args(command: str, property_ids: Sequence[str]) -> tuple[str, ...]:
     command's positional paths are dropped (the node ids select the tests) and its
     options are kept. A command that does not start with pytest is an ``InputError``.
     """
+    args = _command_words(command)
+    if not property_ids:
+        return tuple(args)
+    return _split(args)[0]
+
+
+def pytest_paths(command: str) -> tuple[str, ...]:
+    """The paths and node ids ``--command`` names (``pytest -q tests/ -k x`` -> ``tests/``)."""
+    return _split(_command_words(command))[1]
+
+
+def _command_words(command: str) -> list[str]:
+    """The words after the pytest launcher; a command that is not pytest is an InputError."""
     try:
         words = shlex.split(command)
     except ValueError as error:
         raise InputError(f"--command: {error}") from None
     for launcher in PYTEST_LAUNCHERS:
         if tuple(words[: len(launcher)]) == launcher:
-            args = words[len(launcher) :]
-            break
-    else:
-        raise InputError(f"--command must start with pytest (got {command!r})")
-    if not property_ids:
-        return tuple(args)
-    kept: list[str] = []
+            return words[len(launcher) :]
+    raise InputError(f"--command must start with pytest (got {command!r})")
+
+
+def _split(args: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Options (with their values) and positional arguments, each in order."""
+    options: list[str] = []
+    positional: list[str] = []
     takes_value = False
     for word in args:
         if takes_value:
-            kept.append(word)
+            options.append(word)
             takes_value = False
         elif word.startswith("-"):
-            kept.append(word)
+            options.append(word)
             takes_value = word in PYTEST_VALUE_OPTIONS
-    return tuple(kept)
+        else:
+            positional.append(word)
+    return tuple(options), tuple(positional)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,3 +142,30 @@ def conftest_paths(module_path: str) -> tuple[str, ...]:
     return tuple(
         "conftest.py" if str(parent) == "." else f"{parent}/conftest.py" for parent in parents
     )
+
+
+def without_params(node_id: str) -> str:
+    """``tests/t.py::test_x[1-2]`` -> ``tests/t.py::test_x`` (the function's own id)."""
+    node = split_node_id(node_id)
+    return "::".join((node.path, *node.names)) if node.names else node.node_id
+
+
+def expand_parametrized(selected: Sequence[str], seen: Sequence[str]) -> tuple[str, ...]:
+    """The properties a run reports for the ids it selected: an id pytest reported is
+    itself; a function's id that pytest reported only as parametrizations
+    (``test_x[1]``, ``test_x[2]``) is those, in the order seen; an id reported in no form
+    stays (it is labelled ``not_found``)."""
+    reported = set(seen)
+    expanded: dict[str, None] = {}
+    for property_id in selected:
+        if property_id in reported or split_node_id(property_id).params:
+            expanded.setdefault(property_id, None)
+            continue
+        forms = [
+            nodeid
+            for nodeid in seen
+            if split_node_id(nodeid).params and without_params(nodeid) == property_id
+        ]
+        for nodeid in forms or [property_id]:
+            expanded.setdefault(nodeid, None)
+    return tuple(expanded)

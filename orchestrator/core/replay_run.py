@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
+from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy
+from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -30,6 +33,14 @@ from orchestrator.model import (
 
 BASE = "base"
 PATCH = "patch"
+# The run log's overlay fields when each side runs its own tests.
+NO_OVERLAY: Mapping[str, Any] = {
+    "tests_from": None,
+    "tests_from_ref": None,
+    "rule_for_tests": None,
+    "overlaid_files": [],
+    "overlay_removed": {},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +64,13 @@ class ReplayOptions:
     isolation: str = "side"
     screen: int | None = None  # --screen K (None: the default rule, core.screening)
     replays_all: bool = False  # --replays-all: no screening
+    env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, parsed
+    pythonpath: tuple[str, ...] = ()  # --pythonpath, checked
+    writable_tree: bool = False
+    # --tests-from base|patch|REV: that revision's test files judge both sides.
+    tests_from: str | None = None
+    test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
+    changed: bool = False  # --changed: select the tests the patch touched
     jobs: int | None = None  # --jobs J (None: the engine's CPUs divided between the sides)
 
 
@@ -81,6 +99,8 @@ class Pins:
     origin_digest: str
     shrink: ShrinkSummary | None
     probe_version: str
+    interpreter: str = "python3"  # what runs the probe driver in the image
+    image_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +117,34 @@ class RunPlan:
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
     scheduling: Scheduling = field(default_factory=Scheduling)
+    # Pins of the container's environment: the variables every replay gets (PYTHONPATH
+    # aside), each side's import roots (relative to its tree) and its whole PYTHONPATH.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    side_paths: Mapping[str, SidePath] = field(default_factory=dict)
+    pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # --tests-from: the test files laid over both sides (None: each side its own).
+    overlay: TestOverlay | None = None
+    # --changed: what was selected (None: the properties are the given ones, or all).
+    selection: Selection | None = None
+    # Side -> what pytest is handed there (empty: the property ids): the selected node ids
+    # that side has, or whole modules (core.changed.Selection.targets).
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def property_ids(self) -> tuple[str, ...]:
+        """The node ids handed to pytest: the given ones, or those --changed selected."""
+        if self.selection is not None:
+            return self.selection.selected
+        return self.options.property_ids
+
+    @property
+    def tests_from(self) -> str | None:
+        return None if self.overlay is None else self.overlay.rev
+
+    @property
+    def nothing_selected(self) -> bool:
+        """--changed chose no test: nothing runs, and that is no verdict to wait for."""
+        return self.selection is not None and not self.selection.selected
 
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
@@ -148,6 +196,18 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
             else str(plan.scheduling.durations_file),
             "known": len(plan.scheduling.durations),
         },
+        "environment": dict(plan.environment),
+        "pythonpath": {side: list(paths) for side, paths in plan.pythonpath.items()},
+        "pythonpath_reasons": {
+            side: list(paths.reasons) for side, paths in plan.side_paths.items()
+        },
+        "interpreter": pins.interpreter,
+        "image_labels": dict(pins.image_labels),
+        "writable_tree": options.writable_tree,
+        **(plan.overlay.to_json() if plan.overlay is not None else NO_OVERLAY),
+        "test_paths": list(options.test_paths),
+        "selection": None if plan.selection is None else plan.selection.to_json(),
+        "targets": {side: list(targets) for side, targets in plan.targets.items()},
     }
 
 
@@ -184,6 +244,9 @@ def build_evidence(
         oracle_reasons=() if oracle is None else oracle.reason_texts,
         screened=screening.policy.screen if screening and screened else 0,
         signal=tuple(screening.signals.get(property_id, ())) if screening and screened else (),
+        environment=dict(plan.environment),
+        pythonpath=dict(plan.pythonpath),
+        tests_from=plan.tests_from,
     )
 
 
@@ -249,6 +312,7 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "replays": evidence.replays,
         "screened": evidence.screened,
         "signal": list(evidence.signal),
+        "tests_from": evidence.tests_from,
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
@@ -265,7 +329,7 @@ def report_document(
         "run_id": plan.run_id,
         "run_dir": str(plan.run_dir),
         "run_log": plan.run_log(),
-        "exit_status": worst_exit(decisions),
+        "exit_status": 0 if plan.nothing_selected else worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
         "screening": screening_summary(plan, properties, screening),
     }

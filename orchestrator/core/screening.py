@@ -30,18 +30,19 @@ UNNAMEABLE = frozenset({"", "<session>", "<no test reported>"})
 Labelled = Mapping[str, Mapping[str, tuple[Replay, ...]]]
 
 
-def screen_replays(screen: int | None, *, replays_all: bool, property_ids: Sequence[str]) -> int:
+def screen_replays(screen: int | None, *, replays_all: bool, named: bool) -> int:
     """K, the screening replays per side (0: no screening, every property gets N).
 
     ``--replays-all`` turns screening off; an explicit ``--screen K`` is taken as it is;
-    by default a run of the whole selection screens once and a run of named properties
-    does not (they were named to be replayed).
+    by default a run of the whole selection screens once and a run of properties that
+    were named (``--property``, or chosen by ``--changed``) does not: they were chosen
+    to be replayed.
     """
     if replays_all:
         return 0
     if screen is not None:
         return screen
-    return 0 if property_ids else DEFAULT_SCREEN
+    return 0 if named else DEFAULT_SCREEN
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,10 +1,17 @@
 """A deterministic shrinker around one injected property.
 
-The property is a callable taking a JSON payload. It *fails* when it raises an
-``Exception`` or returns ``False``. A candidate is kept only when it fails **the
-same way** as the original: the same exception type raised at the same line of
-the property (a ``False`` return is its own identity). A candidate that fails
-differently explains some other failure and is refused.
+The shrinker asks one question of each candidate: how does it fail? A **judge** (a
+callable taking a JSON payload) answers with a :class:`FailureIdentity`, or ``None``
+when the property holds. A candidate is kept only when it fails **the same way** as
+the original: its identity equals the original's. A candidate that fails differently
+explains some other failure and is refused. A judge that cannot answer (a test run
+that timed out) raises, and the exception ends the shrink unchanged.
+
+Two judges exist. A host-side property (:func:`outcome`): a callable that fails when
+it raises an ``Exception`` or returns ``False``, identified by the exception type and
+the line of the property where it surfaced (a ``False`` return is its own identity).
+A test in its pinned container (``orchestrator.services.shrink``): the test's label
+``assert_fail`` with its position-free assertion key (:func:`assertion_identity`).
 
 Operations, in a fixed order, repeated until a whole round changes nothing:
 
@@ -33,6 +40,7 @@ the same minimum, byte for byte.
 
 from __future__ import annotations
 
+import functools
 import json
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +50,7 @@ from typing import Any
 
 from orchestrator.core.digest import canonical_json, digest
 from orchestrator.errors import InputError, PropertyDoesNotFailError
-from orchestrator.model import SHRINK_SCHEMA, ShrinkSummary
+from orchestrator.model import SHRINK_SCHEMA, Label, Replay, ShrinkSummary
 
 Property = Callable[[Any], object]
 PathKey = str | int
@@ -65,6 +73,77 @@ class FailureIdentity:
 
 
 RETURNED_FALSE = FailureIdentity(kind="returned False", location=None)
+ASSERT_FAIL = "assert_fail"
+
+Judge = Callable[[Any], FailureIdentity | None]
+"""How a candidate fails (``None``: the property holds); raising ends the shrink."""
+
+
+def assertion_identity(assertion_key: str) -> FailureIdentity:
+    """The identity of a test's failure: label ``assert_fail`` and its assertion key."""
+    return FailureIdentity(kind=ASSERT_FAIL, location=assertion_key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoVerdict:
+    """A run of the test on a candidate that gave no verdict (``timeout`` or
+    ``harness_error``): never the same failure, and no reason to refuse the candidate
+    either, so the shrink stops."""
+
+    label: str
+    reason: str | None
+    message: str | None
+
+    def describe(self) -> str:
+        what = self.label if self.reason is None else f"{self.label} ({self.reason})"
+        detail = (self.message or "").strip().splitlines()
+        return f"{what}: {detail[0]}" if detail else what
+
+
+def candidate_verdict(
+    replay: Replay, *, skipped: bool = False
+) -> FailureIdentity | NoVerdict | None:
+    """What one run of the test on a candidate tells the shrinker. Pure.
+
+    ``assert_pass`` holds (``None``), and so does a skip: the test said the candidate is
+    outside what it checks. ``assert_fail`` fails with :func:`assertion_identity` of its
+    assertion key (its assertion id when the probe gave no key). Anything else is a
+    :class:`NoVerdict`.
+    """
+    if skipped or replay.label == Label.ASSERT_PASS:
+        return None
+    if replay.label == Label.ASSERT_FAIL:
+        return assertion_identity(replay.assertion_key or replay.assertion_id or "")
+    return NoVerdict(label=replay.label, reason=replay.reason, message=replay.message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShrinkTarget:
+    """What a shrink ran against: a host-side property, or a test at a revision in an
+    image with a seed (the pins that make its minimum evidence)."""
+
+    property: str | None = None  # MODULE:FUNCTION (host-side)
+    test: str | None = None  # the pytest node id (in a container)
+    repo: str | None = None
+    rev: str | None = None  # full SHA
+    image_id: str | None = None
+    image_ref: str | None = None
+    seed: int | None = None
+    timeout_s: float | None = None
+    tests_from: str | None = None  # full SHA whose test files were laid over the tree
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "property": self.property,
+            "test": self.test,
+            "repo": self.repo,
+            "rev": self.rev,
+            "image_id": self.image_id,
+            "image_ref": self.image_ref,
+            "seed": self.seed,
+            "timeout_s": self.timeout_s,
+            "tests_from": self.tests_from,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +170,9 @@ class ShrinkReport:
     identical_minima: int
     stable: bool
     failure: FailureIdentity
+    target: ShrinkTarget = ShrinkTarget()
+    # Each attempt's minimal digest and property calls, in order.
+    minima: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +186,13 @@ class ShrinkReport:
             "attempts": self.attempts,
             "identical_minima": self.identical_minima,
             "stable": self.stable,
+            **self.target.to_json(),
+            "failure": self.failure.describe(),
+            "assertion_key": self.failure.location if self.failure.kind == ASSERT_FAIL else None,
+            "minima": [
+                {"minimal_digest": minimal_digest, "property_calls": calls}
+                for minimal_digest, calls in self.minima
+            ],
         }
 
     def summary(self) -> ShrinkSummary:
@@ -114,6 +203,10 @@ class ShrinkReport:
             minimal_digest=self.minimal_digest,
             origin_digest=self.origin_digest,
             shrink_path=self.shrink_path,
+            test=self.target.test,
+            rev=self.target.rev,
+            image_id=self.target.image_id,
+            seed=self.target.seed,
         )
 
 
@@ -235,8 +328,8 @@ def replay_shrink_path(origin: Any, steps: Sequence[Mapping[str, Any]]) -> Any:
 
 
 class _Shrinker:
-    def __init__(self, payload: Any, prop: Property) -> None:
-        self.prop = prop
+    def __init__(self, payload: Any, judge: Judge) -> None:
+        self.judge = judge
         self.memo: dict[bytes, FailureIdentity | None] = {}
         self.calls = 0
         # A private copy: the caller's payload is never touched.
@@ -253,8 +346,8 @@ class _Shrinker:
         key = canonical_json(candidate)
         if key not in self.memo:
             self.calls += 1
-            # The property gets its own copy, so it cannot alter our candidates.
-            self.memo[key] = outcome(self.prop, json.loads(key))
+            # The judge gets its own copy, so it cannot alter our candidates.
+            self.memo[key] = self.judge(json.loads(key))
         return self.memo[key]
 
     def _known_refused(self, candidate: Any) -> bool:
@@ -476,12 +569,22 @@ def _largest_block(
     return low
 
 
+def host_judge(prop: Property) -> Judge:
+    """The judge of a host-side property: :func:`outcome` of each candidate."""
+    return functools.partial(outcome, prop)
+
+
 def shrink(payload: Any, prop: Property) -> ShrinkResult:
     """The minimal payload that still fails the same way as ``payload``.
 
     Raises ``PropertyDoesNotFailError`` when the property holds on ``payload``.
     """
-    shrinker = _Shrinker(payload, prop)
+    return shrink_with(payload, host_judge(prop))
+
+
+def shrink_with(payload: Any, judge: Judge) -> ShrinkResult:
+    """:func:`shrink` with any judge; what the judge raises ends the shrink unchanged."""
+    shrinker = _Shrinker(payload, judge)
     result = shrinker.run()
     return ShrinkResult(
         minimal=result.minimal,
@@ -495,9 +598,22 @@ def shrink(payload: Any, prop: Property) -> ShrinkResult:
 
 def shrink_report(payload: Any, prop: Property, attempts: int = 2) -> ShrinkReport:
     """Shrink ``attempts`` times from scratch; stable when all minima share one digest."""
+    return shrink_report_with(payload, lambda attempt: host_judge(prop), attempts=attempts)
+
+
+def shrink_report_with(
+    payload: Any,
+    judge_for: Callable[[int], Judge],
+    *,
+    attempts: int = 2,
+    target: ShrinkTarget | None = None,
+) -> ShrinkReport:
+    """:func:`shrink_report` with a judge per attempt (``judge_for(1)``, ``judge_for(2)``,
+    ...). Every attempt starts from ``payload`` with an empty memo: no attempt is fed by
+    another's answers, so the stability it reports is measured, not assumed."""
     if attempts < 1:
         raise InputError(f"attempts must be at least 1, got {attempts}")
-    results = [shrink(payload, prop) for _ in range(attempts)]
+    results = [shrink_with(payload, judge_for(attempt)) for attempt in range(1, attempts + 1)]
     first = results[0]
     identical = sum(1 for r in results if r.minimal_digest == first.minimal_digest)
     return ShrinkReport(
@@ -511,4 +627,6 @@ def shrink_report(payload: Any, prop: Property, attempts: int = 2) -> ShrinkRepo
         identical_minima=identical,
         stable=attempts >= 2 and identical == attempts,
         failure=first.failure,
+        target=target or ShrinkTarget(),
+        minima=tuple((result.minimal_digest, result.property_calls) for result in results),
     )

@@ -12,6 +12,7 @@ are in place before conftest files and test modules are imported.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
@@ -67,6 +68,7 @@ class _TestRecord:
         "failures",
         "network",
         "nodeid",
+        "read_only",
         "setup",
         "skip_reason",
         "teardown",
@@ -85,6 +87,8 @@ class _TestRecord:
         self.call: str | None = None
         self.teardown: str | None = None
         self.skip_reason: str | None = None
+        # A write the read-only file system refused (EROFS) in a failing phase.
+        self.read_only: dict[str, Any] | None = None
 
     def declare(self, name: str) -> None:
         if name not in self.declared:
@@ -107,6 +111,7 @@ class _TestRecord:
         """
         if (
             self.call == "passed"
+            and self.read_only is None
             and self.setup != "failed"
             and self.skip_reason is None
             and not self.network
@@ -151,7 +156,7 @@ class _TestRecord:
         else:
             label, reason = HARNESS_ERROR, "interrupted"
             message = "the session ended before this test finished"
-        return {
+        entry: dict[str, Any] = {
             "nodeid": self.nodeid,
             "label": label,
             "reason": reason,
@@ -161,21 +166,48 @@ class _TestRecord:
             "calls": self.final_calls(),
             "duration_ms": round(self.duration_ms, 3),
         }
+        if self.read_only is not None and label != ASSERT_PASS:
+            entry["read_only"] = self.read_only
+        return entry
 
 
-def _harness_entry(nodeid: str, reason: str, message: str) -> str:
-    return _encode_entry(
-        {
-            "nodeid": nodeid,
-            "label": HARNESS_ERROR,
-            "reason": reason,
-            "assertion_id": None,
-            "assertion_key": None,
-            "message": message[:MESSAGE_LIMIT],
-            "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
-            "duration_ms": 0.0,
-        }
-    )
+def _harness_entry(
+    nodeid: str, reason: str, message: str, read_only: dict[str, Any] | None = None
+) -> str:
+    entry: dict[str, Any] = {
+        "nodeid": nodeid,
+        "label": HARNESS_ERROR,
+        "reason": reason,
+        "assertion_id": None,
+        "assertion_key": None,
+        "message": message[:MESSAGE_LIMIT],
+        "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
+        "duration_ms": 0.0,
+    }
+    if read_only is not None:
+        entry["read_only"] = read_only
+    return _encode_entry(entry)
+
+
+def read_only_write(value: BaseException | None, rootdir: Path) -> dict[str, Any] | None:
+    """The fact behind a failure that the read-only file system caused, or None.
+
+    Looks through the exception and what it was raised from (``__cause__``,
+    ``__context__``) for an ``OSError`` with ``EROFS``: ``path`` is the file it names
+    (absolute, None when it names none), ``in_rootdir`` whether that lies in the tested
+    tree (a write without a path is taken to be there: the tree is where tests write).
+    """
+    seen: set[int] = set()
+    while value is not None and id(value) not in seen:
+        seen.add(id(value))
+        if isinstance(value, OSError) and value.errno == errno.EROFS:
+            filename = value.filename
+            path = None if filename is None else os.path.abspath(os.fsdecode(filename))
+            root = str(rootdir)
+            inside = path is None or path == root or path.startswith(root.rstrip("/") + "/")
+            return {"path": path, "in_rootdir": inside}
+        value = value.__cause__ or value.__context__
+    return None
 
 
 def _message(value: BaseException) -> str:
@@ -243,6 +275,7 @@ class ProbeSession:
         self.written = False
         self._same_file = _SameFile()
         self._fixture_bytes: bytes | None = None
+        self._collect_read_only: dict[str, dict[str, Any]] = {}
         seed_generators(self.seed)
         self._random_state = random.getstate()
 
@@ -251,7 +284,19 @@ class ProbeSession:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             nodeid = report.nodeid or "<session>"
-            self.tests.append(_harness_entry(nodeid, "collection_error", report.longreprtext))
+            read_only = self._collect_read_only.pop(report.nodeid, None)
+            self.tests.append(
+                _harness_entry(nodeid, "collection_error", report.longreprtext, read_only)
+            )
+
+    def pytest_exception_interact(
+        self, node: pytest.Item | pytest.Collector, call: pytest.CallInfo[Any], report: Any
+    ) -> None:
+        # A collector's exception is seen here only: its report carries text, not the error.
+        if isinstance(report, pytest.CollectReport) and call.excinfo is not None:
+            fact = read_only_write(call.excinfo.value, self.config.rootpath)
+            if fact is not None:
+                self._collect_read_only[report.nodeid] = fact
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_collection(self, session: pytest.Session) -> Generator[None, Any, None]:
@@ -317,6 +362,8 @@ class ProbeSession:
         value = excinfo.value
         assertion_id, assertion_key = self._assertion(item, value, excinfo.tb)
         record.failures[call.when] = (assertion_id, _message(value), assertion_key)
+        if record.read_only is None:
+            record.read_only = read_only_write(value, self.config.rootpath)
 
     def _assertion(
         self, item: pytest.Item, value: BaseException, tb: TracebackType

@@ -115,19 +115,23 @@ def run_workers(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:
 
     options = driver.options
     count = options.workers
+    job = driver.batch_job(k)
     files = {worker: worker_files(options.out, k, worker) for worker in range(1, count + 1)}
     for result_path, split_path, _ in files.values():
         result_path.unlink(missing_ok=True)
         split_path.unlink(missing_ok=True)
+    driver.reset_dirs()  # once per replay: its workers share HOME and the tree, as one process
     started = perf_counter()
     pids: dict[int, int] = {}
     for worker, (result_path, split_path, log_path) in files.items():
-        env = child_environment(dict(os.environ), result_path=result_path, seed=options.seed)
+        env = child_environment(
+            dict(os.environ), result_path=result_path, seed=job.seed, fixture=job.fixture
+        )
         env[WORKER_ENV] = f"{worker}/{count}"
         env[SPLIT_ENV] = str(split_path)
-        pids[driver.spawn(env, log_path)] = worker
+        pids[driver.spawn(job, env, log_path)] = worker
     ended: dict[int, tuple[int, float]] = {}
-    with _GroupsDeadline(pids, options.timeout_s) as deadline:
+    with _GroupsDeadline(pids, job.timeout_s) as deadline:
         while len(ended) < len(pids):
             try:
                 pid, wait_status = os.wait()
@@ -168,9 +172,9 @@ def run_workers(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:
         "status": status,
         "exit_code": _merged_exit_code(outcomes),
         "wall_ms": round((perf_counter() - started) * 1000.0, 3),
-        "seed": options.seed,
-        "timeout_s": options.timeout_s,
-        "spawn": options.spawn,
+        "seed": job.seed,
+        "timeout_s": job.timeout_s,
+        "spawn": job.spawn,
         "workers": count,
         "worker_runs": [worker_summary(outcome) for outcome in outcomes],
     }

@@ -2,8 +2,10 @@
 
 Plan first (pure checks on pinned inputs), then execute:
 
-1. pin ``--rev`` to a full SHA and the mutant to a patch file or a second SHA; refuse
-   a mutant that edits the property's own files (that changes the oracle, not the code);
+1. pin ``--rev`` to a full SHA and the mutant to a patch file or a second SHA; with
+   ``--tests-from REV`` plan the overlay of that revision's test files on both trees;
+   refuse a mutant that edits the property's own files as the trees that run have them
+   (that changes the oracle, not the code);
 2. read the property's test file at the pinned revision and run the static checks
    (``orchestrator.core.property_lint``); a finding ends it there, no container starts;
 3. replay the property on the revision and on the mutant, concurrently, in hermetic
@@ -29,9 +31,16 @@ from orchestrator.core.property_lint import (
     static_findings,
 )
 from orchestrator.core.pytest_command import property_files
+from orchestrator.core.test_files import TestOverlay
 from orchestrator.errors import InfrastructureError, InputError
 from orchestrator.log import get_logger
 from orchestrator.model import Event, EventKind, Label, Replay
+from orchestrator.services.oracle import read_side
+from orchestrator.services.tests_from import (
+    normal_test_paths,
+    plan_test_overlay,
+    resolve_tests_from,
+)
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -56,6 +65,10 @@ class AcceptOptions:
     timeout_s: float = 60.0
     seed: int = 0
     runner_id: str = "local"
+    # --tests-from REV: that revision's test files on both sides (a pull request's new
+    # test, with the base as its mutant); --test-path: more of them.
+    tests_from: str | None = None
+    test_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +97,8 @@ class AcceptPlan:
     repo: Path
     rev: str
     mutant: MutantPin
-    source: str  # the property's test file at ``rev``
+    source: str  # the property's test file at ``rev`` (with --tests-from: at that revision)
+    overlay: TestOverlay | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +114,11 @@ class AcceptResult:
     replays: Mapping[str, tuple[Replay, ...]] = field(default_factory=dict)
     infra_reason: str | None = None
     event_id: int | None = None
+    overlay: TestOverlay | None = None
+
+    @property
+    def tests_from(self) -> str | None:
+        return None if self.overlay is None else self.overlay.rev
 
     @property
     def accepted(self) -> bool:
@@ -112,6 +131,7 @@ class AcceptResult:
             "mutant": self.mutant.to_json(),
             "findings": [finding.to_json() for finding in self.findings],
             "image_id": self.image_id,
+            "tests_from": self.tests_from,
         }
         for side, replays in self.replays.items():
             detail[f"{side}_labels"] = [replay.label for replay in replays]
@@ -136,6 +156,8 @@ class AcceptResult:
             },
             "infra_reason": self.infra_reason,
             "event_id": self.event_id,
+            "tests_from": self.tests_from,
+            "overlay": None if self.overlay is None else self.overlay.to_json(),
         }
 
 
@@ -184,28 +206,59 @@ def plan_accept(options: AcceptOptions) -> AcceptPlan:
         raise InputError("--timeout must be positive")
     if options.fixture is not None and not options.fixture.is_file():
         raise InputError(f"--fixture {options.fixture}: no such file")
+    if options.test_paths and options.tests_from is None:
+        raise InputError("--test-path goes with --tests-from (it names more test files to take)")
+    test_paths = normal_test_paths(options.test_paths)
     repo = options.repo.resolve()
     rev = git_adapter.resolve_rev(repo, options.rev)
     own_files = property_files(options.property_id)
     mutant = pin_mutant(repo, options.mutant, own_files)
-    at_rev = git_adapter.read_blobs(repo, rev, own_files)
+    overlay = _plan_overlay(options, repo, rev, mutant, test_paths)
+    # The refusal looks at the trees that run: with --tests-from both sides hold the
+    # property's files of that one revision, so a revision mutant may be any revision.
+    at_rev = read_side(repo, rev, own_files, overlay)
     if mutant.rev is not None:
-        at_mutant = git_adapter.read_blobs(repo, mutant.rev, own_files)
+        at_mutant = read_side(repo, mutant.rev, own_files, overlay)
         changed = [path for path in own_files if at_rev[path] != at_mutant[path]]
         if changed:
             raise InputError(
                 f"--mutant {mutant.ref} changes the property's own file {changed[0]}; "
                 "a mutant changes the code under test, never the property"
+                + ("" if overlay else "; with --tests-from REV both sides take REV's tests")
             )
     data = at_rev[ref.path]
     if data is None:
-        raise InputError(f"{ref.path}: no such file at {options.rev} ({rev[:12]})")
+        where = options.rev if overlay is None else f"--tests-from {overlay.ref}"
+        sha = rev if overlay is None else overlay.rev
+        raise InputError(f"{ref.path}: no such file at {where} ({sha[:12]})")
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{ref.path}: not UTF-8 text") from None
     find_function(source, ref)  # a missing function is bad input, found before any record
-    return AcceptPlan(options=options, repo=repo, rev=rev, mutant=mutant, source=source)
+    return AcceptPlan(
+        options=options, repo=repo, rev=rev, mutant=mutant, source=source, overlay=overlay
+    )
+
+
+def _plan_overlay(
+    options: AcceptOptions, repo: Path, rev: str, mutant: MutantPin, test_paths: tuple[str, ...]
+) -> TestOverlay | None:
+    """With --tests-from, the test files of that revision on the unmutated and mutant trees."""
+    if options.tests_from is None:
+        return None
+    ref = options.tests_from.strip()
+    if not ref:
+        raise InputError("--tests-from needs a revision")
+    return plan_test_overlay(
+        repo,
+        ref=ref,
+        rev=resolve_tests_from(repo, ref, {}),
+        sides={UNMUTATED: rev, MUTANT: mutant.rev or rev},
+        property_ids=(options.property_id,),
+        command_paths=(),
+        test_paths=test_paths,
+    )
 
 
 # ------------------------------------------------------------------------- execute
@@ -237,13 +290,20 @@ def _replay(
         seed=options.seed,
         runner_id=options.runner_id,
     )
+    overlay = plan.overlay
     sides = [
-        SideSpec(name=UNMUTATED, repo=plan.repo, rev=plan.rev),
+        SideSpec(
+            name=UNMUTATED,
+            repo=plan.repo,
+            rev=plan.rev,
+            tests=None if overlay is None else overlay.side(UNMUTATED),
+        ),
         SideSpec(
             name=MUTANT,
             repo=plan.repo,
             rev=plan.mutant.rev or plan.rev,
             mutant=plan.mutant.patch,
+            tests=None if overlay is None else overlay.side(MUTANT),
         ),
     ]
     labelled = replay_sides(replay_plan, sides, client=client, progress=progress)
@@ -312,6 +372,7 @@ def check_property(
             rev=plan.rev,
             mutant=plan.mutant,
             findings=findings,
+            overlay=plan.overlay,
         )
     image_id: str | None = None
     replays: dict[str, tuple[Replay, ...]] = {}
@@ -335,4 +396,5 @@ def check_property(
         image_id=image_id,
         replays=replays,
         infra_reason=infra_reason,
+        overlay=plan.overlay,
     )

@@ -62,6 +62,7 @@ def record_decision(
         "calls_patch": _calls(evidence.patch),
         "base_rev": evidence.base_rev,
         "patch_rev": evidence.patch_rev,
+        "tests_from": evidence.tests_from,  # whose test files judged both sides, if one's
         "fixture_digest": evidence.fixture_digest,
         "origin_digest": evidence.origin_digest,
         "shrink": None if evidence.shrink is None else evidence.shrink.to_json(),

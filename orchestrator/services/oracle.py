@@ -2,8 +2,10 @@
 
 Reads every property's test module and the ``conftest.py`` files above it at each SHA
 (one pass over each revision's tree for all properties) and compares the slices with the
-pure :mod:`orchestrator.core.oracle`. The replay service calls :func:`property_oracles`
-after the sides ran; the digests and reasons go into each property's evidence.
+pure :mod:`orchestrator.core.oracle`. With ``--tests-from`` the trees compared are the
+overlaid ones: a test file is read at the overlay's revision on both sides. The replay
+service calls :func:`property_oracles` after the sides ran; the digests and reasons go
+into each property's evidence.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from pathlib import Path, PurePosixPath
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.oracle import OracleChange, compare_slices, compare_sources, oracle_slice
 from orchestrator.core.pytest_command import conftest_paths, split_node_id
+from orchestrator.core.test_files import TestOverlay
+
+Blobs = Mapping[str, bytes | None]
+Sources = tuple[bytes | None, dict[str, bytes | None]]  # a module's bytes, its conftests'
 
 
 def oracle_files(property_id: str) -> tuple[str, tuple[str, ...]]:
@@ -28,39 +34,64 @@ def oracle_files(property_id: str) -> tuple[str, tuple[str, ...]]:
     return module, conftest_paths(module)
 
 
-Sources = tuple[bytes | None, dict[str, bytes | None]]  # a module's bytes, its conftests'
+def oracle_paths(property_ids: Sequence[str]) -> list[str]:
+    """Every file the properties' oracles are read from, sorted. Pure."""
+    return sorted(
+        {
+            path
+            for module, conftests in map(oracle_files, property_ids)
+            if module
+            for path in (module, *conftests)
+        }
+    )
 
 
-def property_oracles(
-    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
-) -> dict[str, OracleChange]:
-    """Property id -> its oracle on base and patch: both digests, changed or not, and why.
-
-    A property whose test module is absent on a side has no digest there (``new on
-    patch`` / ``gone on patch``).
-    """
-    return compare_inputs(oracle_inputs(repo, base_rev, patch_rev, property_ids))
+def read_side(
+    repo: Path, rev: str, paths: Sequence[str], overlay: TestOverlay | None = None
+) -> dict[str, bytes | None]:
+    """The bytes of ``paths`` on one side's tree: at ``rev``, except that with an overlay
+    every test file is as it is at the overlay's revision (absent there: absent)."""
+    if not paths:
+        return {}
+    if overlay is None:
+        return git_adapter.read_blobs(repo, rev, paths)
+    tests = [path for path in paths if overlay.takes(path)]
+    others = [path for path in paths if not overlay.takes(path)]
+    found = git_adapter.read_blobs(repo, rev, others) if others else {}
+    if tests:
+        found.update(git_adapter.read_blobs(repo, overlay.rev, tests))
+    return found
 
 
 def oracle_inputs(
-    repo: Path, base_rev: str, patch_rev: str, property_ids: Sequence[str]
+    repo: Path,
+    base_rev: str,
+    patch_rev: str,
+    property_ids: Sequence[str],
+    *,
+    overlay: TestOverlay | None = None,
 ) -> dict[str, tuple[Sources, Sources]]:
     """Property id -> the files its oracle is sliced from, on base and on patch (read in
-    one pass over each revision's tree for all properties)."""
-    files_of = {property_id: oracle_files(property_id) for property_id in property_ids}
-    paths = sorted(
-        {path for module, conftests in files_of.values() if module for path in (module, *conftests)}
-    )
-    on_base = git_adapter.read_blobs(repo, base_rev, paths) if paths else {}
-    on_patch = git_adapter.read_blobs(repo, patch_rev, paths) if paths else {}
+    one pass over each side's tree for all properties)."""
+    paths = oracle_paths(property_ids)
+    on_base = read_side(repo, base_rev, paths, overlay)
+    on_patch = read_side(repo, patch_rev, paths, overlay)
+    return inputs_from_blobs(on_base, on_patch, property_ids)
 
-    def side(blobs: Mapping[str, bytes | None], module: str, conftests: tuple[str, ...]) -> Sources:
+
+def inputs_from_blobs(
+    base: Blobs, patch: Blobs, property_ids: Sequence[str]
+) -> dict[str, tuple[Sources, Sources]]:
+    """Property id -> its module and conftest bytes on each side. Pure."""
+
+    def side(blobs: Blobs, module: str, conftests: tuple[str, ...]) -> Sources:
         return blobs.get(module), {path: blobs.get(path) for path in conftests}
 
-    return {
-        property_id: (side(on_base, module, conftests), side(on_patch, module, conftests))
-        for property_id, (module, conftests) in files_of.items()
-    }
+    inputs = {}
+    for property_id in property_ids:
+        module, conftests = oracle_files(property_id)
+        inputs[property_id] = (side(base, module, conftests), side(patch, module, conftests))
+    return inputs
 
 
 def same_files(inputs: tuple[Sources, Sources]) -> bool:
@@ -80,3 +111,27 @@ def compare_inputs(inputs: Mapping[str, tuple[Sources, Sources]]) -> dict[str, O
         else:
             changes[property_id] = compare_sources(before, after, property_id)
     return changes
+
+
+def compare_blobs(
+    base: Blobs, patch: Blobs, property_ids: Sequence[str]
+) -> dict[str, OracleChange]:
+    """Property id -> its oracle on both sides, from each side's file bytes. Pure."""
+    return compare_inputs(inputs_from_blobs(base, patch, property_ids))
+
+
+def property_oracles(
+    repo: Path,
+    base_rev: str,
+    patch_rev: str,
+    property_ids: Sequence[str],
+    *,
+    overlay: TestOverlay | None = None,
+) -> dict[str, OracleChange]:
+    """Property id -> its oracle on base and patch: both digests, changed or not, and why.
+
+    A property whose test is absent on a side has no digest there (``new on patch`` /
+    ``gone on patch``). With ``overlay`` (``--tests-from``) both sides read the test files
+    of one revision, so their slices are equal by construction.
+    """
+    return compare_inputs(oracle_inputs(repo, base_rev, patch_rev, property_ids, overlay=overlay))

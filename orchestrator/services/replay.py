@@ -1,9 +1,10 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it, fixes
-the screening policy, the workers per side and the recorded durations it schedules by,
-and writes ``run-log.json`` into the run folder before anything runs.
+image ID (never pulled), digests the fixture, checks a shrink report against it,
+plans the tests (``--changed``, ``--tests-from``: :mod:`orchestrator.services.replay_tests`),
+fixes the screening policy, the workers per side and the recorded durations it schedules
+by, and writes ``run-log.json`` into the run folder before anything runs.
 ``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`):
 with screening, every property K times first, then only the properties with signal until
 they have N (:mod:`orchestrator.core.screening`), one ``replay_sides`` call per phase. It
@@ -66,13 +67,17 @@ from orchestrator.services.oracle import (
     property_oracles,
     same_files,
 )
+from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
+    FIXTURE,
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
     SideSpec,
     new_run_id,
+    planned_pythonpath,
     replay_sides,
+    side_pythonpath,
 )
 
 if TYPE_CHECKING:
@@ -140,6 +145,10 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
+    from orchestrator.core.replay_env import check_pythonpath, parse_env
+
+    parse_env([f"{key}={value}" for key, value in options.env])
+    check_pythonpath(options.pythonpath)
     for property_id in options.property_ids:
         if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
@@ -206,12 +215,17 @@ def plan_replay(
 ) -> RunPlan:
     """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
     from orchestrator.adapters.docker import resolve_image
+    from orchestrator.core.project_image import interpreter_from_labels
+    from orchestrator.core.replay_env import replay_variables
 
     validate_options(options)
-    args = pytest_args(options.command, options.property_ids)
+    check_test_options(options)
+    pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
+    tests = plan_tests(options, repo, base_rev, patch_rev)
+    args = pytest_args(options.command, tests.property_ids)
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
@@ -230,6 +244,10 @@ def plan_replay(
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
     image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
+    side_paths = {
+        side: planned_pythonpath(repo, rev, options.pythonpath)
+        for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
+    }
     run_id = run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
     scheduling = plan_scheduling(options, client=client, repo=repo, base_rev=base_rev, root=root)
@@ -250,8 +268,20 @@ def plan_replay(
             origin_digest=origin_digest,
             shrink=shrink,
             probe_version=probe_version(),
+            interpreter=interpreter_from_labels(image.labels),
+            image_labels=dict(image.labels),
         ),
         pytest_args=args,
+        environment=replay_variables(
+            seed=options.seed,
+            fixture=FIXTURE if fixture is not None else None,
+            extra=options.env,
+        ),
+        side_paths=side_paths,
+        pythonpath={side: side_pythonpath(paths.entries) for side, paths in side_paths.items()},
+        overlay=tests.overlay,
+        selection=tests.selection,
+        targets=tests.targets,
         scheduling=scheduling,
     )
     if (run_dir / "run-log.json").exists():
@@ -271,7 +301,9 @@ def plan_scheduling(
     store = durations_store.store_path(root, key).resolve()
     return Scheduling(
         screen=screen_replays(
-            options.screen, replays_all=options.replays_all, property_ids=options.property_ids
+            options.screen,
+            replays_all=options.replays_all,
+            named=bool(options.property_ids) or options.changed,
         ),
         jobs=options.jobs if options.jobs is not None else default_jobs(cpus),
         engine_cpus=cpus,
@@ -292,7 +324,7 @@ def sides_plan(
     options = plan.options
     scheduling = plan.scheduling
     limits = container_limits(scheduling.jobs, scheduling.engine_cpus)
-    named = options.property_ids if property_ids is None else tuple(property_ids)
+    named = plan.property_ids if property_ids is None else tuple(property_ids)
     return ReplayPlan(
         image_id=plan.pins.image_id,
         pytest_args=plan.pytest_args
@@ -310,6 +342,24 @@ def sides_plan(
         cpus=limits.cpus,
         jobs=scheduling.jobs,
         durations=scheduling.durations_file if scheduling.jobs > 1 else None,
+        interpreter=plan.pins.interpreter,
+        env=options.env,
+        extra_pythonpath=options.pythonpath,
+        writable_tree=options.writable_tree,
+        expand_parametrized=True,
+    )
+
+
+def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
+    """One side as the engine runs it: with the overlay, if any, what pytest is handed
+    there, and its import roots (planned at its revision)."""
+    return SideSpec(
+        name=name,
+        repo=plan.options.repo,
+        rev=rev,
+        tests=None if plan.overlay is None else plan.overlay.side(name),
+        targets=tuple(plan.targets.get(name, ())),
+        pythonpath=plan.side_paths[name].entries if name in plan.side_paths else None,
     )
 
 
@@ -342,35 +392,36 @@ def execute(
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
-    sides = (
-        SideSpec(name=BASE, repo=options.repo, rev=pins.base_rev),
-        SideSpec(name=PATCH, repo=options.repo, rev=pins.patch_rev),
-    )
+    properties: tuple[PropertyOutcome, ...] = ()
     screening: Screening | None = None
-    settled: tuple[PropertyOutcome, ...] = ()
-    if plan.screen_policy.enabled:
-        labelled, oracle, screening, settled = screen_and_replay(
-            plan, sides, client=client, progress=progress
+    if not plan.nothing_selected:
+        sides = (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev))
+        settled: tuple[PropertyOutcome, ...] = ()
+        if plan.screen_policy.enabled:
+            labelled, oracle, screening, settled = screen_and_replay(
+                plan, sides, client=client, progress=progress
+            )
+        else:
+            labelled = replay_sides(
+                sides_plan(plan),
+                sides,
+                client=client,
+                progress=progress,
+                run_id=plan.run_id,
+                keep_raw=plan.run_dir / "raw",
+            )
+            named = [p for p in labelled[BASE] if p != NO_TEST_REPORTED]
+            oracle = property_oracles(
+                options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+            )
+        done = {item.evidence.property_id for item in settled}
+        rest = decide_all(
+            plan, labelled, oracle, screening, only=[p for p in labelled[BASE] if p not in done]
         )
-    else:
-        labelled = replay_sides(
-            sides_plan(plan),
-            sides,
-            client=client,
-            progress=progress,
-            run_id=plan.run_id,
-            keep_raw=plan.run_dir / "raw",
-        )
-        named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-        oracle = property_oracles(options.repo, pins.base_rev, pins.patch_rev, named)
-    done = {item.evidence.property_id for item in settled}
-    rest = decide_all(
-        plan, labelled, oracle, screening, only=[p for p in labelled[BASE] if p not in done]
-    )
-    write_outcomes(plan, rest)
-    properties = tuple(sorted((*settled, *rest), key=lambda item: item.index))
-    # --no-record writes the run folder only: durations go into the record with the ledger.
-    record_run_durations(plan, labelled, keep=ledger is not None)
+        write_outcomes(plan, rest)
+        properties = tuple(sorted((*settled, *rest), key=lambda item: item.index))
+        # --no-record writes the run folder only: durations go into the record with the ledger.
+        record_run_durations(plan, labelled, keep=ledger is not None)
     report = report_document(plan, properties, screening)
     if ledger is not None:
         report["ledger"] = record_in_ledger(
@@ -427,7 +478,7 @@ def screen_and_replay(
         keep_raw=plan.run_dir / "raw",
     )
     named = [property_id for property_id in first[BASE] if property_id != NO_TEST_REPORTED]
-    inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named)
+    inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay)
     # Only a property whose files differ between the sides can have a changed oracle: those
     # are sliced now, for the signal; the others only need their digests, later.
     oracle = compare_inputs({p: pair for p, pair in inputs.items() if not same_files(pair)})

@@ -2,8 +2,10 @@
 
 Used by ``replay``, ``thaw``, ``budget`` and ``accept``. Each side's revision is
 exported into its own temporary folder, mounted read-only into a container made
-from the pinned image ID; the container runs the probe's driver
-(``python3 -m orchestrator.probe.replay``), N fresh replays per container start
+from the pinned image ID (with ``writable_tree``, mounted read-only elsewhere and copied
+by the driver into a private tmpfs at /src before each replay); the container runs the
+probe's driver (``<interpreter> -m orchestrator.probe.replay``: a project image's venv
+python, named by its label, else ``python3``), N fresh replays per container start
 (``isolation="side"``; each replay a process forked from a driver that imported
 pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 (``isolation="container"``).
@@ -40,6 +42,7 @@ import orchestrator
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.results import read_replay_files, replay_file_name
+from orchestrator.core import replay_env
 from orchestrator.core.labels import (
     ContainerFacts,
     ReplayFile,
@@ -47,6 +50,7 @@ from orchestrator.core.labels import (
     mark_image_mismatch,
     nodeids_seen,
 )
+from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.errors import (
     EngineError,
     InputError,
@@ -61,6 +65,8 @@ from orchestrator.model import Replay
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from orchestrator.core.test_files import SideOverlay
+
 log = get_logger(__name__)
 
 ISOLATIONS = ("side", "container")
@@ -72,6 +78,7 @@ STARTUP_SLACK_S = 15.0
 PER_REPLAY_SLACK_S = 2.0
 
 SRC = "/src"
+TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
 OUT = "/replay/out"
 FIXTURE = "/replay/fixture.json"
 DURATIONS = "/replay/durations.json"  # recorded durations, for splitting across workers
@@ -91,9 +98,14 @@ class SideSpec:
     repo: Path
     rev: str  # full SHA
     mutant: Path | None = None
+    # Import roots of the side's tree (relative to it, or absolute in the image), before the
+    # probe on PYTHONPATH; None: found in the exported tree (core.replay_env.side_pythonpath).
+    pythonpath: tuple[str, ...] | None = None
+    # --tests-from: another revision's test files laid over the exported tree.
+    tests: SideOverlay | None = None
     # What pytest is handed on this side instead of the plan's property ids (empty: those):
     # the selected node ids this side has (one node id pytest cannot find stops the whole
-    # run; the missing ones are labelled not_found).
+    # run; the missing ones are labelled not_found), or whole modules.
     targets: tuple[str, ...] = ()
 
 
@@ -110,6 +122,9 @@ class ReplayPlan:
     seed: int
     runner_id: str
     isolation: str = "side"
+    # The properties are the node ids reported for each selected id: a function's id
+    # stands for its parametrizations (core.pytest_command.expand_parametrized).
+    expand_parametrized: bool = False
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
@@ -117,6 +132,11 @@ class ReplayPlan:
     # split the tests by (core.schedule); limits are the caller's to scale with jobs.
     jobs: int = 1
     durations: Path | None = None
+    # The interpreter that runs the driver; None: the image's label says (else python3).
+    interpreter: str | None = None
+    env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, after the replay's own
+    extra_pythonpath: tuple[str, ...] = ()  # --pythonpath, for sides found in their tree
+    writable_tree: bool = False
 
 
 def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) -> tuple[str, ...]:
@@ -137,9 +157,12 @@ def driver_command(
     plan: ReplayPlan, replays: int, property_ids: Sequence[str] | None = None
 ) -> list[str]:
     """The container's command: the probe driver, N replays of the pytest arguments
-    (``property_ids``: the side's own, default the plan's). Pure."""
+    (``property_ids``: the side's own, default the plan's), HOME made in the tmpfs (and,
+    with ``writable_tree``, a fresh copy of the tree before each replay). Pure."""
+    made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
+    copy = ["--copy-tree", f"{TREE}:{SRC}"] if plan.writable_tree else []
     return [
-        "python3",
+        plan.interpreter or "python3",
         "-m",
         "orchestrator.probe.replay",
         "--replays",
@@ -151,6 +174,8 @@ def driver_command(
         "--seed",
         str(plan.seed),
         *(("--workers", str(plan.jobs)) if plan.jobs > 1 else ()),
+        *made,
+        *copy,
         "--",
         *pytest_arguments(
             plan.pytest_args, plan.property_ids if property_ids is None else property_ids
@@ -158,19 +183,74 @@ def driver_command(
     ]
 
 
-def replay_environment(plan: ReplayPlan) -> dict[str, str]:
+def replay_variables(plan: ReplayPlan) -> dict[str, str]:
+    """Every variable a replay gets but PYTHONPATH (recorded as pins). Pure."""
+    return replay_env.replay_variables(
+        seed=plan.seed,
+        fixture=FIXTURE if plan.fixture is not None else None,
+        extra=plan.env,
+    )
+
+
+def side_pythonpath(paths: Sequence[str]) -> tuple[str, ...]:
+    """A side's PYTHONPATH entries in the container: its import roots, then the probe."""
+    return (*replay_env.SidePath(entries=tuple(paths)).container_paths(SRC), PROBE_ROOT)
+
+
+def replay_environment(plan: ReplayPlan, pythonpath: Sequence[str] = ()) -> dict[str, str]:
     """The container's whole environment: only the replay's own variables. Pure."""
-    env = {
-        "REPLAY_SEED": str(plan.seed),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": PROBE_ROOT,
-        "HOME": "/tmp",
-    }
-    if plan.fixture is not None:
-        env["REPLAY_FIXTURE"] = FIXTURE
+    env = {**replay_variables(plan), "PYTHONPATH": ":".join(side_pythonpath(pythonpath))}
     if plan.jobs > 1 and plan.durations is not None:
-        env["REPLAY_DURATIONS"] = DURATIONS
+        env["REPLAY_DURATIONS"] = DURATIONS  # a scheduling hint: where the workers split
     return env
+
+
+def tree_pythonpath(tree: Path, extra: Sequence[str] = ()) -> replay_env.SidePath:
+    """A side's import roots, found in its exported tree."""
+    files: dict[str, bytes | None] = {}
+    for name in replay_env.INI_FILES:
+        path = tree / name
+        files[name] = path.read_bytes() if path.is_file() else None
+    src = tree / replay_env.SRC
+    src_paths: list[str] = []
+    if src.is_dir():
+        for entry in sorted(src.iterdir()):
+            if entry.is_file():
+                src_paths.append(f"{replay_env.SRC}/{entry.name}")
+            elif (entry / "__init__.py").is_file():
+                src_paths.append(f"{replay_env.SRC}/{entry.name}/__init__.py")
+    return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> replay_env.SidePath:
+    """A side's import roots, read at its revision (before anything is exported)."""
+    files = git_adapter.read_blobs(repo, rev, replay_env.INI_FILES)
+    src_paths = git_adapter.list_paths(repo, rev, replay_env.SRC)
+    return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+def interpreter_of(client: DockerClient, image_id: str) -> str:
+    """The driver's interpreter for an image: its label's venv python, else python3. An
+    image the engine cannot show is left to the containers to report (as their labels)."""
+    from orchestrator.core.project_image import interpreter_from_labels
+
+    try:
+        labels = docker_adapter.resolve_image(client, image_id).labels
+    except EngineError:
+        labels = {}
+    return interpreter_from_labels(labels)
+
+
+def writable_tree_tmpfs(tree: Path) -> str:
+    """Options of the tmpfs the tree is copied into: room for two copies, owned by the
+    runner user (uid 1000), executable (suites run scripts of their tree)."""
+    size = 0
+    for folder, _dirs, names in os.walk(tree):
+        for name in names:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(folder, name)).st_size
+    megabytes = max(64, (2 * size) // (1024 * 1024) + 32)
+    return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
 
 
 def side_deadline_s(plan: ReplayPlan, replays: int) -> float:
@@ -285,7 +365,13 @@ class _Run:
 
 
 def _run_container(
-    run: _Run, side: SideSpec, tree: Path, unit_index: int, numbers: tuple[int, ...]
+    run: _Run,
+    side: SideSpec,
+    tree: Path,
+    unit_index: int,
+    numbers: tuple[int, ...],
+    *,
+    pythonpath: Sequence[str],
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One container's life: create, start, follow, wait to our deadline, remove; then
     read the results it left."""
@@ -293,8 +379,9 @@ def _run_container(
     out_dir = run.make_scratch("out")
     try:
         out_dir.chmod(0o777)  # written by the container's uid 1000
+        tmpfs = {SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {}
         mounts = [
-            docker_adapter.Mount(source=tree, target=SRC),
+            docker_adapter.Mount(source=tree, target=TREE if plan.writable_tree else SRC),
             docker_adapter.Mount(
                 source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
             ),
@@ -309,9 +396,10 @@ def _run_container(
             name=container_name(run.owner.run_id, side.name, unit_index),
             command=driver_command(plan, len(numbers), side_targets(plan, side)),
             mounts=mounts,
-            environment=replay_environment(plan),
+            environment=replay_environment(plan, pythonpath),
             labels=run.owner.labels(side.name),
             limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+            tmpfs=tmpfs,
         )
         tail = LineTail()
         try:
@@ -421,13 +509,20 @@ def _run_side_inner(
 ) -> None:
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
-        with git_adapter.checkout(side.repo, side.rev, mutant=side.mutant) as tree:
+        with git_adapter.checkout(
+            side.repo, side.rev, mutant=side.mutant, tests=side.tests
+        ) as tree:
+            pythonpath = side.pythonpath
+            if pythonpath is None:
+                pythonpath = tree_pythonpath(tree, run.plan.extra_pythonpath).entries
             for unit_index, numbers in enumerate(container_units(run.plan), start=1):
                 if run.cancelled.is_set():
                     facts = ContainerFacts(cancelled=True, message="interrupted before start")
                     observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
                     continue
-                observed.extend(_run_container(run, side, tree, unit_index, numbers))
+                observed.extend(
+                    _run_container(run, side, tree, unit_index, numbers, pythonpath=pythonpath)
+                )
     except EngineError as error:  # the engine failed us outside a container's life
         log.error("side.failed", side=side.name, reason=error.reason, error=error.message)
         _fill_missing(
@@ -551,6 +646,8 @@ def replay_sides(
     validate_plan(plan, sides)
     if client is None:
         client = docker_adapter.connect(os.environ)
+    if plan.interpreter is None:
+        plan = replace(plan, interpreter=interpreter_of(client, plan.image_id))
     run_id = run_id or new_run_id()
     owner = docker_adapter.Owner.current(run_id)
     docker_adapter.sweep_leftovers(client, host=owner.host)
@@ -618,12 +715,15 @@ def _label_sides(
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
     """Labels per side and property, with the image check across sides. Pure."""
     property_ids = plan.property_ids
-    if not property_ids:
+    if not property_ids or plan.expand_parametrized:
         seen: dict[str, None] = {}
         for side in sides:
             for nodeid in nodeids_seen(replay_file for replay_file, _ in results[side.name]):
                 seen.setdefault(nodeid, None)
-        property_ids = tuple(seen) or (NO_TEST_REPORTED,)
+        if property_ids:
+            property_ids = expand_parametrized(property_ids, tuple(seen))
+        else:
+            property_ids = tuple(seen) or (NO_TEST_REPORTED,)
     observed_images = {
         facts.image_id
         for side in sides

@@ -30,7 +30,10 @@ def doctor(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Co
 def test_doctor_reports_each_part_on_one_line(docker_client, runner_image_id):
     result = doctor()
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    parts = result.stdout.splitlines()
+    # Then one line per project image on the engine (`orchestrator image build`), if any.
+    lines = [line for line in parts if not line.startswith("project image: ")]
+    assert parts[: len(lines)] == lines
     assert [line.split(":", 1)[0] for line in lines] == ["engine", "runner image", "git", "python"]
     assert all(": ok " in line for line in lines)
     engine_line, image_line = lines[0], lines[1]

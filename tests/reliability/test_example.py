@@ -20,14 +20,18 @@ from fixtures.build_example import (
     BASE_TAG,
     BUDGET_PROPERTY,
     FLAKY_PROPERTY,
+    MINIMAL_USER,
     OUTPUT_PROPERTY,
     PATCHES,
+    ROLE_PROPERTY,
     SCENARIOS,
     TAUTOLOGY_PROPERTY,
     TRIM_PROPERTY,
+    USER_FIXTURE_KEYS,
     ExampleRepo,
     build_example,
     git,
+    wide_user,
     write_mutant,
 )
 
@@ -219,3 +223,46 @@ def test_scenarios_name_real_patches_and_properties(repo: ExampleRepo) -> None:
     for scenario in SCENARIOS:
         assert scenario.patch in repo.patches
         assert set(scenario.properties) <= known
+
+
+def test_the_wide_user_record_is_the_generators_and_the_walkthrough_shape(
+    repo: ExampleRepo,
+) -> None:
+    record = json.loads(repo.user_fixture.read_text())
+    assert record == wide_user(USER_FIXTURE_KEYS) == wide_user()
+    assert list(record) == list(wide_user())  # key order too: the shrinker drops from the end
+    assert len(record) == 200
+    assert record["user_id"] >= 0
+    assert record["role"] not in {"admin", "editor", "viewer"}
+    assert len(wide_user(50)) == 50
+    assert len(wide_user(800)) == 800
+    assert wide_user(50, seed=1) != wide_user(50)
+
+
+def test_the_role_property_fails_only_with_raw_role_on_wide_and_minimal_records(
+    trees: dict[str, Path], repo: ExampleRepo, tmp_path: Path
+) -> None:
+    minimal = tmp_path / "minimal.json"
+    minimal.write_text(json.dumps(MINIMAL_USER))
+    no_role = tmp_path / "no-role.json"
+    no_role.write_text(json.dumps({"user_id": 0}))
+    n = 0
+    keys = {}
+    for fixture in (repo.user_fixture, minimal, no_role):
+        for side in ("base", "raw-role"):
+            n += 1
+            entry = probe_run(trees[side], [ROLE_PROPERTY], fixture, tmp_path, n)[ROLE_PROPERTY]
+            keys[fixture.name, side] = (entry["label"], entry["assertion_key"])
+    role_miss = (
+        "assert_fail",
+        f"{ROLE_PROPERTY}@test_known_users_carry_an_allowed_role+3:AssertionError",
+    )
+    assert keys["user-wide.json", "base"] == ("assert_pass", None)
+    assert keys["user-wide.json", "raw-role"] == role_miss
+    assert keys["minimal.json", "base"] == ("assert_pass", None)
+    assert keys["minimal.json", "raw-role"] == role_miss
+    # Without the role the miss becomes another error (seed 000: the empty role stays).
+    assert keys["no-role.json", "raw-role"] == (
+        "assert_fail",
+        f"{ROLE_PROPERTY}@test_known_users_carry_an_allowed_role+1:KeyError",
+    )

@@ -29,8 +29,10 @@ def init(repo: Path) -> Path:
     return repo
 
 
-def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    """Write ``files`` (path -> text), commit them, return the full SHA."""
+def commit(repo: Path, files: dict[str, str], message: str, *, remove: tuple[str, ...] = ()) -> str:
+    """Write ``files`` (path -> text), delete ``remove``, commit, return the full SHA."""
+    for name in remove:
+        (repo / name).unlink()
     for name, text in files.items():
         path = repo / name
         path.parent.mkdir(parents=True, exist_ok=True)

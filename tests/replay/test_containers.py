@@ -150,7 +150,12 @@ def test_sweep_removes_a_dead_owners_container_and_keeps_a_live_ones(
     # that it is gone and that the live run's container is still there.
     assert live.name not in removed
     assert _ours(docker_client, owner.run_id) == [live.name]
-    assert ghost_name not in {c.name for c in docker_client.containers.list(all=True)}
+    # The low-level list: containers.list inspects each one, and another run's container
+    # removed meanwhile would fail that inspection (404).
+    names = {
+        name.lstrip("/") for c in docker_client.api.containers(all=True) for name in c["Names"]
+    }
+    assert ghost_name not in names
 
 
 def test_an_image_gone_before_start_is_harness_error_and_never_pulled(

@@ -45,12 +45,39 @@ def test_environment_holds_only_the_replays_own_variables():
         "REPLAY_FIXTURE": sides.FIXTURE,
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPATH": sides.PROBE_ROOT,
-        "HOME": "/tmp",
+        "HOME": "/tmp/home",
+        "TMPDIR": "/tmp",
+        "HYPOTHESIS_STORAGE_DIRECTORY": "/tmp/hypothesis",
     }
+    assert "TZ" not in env
     without_fixture = sides.replay_environment(
         sides.ReplayPlan(**{**PLAN.__dict__, "fixture": None})
     )
     assert "REPLAY_FIXTURE" not in without_fixture
+
+
+def test_env_adds_variables_and_a_sides_import_roots_come_before_the_probe():
+    plan = sides.ReplayPlan(**{**PLAN.__dict__, "env": (("TZ", "Europe/Paris"), ("HOME", "/h"))})
+    env = sides.replay_environment(plan, ("src", "lib/x", "/opt/abs"))
+    assert env["TZ"] == "Europe/Paris"
+    assert env["HOME"] == "/h"
+    assert env["PYTHONPATH"] == f"/src/src:/src/lib/x:/opt/abs:{sides.PROBE_ROOT}"
+
+
+def test_driver_makes_home_and_with_a_writable_tree_copies_the_tree():
+    command = sides.driver_command(PLAN, 1)
+    options = command[: command.index("--")]
+    made = [options[i + 1] for i, arg in enumerate(options) if arg == "--make-dir"]
+    assert made == ["/tmp/home"]
+    assert "--copy-tree" not in options
+    writable = sides.ReplayPlan(**{**PLAN.__dict__, "writable_tree": True})
+    options = sides.driver_command(writable, 1)
+    assert options[options.index("--copy-tree") + 1] == f"{sides.TREE}:{sides.SRC}"
+
+
+def test_the_interpreter_comes_from_the_plan():
+    plan = sides.ReplayPlan(**{**PLAN.__dict__, "interpreter": "/opt/venv/bin/python"})
+    assert sides.driver_command(plan, 1)[0] == "/opt/venv/bin/python"
 
 
 def test_container_config_is_hermetic():
@@ -212,6 +239,8 @@ def test_the_sides_replay_exactly_what_the_run_pinned():
         seed=11,
         runner_id="ci-7",
         isolation="container",
+        interpreter="python3",
+        expand_parametrized=True,
     )
 
 
@@ -236,3 +265,46 @@ def test_expiry_is_an_instant_or_a_duration_from_now(text, hours):
 def test_a_bad_expiry_is_bad_input(text):
     with pytest.raises(InputError, match="--expires"):
         parse_expiry(text, datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_each_side_gets_the_overlay_and_the_node_ids_it_has():
+    from orchestrator.core.test_files import plan_overlay, rule_for_tests
+
+    new, old = "tests/t.py::test_new", "tests/t.py::test_a"
+    overlay = plan_overlay(
+        ref="patch",
+        rev="2" * 40,
+        rule=rule_for_tests((new,), (), ()),
+        tests_tree={"tests/t.py": "b" * 40},
+        side_trees={"base": {"tests/gone_test.py": "c" * 40}, "patch": {}},
+    )
+    options = ReplayOptions(
+        repo=Path("/repo"), base="main", patch="HEAD", image="i", property_ids=(new, old)
+    )
+    pins = Pins(
+        base_rev="1" * 40, patch_rev="2" * 40, image_ref="i", image_id=PLAN.image_id,
+        repo_digests=(), fixture_digest="sha256:f", origin_digest="sha256:f", shrink=None,
+        probe_version="1.0.0",
+    )  # fmt: skip
+    plan = RunPlan(
+        run_id="r1",
+        run_dir=Path("/runs/r1"),
+        started_at=datetime(2026, 1, 2, tzinfo=UTC),
+        options=options,
+        pins=pins,
+        pytest_args=("-q",),
+        overlay=overlay,
+        targets={"base": (old,), "patch": (new, old)},
+    )
+    base = service.side_spec(plan, "base", pins.base_rev)
+    assert base.tests is not None
+    assert (base.tests.rev, base.tests.write, base.tests.remove) == (
+        "2" * 40, ("tests/t.py",), ("tests/gone_test.py",))  # fmt: skip
+    assert base.targets == (old,)
+    replay_plan = service.sides_plan(plan)
+    # pytest on base is handed only the test base has; both sides label both properties.
+    assert sides.driver_command(replay_plan, 1, sides.side_targets(replay_plan, base))[-1:] == [old]
+    assert replay_plan.property_ids == (new, old)
+    bare = service.side_spec(RunPlan(**{**plan.__dict__, "overlay": None}), "patch", "2" * 40)
+    assert bare.tests is None
+    assert sides.side_targets(replay_plan, bare) == (new, old)

@@ -460,6 +460,25 @@ def test_a_test_added_above_a_flaky_one_leaves_it_flake_queue_eligible(tmp_path,
         "new on patch: replay with --tests-from patch to ask whether it fails on base"
     ]
 
+    # Judged by the patch's tests on both sides, both are compared: the flaky one stays
+    # eligible, and the new one is asked the question (it passes on base too).
+    result = run_cli(
+        tmp_path, *common, "--property", flaky, "--property", added, "--replays", "2",
+        "--tests-from", "patch",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    found = {e["property_id"]: (e["lane"], e["tests_from"]) for e in result.report["decisions"]}
+    assert found == {
+        flaky: ("flake_queue_eligible", patch),
+        added: ("no_freeze", patch),
+    }
+    from orchestrator.adapters.ledger import Ledger
+    from orchestrator.model import EventKind
+
+    with Ledger.open(f"sqlite:///{tmp_path / '.replay' / 'ledger.db'}") as store:
+        events = store.events(kinds=[EventKind.DECISION])
+    assert [event.detail["tests_from"] for event in events[-2:]] == [patch, patch]
+
 
 def test_owner_without_freeze_is_bad_input(tmp_path, repo):
     result = run_cli(

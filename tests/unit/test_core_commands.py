@@ -230,6 +230,58 @@ def test_shrink_refuses_a_fixture_the_property_does_not_fail(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "give either --property MODULE:FUNCTION or --test NODEID"),
+        (["--property", "m:f", "--test", "t.py::test_a"], "give either"),
+        (["--test", "t.py::test_a"], "--test needs --repo and --rev and --image"),
+        (["--test", "t.py::test_a", "--repo", ".", "--rev", "HEAD"], "--test needs --image"),
+        (["--test", "t.py", "--repo", ".", "--rev", "HEAD", "--image", "i"], "node id"),
+        (
+            ["--test", "t.py::t", "--repo", ".", "--rev", "H", "--image", "i", "--path", "."],
+            "--path goes with --property",
+        ),
+        (["--property", "m:f", "--rev", "HEAD"], "--rev go with --test"),
+    ],
+)
+def test_shrink_usage_mistakes_are_found_before_any_engine_is_asked(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], fragment: str
+) -> None:
+    # An engine asked anyway would fail with exit 3 (nothing answers at this socket).
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    fixture = write(tmp_path / "f.json", {"user_id": 3, "role": "x"})
+    assert_one_line_error(cli("shrink", fixture, *args), fragment)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--property", "t.py::test_a"], "--shrink needs --fixture"),
+        (["--fixture", "{fixture}"], "--shrink needs exactly one --property"),
+        (
+            ["--fixture", "{fixture}", "--property", "t.py::a", "--property", "t.py::b"],
+            "exactly one --property",
+        ),
+        (
+            ["--fixture", "{fixture}", "--property", "t.py::a", "--shrink-report", "{fixture}"],
+            "drop --shrink-report",
+        ),
+    ],
+)
+def test_replay_shrink_usage_mistakes_are_found_before_any_engine_is_asked(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], fragment: str
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    fixture = write(tmp_path / "f.json", {"user_id": 3, "role": "x"})
+    filled = [fixture if arg == "{fixture}" else arg for arg in args]
+    run = cli(
+        "replay", "--repo", str(tmp_path), "--base", "a", "--patch", "b", "--image", "i",
+        "--shrink", "--no-record", *filled,
+    )  # fmt: skip
+    assert_one_line_error(run, fragment)
+
+
 # --- admit ------------------------------------------------------------------------------
 
 

@@ -218,3 +218,23 @@ def node_ids(draw):
 def test_the_entry_index_finds_what_a_scan_of_every_entry_finds(tests, property_id):
     index = labels.EntryIndex(tests)
     assert labels._entry_for(tests, property_id, index) is naive_entry_for(tests, property_id)
+
+
+def _run_doc(result: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+    return {"schema": RUN_SCHEMA, "replay": 1, "status": status, "result": result}
+
+
+def test_skipped_in_reads_the_probe_skip_list() -> None:
+    result = {
+        "schema": RESULT_SCHEMA,
+        "tests": [],
+        "skipped": [{"nodeid": "t.py::test_a", "reason": "no user record"}],
+    }
+    ok = ReplayFile(replay=1, state="ok", doc=_run_doc(result))
+    assert labels.skipped_in(ok, "t.py::test_a")
+    assert not labels.skipped_in(ok, "t.py::test_b")
+    assert not labels.skipped_in(ReplayFile(replay=1, state="missing"), "t.py::test_a")
+    timed_out = ReplayFile(replay=1, state="ok", doc=_run_doc(None, "timeout"))
+    assert not labels.skipped_in(timed_out, "t.py::test_a")
+    no_list = ReplayFile(replay=1, state="ok", doc=_run_doc({"schema": RESULT_SCHEMA, "tests": []}))
+    assert not labels.skipped_in(no_list, "t.py::test_a")

@@ -458,3 +458,12 @@ def test_a_classifier_bug_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lanes, "side_state", typo)
     with pytest.raises(AttributeError):
         decide(evidence())
+
+
+@given(any_evidence(), st.sampled_from(["3" * 40, "4" * 40]))
+def test_tests_from_changes_no_lane_and_the_decision_names_it(ev: Evidence, sha: str) -> None:
+    plain = decide(ev)
+    judged = decide(dataclasses.replace(ev, tests_from=sha))
+    assert judged == dataclasses.replace(plain, tests_from=sha)
+    assert judged.to_json()["tests_from"] == sha
+    assert "tests_from" not in plain.to_json()

@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 
 from orchestrator.core.pytest_command import (
     PYTEST_LAUNCHERS,
+    expand_parametrized,
     property_files,
     pytest_args,
+    pytest_paths,
     split_node_id,
+    without_params,
 )
 from orchestrator.errors import InputError
 
@@ -104,3 +107,42 @@ def test_without_properties_the_arguments_are_the_words_after_the_launcher(
     launcher: tuple[str, ...], words: list[str]
 ) -> None:
     assert pytest_args(" ".join((*launcher, *words)), ()) == tuple(words)
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("pytest -q tests/", ("tests/",)),
+        ("pytest -k 'a or b' tests/unit tests/test_x.py::test_y -m slow", (
+            "tests/unit", "tests/test_x.py::test_y")),
+        ("python -m pytest -q", ()),
+        ("pytest --tb short -p no:cacheprovider", ()),
+    ],
+)  # fmt: skip
+def test_pytest_paths_are_the_positional_arguments(command: str, paths: tuple[str, ...]) -> None:
+    assert pytest_paths(command) == paths
+
+
+def test_a_function_id_expands_to_the_parametrizations_pytest_reported() -> None:
+    seen = ("t.py::test_p[1]", "t.py::test_a", "t.py::test_p[2]", "t.py::test_pa[1]")
+    selected = ("t.py::test_a", "t.py::test_p", "t.py::test_gone", "t.py::test_p[2]")
+    assert expand_parametrized(selected, seen) == (
+        "t.py::test_a",
+        "t.py::test_p[1]",
+        "t.py::test_p[2]",
+        "t.py::test_gone",  # reported in no form: stays, to be labelled not_found
+    )
+    assert without_params("t.py::C::test_p[a::b]") == "t.py::C::test_p"
+
+
+@given(
+    st.lists(st.sampled_from(["t.py::a", "t.py::a[1]", "t.py::a[2]", "t.py::b", "u.py::a"])),
+    st.lists(st.sampled_from(["t.py::a", "t.py::b", "t.py::c", "u.py::a"]), min_size=1),
+)
+def test_expansion_keeps_every_selected_test_in_some_form(
+    seen: list[str], selected: list[str]
+) -> None:
+    expanded = expand_parametrized(selected, seen)
+    assert len(set(expanded)) == len(expanded)
+    assert {without_params(nodeid) for nodeid in expanded} == set(selected)
+    assert all(nodeid in seen or nodeid in selected for nodeid in expanded)

@@ -213,6 +213,7 @@ def test_parse_evidence_round_trips_oracle_digests_reasons_and_assertion_keys() 
     assert doc["base_oracle_digest"] == "sha256:" + "a" * 64
     assert doc["patch_oracle_digest"] is None
     assert doc["oracle_reasons"] == ["gone on patch"]
+    assert doc["tests_from"] is None
     assert parse_evidence(doc) == ev
 
 
@@ -282,3 +283,31 @@ def test_parse_shrink_report() -> None:
     assert summary.shrink_path == ({"op": "drop_key", "path": ["noise"]},)
     with pytest.raises(SchemaError):
         parse_shrink_report({**doc, "schema": "replay-evidence/1"})
+    # A host-side report has no test pins; a test's report (shrink --test) has them.
+    assert (summary.test, summary.rev, summary.image_id, summary.seed) == (None,) * 4
+    pinned = {
+        **doc,
+        "test": "tests/test_users.py::test_role",
+        "rev": "c" * 40,
+        "image_id": "sha256:" + "d" * 64,
+        "seed": 3,
+        "assertion_key": "tests/test_users.py::test_role@test_role+3:AssertionError",
+    }
+    summary = parse_shrink_report(pinned)
+    assert (summary.test, summary.rev, summary.image_id, summary.seed) == (
+        "tests/test_users.py::test_role",
+        "c" * 40,
+        "sha256:" + "d" * 64,
+        3,
+    )
+    assert {"test", "rev", "image_id", "seed"} <= set(summary.to_json())
+    with pytest.raises(SchemaError, match="seed"):
+        parse_shrink_report({**pinned, "seed": "3"})
+
+
+def test_parse_evidence_round_trips_tests_from() -> None:
+    ev = evidence(tests_from="3" * 40)
+    assert parse_evidence(ev.to_json()) == ev
+    doc = ev.to_json()
+    del doc["tests_from"]  # documents from other CI systems: absent is null
+    assert parse_evidence(doc).tests_from is None

@@ -149,3 +149,54 @@ def test_label_summary_groups_labels_and_names_infra_reasons() -> None:
     )
     assert replay_run.label_summary(replays) == "assert_pass x2, harness_error(oom) x1"
     assert replay_run.label_summary(()) == "-"
+
+
+def test_with_tests_from_the_run_log_the_evidence_and_the_decision_name_the_revision() -> None:
+    from orchestrator.core.test_files import plan_overlay, rule_for_tests
+
+    sha = "3" * 40
+    overlay = plan_overlay(
+        ref="patch",
+        rev=sha,
+        rule=rule_for_tests((PROP,), (), ()),
+        tests_tree={"tests/t.py": "b" * 40},
+        side_trees={BASE: {"tests/old_test.py": "c" * 40}, PATCH: {}},
+    )
+    plan = run_plan(tests_from="patch")
+    plain_log = plan.run_log()
+    assert plain_log["tests_from"] is None
+    assert plain_log["overlaid_files"] == []
+    assert plain_log["selection"] is None
+    judged = RunPlan(**{**plan.__dict__, "overlay": overlay})
+    log = judged.run_log()
+    assert (log["tests_from"], log["tests_from_ref"]) == (sha, "patch")
+    assert log["overlaid_files"] == [{"path": "tests/t.py", "blob": "b" * 40}]
+    assert log["overlay_removed"] == {
+        BASE: [{"path": "tests/old_test.py", "blob": "c" * 40}],
+        PATCH: [],
+    }
+    passing = (Replay(label="assert_pass"),) * 2
+    (outcome,) = replay_run.decide_all(judged, {BASE: {PROP: passing}, PATCH: {PROP: passing}}, {})
+    assert outcome.evidence.tests_from == sha
+    assert outcome.evidence.to_json()["tests_from"] == sha
+    assert outcome.decision.to_json()["tests_from"] == sha
+    assert replay_run.report_entry(outcome)["tests_from"] == sha
+    (plain,) = replay_run.decide_all(plan, {BASE: {PROP: passing}, PATCH: {PROP: passing}}, {})
+    assert plain.evidence.to_json()["tests_from"] is None
+    assert "tests_from" not in plain.decision.to_json()
+
+
+def test_a_changed_selection_of_nothing_is_no_verdict_to_wait_for() -> None:
+    from orchestrator.core.changed import Selection
+
+    nothing = Selection(
+        candidates=(PROP,), selected=(), oracle_changed=(), importing=(), changed_modules=()
+    )
+    plan = RunPlan(**{**run_plan().__dict__, "selection": nothing})
+    assert plan.nothing_selected
+    assert plan.property_ids == ()
+    report = replay_run.report_document(plan, ())
+    assert (report["exit_status"], report["decisions"]) == (0, [])
+    assert report["run_log"]["selection"]["candidates"] == 1
+    # Without a selection, no decision at all is undecided, as before.
+    assert replay_run.report_document(run_plan(), ())["exit_status"] == 3

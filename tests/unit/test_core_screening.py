@@ -99,7 +99,7 @@ def test_screen_collects_the_signal_of_replayable_properties_only() -> None:
 @given(st.integers(0, 3), st.booleans(), st.lists(st.just(PROP), max_size=1))
 def test_the_default_screens_once_without_named_properties(screen, replays_all, named) -> None:
     explicit = screen or None
-    chosen = screening.screen_replays(explicit, replays_all=replays_all, property_ids=named)
+    chosen = screening.screen_replays(explicit, replays_all=replays_all, named=bool(named))
     if replays_all:
         assert chosen == 0
     elif explicit is not None:

@@ -12,14 +12,22 @@ from hypothesis import strategies as st
 from orchestrator.core.digest import canonical_json, digest
 from orchestrator.core.shrink import (
     RETURNED_FALSE,
+    FailureIdentity,
+    NoVerdict,
+    ShrinkTarget,
+    assertion_identity,
+    candidate_verdict,
     leaves,
     outcome,
     replace_at,
     replay_shrink_path,
     shrink,
     shrink_report,
+    shrink_report_with,
+    shrink_with,
 )
 from orchestrator.errors import PropertyDoesNotFailError
+from orchestrator.model import Label, Replay
 
 ALLOWED_ROLES = {"admin", "viewer"}
 
@@ -195,7 +203,8 @@ def test_shrink_report_keys_and_stability() -> None:
     payload = wide_payload(random.Random(1), width=40)
     report = shrink_report(payload, role_property, attempts=3)
     doc = report.to_json()
-    assert list(doc) == [
+    # The fields of the first version, then the ones added since (none renamed).
+    assert list(doc)[:10] == [
         "schema",
         "minimal",
         "minimal_digest",
@@ -207,7 +216,28 @@ def test_shrink_report_keys_and_stability() -> None:
         "identical_minima",
         "stable",
     ]
+    assert list(doc)[10:] == [
+        "property",
+        "test",
+        "repo",
+        "rev",
+        "image_id",
+        "image_ref",
+        "seed",
+        "timeout_s",
+        "tests_from",
+        "failure",
+        "assertion_key",
+        "minima",
+    ]
     assert (doc["attempts"], doc["identical_minima"], doc["stable"]) == (3, 3, True)
+    # A host-side shrink has no test pins; each attempt's minimum and calls are listed.
+    assert (doc["test"], doc["rev"], doc["image_id"], doc["assertion_key"]) == (None,) * 4
+    assert doc["failure"].startswith("builtins.AssertionError at ")
+    assert (
+        doc["minima"]
+        == [{"minimal_digest": doc["minimal_digest"], "property_calls": doc["property_calls"]}] * 3
+    )
     assert report.summary().minimal_digest == doc["minimal_digest"]
     # The wide payload travels with the report, so a freeze can keep its bytes too.
     assert doc["origin"] == payload
@@ -291,3 +321,125 @@ def test_shrink_results_fail_the_same_way_are_smaller_minimal_and_repeatable(
     again = shrink(payload, prop)
     assert canonical_json(again.minimal) == canonical_json(result.minimal)
     assert replay_shrink_path(payload, result.shrink_path) == result.minimal
+
+
+# --- judges: a test in a container answers with labels and assertion keys ----------------
+
+KEY_ROLE = "tests/test_users.py::test_role@test_role+3:AssertionError"
+KEY_SIZE = "tests/test_users.py::test_role@test_role+2:AssertionError"
+
+
+def test_a_judge_per_attempt_and_no_memo_shared_between_attempts() -> None:
+    payload = wide_payload(random.Random(3), width=60)
+    seen: dict[int, list[bytes]] = {}
+
+    def judge_for(attempt: int) -> Any:
+        asked = seen.setdefault(attempt, [])
+
+        def judge(candidate: Any) -> Any:
+            asked.append(canonical_json(candidate))
+            return outcome(role_property, candidate)
+
+        return judge
+
+    report = shrink_report_with(payload, judge_for, attempts=2, target=ShrinkTarget(test="t::x"))
+    assert report.minimal == {"user_id": 0, "role": ""}
+    # Both attempts asked every question afresh: the second was not fed by the first.
+    assert seen[1] == seen[2]
+    assert len(seen[1]) == len(set(seen[1])) == report.property_calls
+    assert report.minima == ((report.minimal_digest, report.property_calls),) * 2
+    assert report.to_json()["test"] == "t::x"
+
+
+def test_what_a_judge_raises_ends_the_shrink_unchanged() -> None:
+    class Stop(Exception):
+        pass
+
+    calls = {"n": 0}
+
+    def judge(candidate: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise Stop("candidate 4 gave no verdict")
+        return outcome(role_property, candidate)
+
+    with pytest.raises(Stop, match="candidate 4"):
+        shrink_with(wide_payload(random.Random(4), width=40), judge)
+    assert calls["n"] == 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(json_payloads, st.integers(min_value=1, max_value=6))
+def test_a_smaller_candidate_failing_another_way_never_pulls_the_shrink(
+    payload: dict[str, Any], threshold: int
+) -> None:
+    # A test with two assertions: below `threshold` keys the size check fails first (its
+    # own key); from there on, a payload with a key "a" fails the role check.
+    def judge(candidate: Any) -> FailureIdentity | None:
+        if len(candidate) < threshold:
+            return assertion_identity(KEY_SIZE)
+        return assertion_identity(KEY_ROLE) if "a" in candidate else None
+
+    assume("a" in payload and len(payload) >= threshold)
+    result = shrink_with(payload, judge)
+    assert judge(result.minimal) == assertion_identity(KEY_ROLE)
+    assert len(result.minimal) == threshold
+    assert "a" in result.minimal
+
+
+def test_candidate_verdicts_from_labels() -> None:
+    passed = Replay(label=Label.ASSERT_PASS)
+    failed = Replay(label=Label.ASSERT_FAIL, assertion_id="t@t.py:9:E", assertion_key=KEY_ROLE)
+    keyless = Replay(label=Label.ASSERT_FAIL, assertion_id="t@t.py:9:E")
+    timeout = Replay(label=Label.TIMEOUT, reason="replay_timeout", message="passed --timeout")
+    harness = Replay(label=Label.HARNESS_ERROR, reason="setup_error", message="boom\nmore")
+    assert candidate_verdict(passed) is None
+    assert candidate_verdict(failed) == assertion_identity(KEY_ROLE)
+    assert candidate_verdict(failed) != assertion_identity(KEY_SIZE)
+    assert candidate_verdict(keyless) == assertion_identity("t@t.py:9:E")
+    # A skip is the test saying the candidate is outside what it checks: it holds.
+    assert candidate_verdict(harness, skipped=True) is None
+    stopped = candidate_verdict(timeout)
+    assert isinstance(stopped, NoVerdict)
+    assert stopped.describe() == "timeout (replay_timeout): passed --timeout"
+    stopped = candidate_verdict(harness)
+    assert isinstance(stopped, NoVerdict)
+    assert stopped.describe() == "harness_error (setup_error): boom"
+    assert NoVerdict(label="timeout", reason=None, message=None).describe() == "timeout"
+
+
+def test_a_test_shrink_report_records_its_pins_and_its_assertion_key() -> None:
+    target = ShrinkTarget(
+        test="tests/test_users.py::test_role",
+        repo="/r",
+        rev="a" * 40,
+        image_id="sha256:" + "b" * 64,
+        image_ref="orchestrator-runner:latest",
+        seed=7,
+        timeout_s=30.0,
+    )
+
+    def judge(candidate: Any) -> FailureIdentity | None:
+        return assertion_identity(KEY_ROLE) if "role" in candidate else None
+
+    report = shrink_report_with(
+        {"role": "x", "noise": 1}, lambda attempt: judge, attempts=2, target=target
+    )
+    doc = report.to_json()
+    assert (doc["test"], doc["rev"], doc["image_id"], doc["seed"]) == (
+        "tests/test_users.py::test_role",
+        "a" * 40,
+        "sha256:" + "b" * 64,
+        7,
+    )
+    assert (doc["property"], doc["timeout_s"], doc["tests_from"]) == (None, 30.0, None)
+    assert doc["assertion_key"] == KEY_ROLE
+    assert doc["failure"] == f"assert_fail at {KEY_ROLE}"
+    summary = report.summary()
+    assert (summary.test, summary.rev, summary.image_id, summary.seed) == (
+        target.test,
+        target.rev,
+        target.image_id,
+        7,
+    )
+    assert summary.to_json()["seed"] == 7

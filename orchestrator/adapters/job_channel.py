@@ -1,0 +1,157 @@
+"""The host's end of a serving probe driver's job protocol: two FIFOs in a folder.
+
+A driver started with ``--serve`` (``orchestrator/probe/driver.py``, whose docstring is
+the protocol) reads ``replay-job/1`` lines and writes one ``replay-run/1`` line per job.
+Here both streams are named pipes in one folder the container mounts (read-only: a FIFO
+on a read-only mount can still be opened for writing), beside the files the jobs name
+(fixtures):
+
+- ``jobs``: opened here read-write, so opening never blocks and the pipe exists before
+  the driver opens it; closing it is the driver's end of input.
+- ``results``: opened here read-only and non-blocking before the container starts, so
+  the driver's open for writing finds its reader at once; read with ``select`` against
+  a deadline. End of file means the driver (or its container) is gone.
+
+A third descriptor, the *wake* pipe, lets another thread (the one that sees the
+container stop) end a wait early: a driver that died before it opened ``results``
+never sends an end of file.
+
+This is the only module that touches the FIFOs. It never raises for what the driver
+does: a receive returns a document, ``TIMED_OUT`` or ``CLOSED``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import threading
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+JOBS = "jobs"
+RESULTS = "results"
+# Readable and writable by the container's user (uid 1000), whoever runs the host side.
+_FIFO_MODE = 0o666
+_FILE_MODE = 0o644
+_READ_CHUNK = 1 << 20
+
+
+class Ending(Enum):
+    TIMED_OUT = "timed_out"  # the deadline passed with no whole line
+    CLOSED = "closed"  # end of file on results, or woken: the driver is gone
+
+
+TIMED_OUT = Ending.TIMED_OUT
+CLOSED = Ending.CLOSED
+
+
+@dataclass(frozen=True, kw_only=True)
+class Received:
+    """One result line: parsed, or the text of a line that is not a JSON object."""
+
+    document: dict[str, Any] | None
+    problem: str | None = None
+
+
+class JobChannel:
+    """Two FIFOs and the job files in ``folder`` (created here, empty or absent)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.jobs_path = folder / JOBS
+        self.results_path = folder / RESULTS
+        self._jobs_fd: int | None = None
+        self._results_fd: int | None = None
+        self._wake_read, self._wake_write = os.pipe()
+        self._pending = b""
+        self._closed = False
+        self._lock = threading.Lock()  # wake() comes from another thread
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o755)
+        for path in (self.jobs_path, self.results_path):
+            os.mkfifo(path)
+            path.chmod(_FIFO_MODE)  # mkfifo's mode is cut by the umask
+
+    def open(self) -> None:
+        """Open both ends on the host side (before the driver starts)."""
+        self._results_fd = os.open(self.results_path, os.O_RDONLY | os.O_NONBLOCK)
+        self._jobs_fd = os.open(self.jobs_path, os.O_RDWR)
+
+    def put_file(self, name: str, data: bytes) -> Path:
+        """A file the jobs can name (a fixture), readable by the container's user."""
+        path = self.folder / name
+        temporary = self.folder / f".{name}.part"
+        temporary.write_bytes(data)
+        temporary.chmod(_FILE_MODE)
+        temporary.replace(path)  # a job never sees half a file
+        return path
+
+    def send(self, job: dict[str, Any]) -> None:
+        """Write one job line (a few hundred bytes: the pipe's buffer takes it whole)."""
+        if self._jobs_fd is None:
+            raise RuntimeError("the job channel is not open")
+        line = json.dumps(job, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        view = memoryview(line + b"\n")
+        while view:
+            view = view[os.write(self._jobs_fd, view) :]
+
+    def receive(self, deadline: float) -> Received | Ending:
+        """The next result line, or why there is none by ``deadline`` (monotonic)."""
+        if self._results_fd is None:
+            raise RuntimeError("the job channel is not open")
+        while b"\n" not in self._pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return TIMED_OUT
+            ready, _, _ = select.select([self._results_fd, self._wake_read], [], [], remaining)
+            if self._results_fd in ready:
+                # What the driver wrote before it went comes first.
+                try:
+                    chunk = os.read(self._results_fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return CLOSED
+                self._pending += chunk
+            elif self._wake_read in ready:
+                return CLOSED
+        line, self._pending = self._pending.split(b"\n", 1)
+        try:
+            document = json.loads(line.decode("utf-8"))
+        except ValueError as error:
+            return Received(document=None, problem=f"result line is not JSON: {error}")
+        if not isinstance(document, dict):
+            return Received(document=None, problem="result line is not a JSON object")
+        return Received(document=document)
+
+    def wake(self) -> None:
+        """End the current (and every later) wait: the driver is known to be gone."""
+        with self._lock:
+            if self._closed:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._wake_write, b"x")
+
+    def end_input(self) -> None:
+        """Close the jobs FIFO: the driver reads the end of its input and exits."""
+        if self._jobs_fd is not None:
+            os.close(self._jobs_fd)
+            self._jobs_fd = None
+
+    def close(self) -> None:
+        """Close every descriptor (idempotent); the folder is the caller's to remove."""
+        self.end_input()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for fd in (self._results_fd, self._wake_read, self._wake_write):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            self._results_fd = None

@@ -1,0 +1,134 @@
+"""``orchestrator image build``: a runner image for a project, its test dependencies in a
+virtual environment, built offline from a wheelhouse the host downloads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+image_app = typer.Typer(
+    name="image",
+    help="Runner images for projects that have dependencies.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@image_app.command("build")
+def build(
+    *,
+    repo: Annotated[Path, typer.Option("--repo", help="The project's git repository.")],
+    rev: Annotated[
+        str,
+        typer.Option(
+            "--rev", help="The revision whose pyproject.toml and requirement files are read."
+        ),
+    ] = "HEAD",
+    requirements: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--requirements",
+            metavar="FILE",
+            help="A pip requirements file (repeatable), read at --rev when it lies in the "
+            "repository; `-e .` and the project's own name are left out.",
+        ),
+    ] = None,
+    extras: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--extra",
+            metavar="NAME",
+            help="An extra of [project.optional-dependencies] (repeatable).",
+        ),
+    ] = None,
+    groups: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group", metavar="NAME", help="A group of [dependency-groups] (repeatable)."
+        ),
+    ] = None,
+    pip: Annotated[
+        list[str] | None,
+        typer.Option("--pip", metavar="SPEC", help="One more requirement (repeatable)."),
+    ] = None,
+    apt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--apt",
+            metavar="PKG",
+            help="A Debian package for the base (repeatable): the base is then made offline "
+            "with mmdebstrap from this machine's apt sources (needs root).",
+        ),
+    ] = None,
+    python_image: Annotated[
+        str | None,
+        typer.Option(
+            "--python-image",
+            metavar="REF",
+            help="The image to build on: a local image with python3 and ensurepip, never pulled.",
+            show_default="orchestrator-runner:latest",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the project-image/1 JSON document.")
+    ] = False,
+) -> None:
+    """Build (or reuse) a runner image for the project at --repo; print its image ID.
+
+    Python packages go into a virtual environment in the image (/opt/orchestrator-venv),
+    whose python then runs the probe: the project's runtime dependencies, --extra,
+    --group, --requirements and --pip, with pytest at the version they ask for. The host's
+    pip downloads them (its own configuration and index; sdists become wheels with `pip
+    wheel`) and the image build installs them with no network. The project itself is
+    never installed, not even as another package's dependency: each side's tree is what
+    is tested.
+
+    The tag (orchestrator-project/<name>:<digest>) digests everything that went in: a
+    second build with the same inputs reuses the image. Its labels list the pinned
+    packages. Replay with `orchestrator replay --image <ID>`.
+    """
+    from orchestrator.adapters.docker import connect
+    from orchestrator.files import dumps
+    from orchestrator.log import get_logger
+    from orchestrator.services.image import ImageOptions, build_image, plan_image
+
+    logger = get_logger("orchestrator.image")
+    options = ImageOptions(
+        repo=repo,
+        rev=rev,
+        requirements=tuple(requirements or ()),
+        extras=tuple(extras or ()),
+        groups=tuple(groups or ()),
+        pip=tuple(pip or ()),
+        apt=tuple(apt or ()),
+        python_image=python_image,
+    )
+    plan = plan_image(options, cwd=Path.cwd())  # every usage mistake is found here
+    for note in plan.requirements.notes:
+        logger.info("image.note", note=note)
+    client = connect(os.environ)
+    try:
+        report = build_image(
+            plan,
+            client=client,
+            env=os.environ,
+            on_line=lambda line: logger.debug("image.build", line=line),
+        )
+    finally:
+        client.close()
+    for note in report["notes"][len(plan.requirements.notes) :]:
+        logger.info("image.note", note=note)
+    logger.info(
+        "image.done",
+        tag=report["tag"],
+        reused=report["reused"],
+        packages=len(report["packages"]),
+    )
+    typer.echo(dumps(report) if as_json else report["image_id"])
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(image_app, name="image")

@@ -1,0 +1,306 @@
+"""``replay --shrink``: from a wide failing payload to a decision on its minimal fixture.
+
+1. Replay the property on both sides with the wide ``--fixture`` (nothing goes to the
+   ledger yet).
+2. When the property failed on the patch (some ``assert_fail``), shrink the fixture
+   against that test at the patch revision, in the same image with the same seed,
+   timeout and pytest options, ``SHRINK_ATTEMPTS`` times from scratch
+   (:mod:`orchestrator.services.shrink`).
+3. Move the wide replay into ``wide/`` and replay the property with the minimal fixture
+   and the shrink report, exactly as ``replay --fixture fixture-minimal.json
+   --shrink-report shrink-report.json`` would. That run decides and is recorded.
+
+The run folder is always a whole run folder of the deciding replay (``run-log.json``,
+evidence, decisions, ``raw/``, ``summary.json`` with a ``shrink`` section), so
+``classify`` and ``report`` read it as any other; beside it, it keeps both fixtures::
+
+    <run>/fixture-origin.json    the --fixture bytes as given
+    <run>/shrink-report.json     shrink-report/1 of the shrink against the patch
+    <run>/fixture-minimal.json   its minimal fixture
+    <run>/wide/                  the replay with the wide fixture (a run folder)
+
+When the property does not fail on the patch (or no longer fails in the shrink's
+container), or a candidate with no verdict stops the shrink, nothing is shrunk: the
+wide replay stays where it is, decides and is recorded; a stopped shrink makes the
+run's exit status 3 (``replay`` then ends with the line naming the candidate).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import files
+from orchestrator.core.replay_run import PATCH, ReplayOptions
+from orchestrator.errors import (
+    ExitCode,
+    InputError,
+    PropertyDoesNotFailError,
+    ShrinkStoppedError,
+)
+from orchestrator.log import get_logger
+from orchestrator.model import Label
+from orchestrator.services.replay import (
+    LedgerRequest,
+    ReplayOutcome,
+    execute,
+    plan_replay,
+    record_in_ledger,
+)
+from orchestrator.services.shrink import (
+    CandidateProgress,
+    ShrinkTestPlan,
+    ShrinkTestRequest,
+    shrink_test,
+)
+from orchestrator.services.sides import new_run_id, pytest_arguments
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+    from orchestrator.core.shrink import ShrinkReport
+    from orchestrator.services.sides import Progress
+
+log = get_logger(__name__)
+
+SHRINK_ATTEMPTS = 2
+WIDE = "wide"
+MINIMAL = "minimal"  # the run id's suffix of the replay with the minimal fixture
+RUN_LOG = "run-log.json"
+SUMMARY = "summary.json"
+FIXTURE_ORIGIN = "fixture-origin.json"
+FIXTURE_MINIMAL = "fixture-minimal.json"
+SHRINK_REPORT = "shrink-report.json"
+
+# What happened to the shrink ("outcome" in the summary's "shrink").
+SHRUNK = "shrunk"
+NOT_FAILING = "not_failing_on_patch"  # the wide replay did not fail on the patch
+NOT_REPRODUCED = "not_reproduced"  # the test passed on the wide fixture in the shrink
+STOPPED = "stopped"  # a candidate gave no verdict
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShrinkingReplay:
+    """What ``replay --shrink`` produced: the deciding run and the summary document."""
+
+    deciding: ReplayOutcome
+    wide: ReplayOutcome
+    shrink: ShrinkReport | None
+    outcome: str
+    message: str
+    report: dict[str, Any]
+
+    @property
+    def exit_status(self) -> int:
+        return int(self.report["exit_status"])
+
+
+def validate_shrink_options(options: ReplayOptions) -> None:
+    """Usage mistakes of ``replay --shrink``, found before any engine is asked. Pure."""
+    if options.fixture is None:
+        raise InputError("--shrink needs --fixture (the wide payload to shrink)")
+    if options.shrink_report is not None or options.origin is not None:
+        raise InputError("--shrink writes its own shrink report: drop --shrink-report/--origin")
+    if len(options.property_ids) != 1:
+        raise InputError("--shrink needs exactly one --property (the test to shrink against)")
+
+
+def run_folder(options: ReplayOptions, run_id: str, default_root: Path | None = None) -> Path:
+    root = default_root if default_root is not None else Path.cwd()
+    return (options.out or root / ".replay" / "runs" / run_id).resolve()
+
+
+def failing_on_patch(outcome: ReplayOutcome) -> str | None:
+    """The node id of the first property that failed on the patch in some replay (the
+    one asked for, or one of its parametrizations), or None. Pure."""
+    for item in outcome.properties:
+        if any(replay.label == Label.ASSERT_FAIL for replay in item.evidence.patch):
+            return item.evidence.property_id
+    return None
+
+
+def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
+    """Shrink against ``test`` at the patch revision, in the wide run's image, with its
+    seed, timeout, pytest options and ``--tests-from`` overlay (the patch side's). Pure."""
+    plan, options = wide.plan, wide.plan.options
+    tests = None if plan.overlay is None else plan.overlay.side(PATCH)
+    request = ShrinkTestRequest(
+        repo=options.repo,
+        rev=plan.pins.patch_rev,
+        image=plan.pins.image_id,
+        test=test,
+        seed=options.seed,
+        timeout_s=options.timeout_s,
+        attempts=SHRINK_ATTEMPTS,
+        runner_id=options.runner_id,
+        command=options.command,
+        tests_from=None if tests is None else tests.rev,
+    )
+    return ShrinkTestPlan(
+        request=request,
+        repo=options.repo,
+        rev=plan.pins.patch_rev,
+        image_id=plan.pins.image_id,
+        pytest_args=pytest_arguments(plan.pytest_args, (test,)),
+        tests=tests,
+    )
+
+
+def replay_and_shrink(
+    options: ReplayOptions,
+    *,
+    client: DockerClient,
+    now: datetime,
+    progress: Progress | None = None,
+    shrink_progress: CandidateProgress | None = None,
+    ledger: LedgerRequest | None = None,
+    run_id: str | None = None,
+    default_root: Path | None = None,
+) -> ShrinkingReplay:
+    """Wide replay, shrink against the patch, replay with the minimal fixture (see the
+    module). A candidate that stopped the shrink gives the outcome ``stopped`` (the wide
+    replay decides; the summary's exit status is 3, and the message is the one line that
+    names the candidate)."""
+    validate_shrink_options(options)
+    assert options.fixture is not None  # validate_shrink_options checked it
+    run_id = run_id or new_run_id(now.timestamp())
+    run_dir = run_folder(options, run_id, default_root)
+    for folder in (run_dir, run_dir / WIDE):
+        if (folder / RUN_LOG).exists() or (folder / SUMMARY).exists():
+            raise InputError(f"{folder}: already holds a run; pick another --out")
+
+    wide_plan = plan_replay(replace(options, out=run_dir), client=client, now=now, run_id=run_id)
+    shutil.copyfile(wide_plan.options.fixture or options.fixture, run_dir / FIXTURE_ORIGIN)
+    wide = execute(wide_plan, client=client, progress=progress)
+
+    test = failing_on_patch(wide)
+    if test is None:
+        message = f"{options.property_ids[0]} did not fail on the patch: nothing to shrink"
+        return _decided_by_wide(run_dir, wide, ledger, NOT_FAILING, message, test=None)
+
+    plan = shrink_plan(wide, test)
+    log.info("replay.shrinking", test=plan.request.test, rev=plan.rev, run_id=run_id)
+    try:
+        shrunk = shrink_test(
+            plan,
+            files.read_json(str(run_dir / FIXTURE_ORIGIN)),
+            client=client,
+            run_id=f"{run_id}-shrink",
+            progress=shrink_progress,
+        )
+    except PropertyDoesNotFailError as error:
+        return _decided_by_wide(run_dir, wide, ledger, NOT_REPRODUCED, str(error), test=test)
+    except ShrinkStoppedError as error:
+        return _decided_by_wide(run_dir, wide, ledger, STOPPED, str(error), test=test)
+    report = shrunk.report
+    files.write_json_atomic(run_dir / SHRINK_REPORT, report.to_json())
+    files.write_json_atomic(run_dir / FIXTURE_MINIMAL, report.minimal)
+    wide = move_run(wide, run_dir / WIDE)
+
+    minimal_plan = plan_replay(
+        replace(
+            options,
+            fixture=run_dir / FIXTURE_MINIMAL,
+            shrink_report=run_dir / SHRINK_REPORT,
+            out=run_dir,
+        ),
+        client=client,
+        now=now,
+        run_id=f"{run_id}-{MINIMAL}",
+    )
+    minimal = execute(minimal_plan, client=client, progress=progress, ledger=ledger)
+    message = (
+        f"shrunk to {report.minimal_digest} ({'stable' if report.stable else 'unstable'}, "
+        f"{report.identical_minima}/{report.attempts} identical minima)"
+    )
+    document = dict(minimal.report)
+    document["shrink"] = shrink_section(
+        wide, outcome=SHRUNK, message=message, test=test, shrink=report, wide_run_dir=WIDE
+    )
+    files.write_json_atomic(run_dir / SUMMARY, document)
+    return ShrinkingReplay(
+        deciding=minimal,
+        wide=wide,
+        shrink=report,
+        outcome=SHRUNK,
+        message=message,
+        report=document,
+    )
+
+
+def move_run(outcome: ReplayOutcome, dest: Path) -> ReplayOutcome:
+    """Move a finished run's own files (not the fixtures beside them) into ``dest``."""
+    source = outcome.plan.run_dir
+    dest.mkdir(parents=True, exist_ok=True)
+    names = [RUN_LOG, SUMMARY, "raw"]
+    for entry in outcome.report["decisions"]:
+        names += [entry["evidence_file"], entry["decision_file"]]
+    for name in names:
+        if (source / name).exists():
+            (source / name).rename(dest / name)
+    report = {**outcome.report, "run_dir": str(dest)}
+    files.write_json_atomic(dest / SUMMARY, report)
+    return replace(outcome, plan=replace(outcome.plan, run_dir=dest), report=report)
+
+
+def _decided_by_wide(
+    run_dir: Path,
+    wide: ReplayOutcome,
+    ledger: LedgerRequest | None,
+    outcome: str,
+    message: str,
+    *,
+    test: str | None,
+) -> ShrinkingReplay:
+    """Nothing was shrunk: the wide replay, where it is, decides (and is recorded)."""
+    document = dict(wide.report)
+    if outcome == STOPPED:
+        document["exit_status"] = int(ExitCode.UNDECIDED)
+    if ledger is not None:
+        document["ledger"] = record_in_ledger(
+            wide.plan,
+            wide.properties,
+            ledger,
+            finished_at=datetime.now(UTC),
+            exit_status=document["exit_status"],
+        )
+    document["shrink"] = shrink_section(
+        wide, outcome=outcome, message=message, test=test, shrink=None, wide_run_dir=None
+    )
+    files.write_json_atomic(run_dir / SUMMARY, document)
+    log.info("replay.not_shrunk", outcome=outcome, detail=message)
+    return ShrinkingReplay(
+        deciding=wide, wide=wide, shrink=None, outcome=outcome, message=message, report=document
+    )
+
+
+def shrink_section(
+    wide: ReplayOutcome,
+    *,
+    outcome: str,
+    message: str,
+    test: str | None,
+    shrink: ShrinkReport | None,
+    wide_run_dir: str | None,
+) -> dict[str, Any]:
+    """The ``shrink`` section of a ``replay --shrink`` summary. Pure."""
+    wide_entry = wide.report["decisions"][0] if wide.report["decisions"] else None
+    return {
+        "outcome": outcome,
+        "message": message,
+        "property_id": test,  # what was shrunk against (None: nothing failed on the patch)
+        "side": PATCH,
+        "rev": wide.plan.pins.patch_rev,
+        "fixture_origin": FIXTURE_ORIGIN,
+        "origin_digest": wide.plan.pins.fixture_digest,
+        "fixture_minimal": FIXTURE_MINIMAL if shrink is not None else None,
+        "minimal_digest": shrink.minimal_digest if shrink is not None else None,
+        "shrink_report": SHRINK_REPORT if shrink is not None else None,
+        "stable": shrink.stable if shrink is not None else None,
+        "property_calls": [calls for _, calls in shrink.minima] if shrink is not None else [],
+        "wide_run_dir": wide_run_dir,
+        "wide_decision": None if wide_entry is None else wide_entry["decision"],
+    }

@@ -1,0 +1,114 @@
+"""Which tests a replay runs, and whose test files judge them (planned before anything runs).
+
+- ``--changed``: the tests the patch touched (:mod:`orchestrator.services.changed`);
+- ``--tests-from``: one revision's test files laid over both sides
+  (:mod:`orchestrator.services.tests_from`);
+- what pytest is handed on each side: the selected node ids that side has (one node id
+  pytest cannot find would stop the whole side), whole modules where ``--changed`` chose
+  every test of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from orchestrator.core.changed import Selection
+from orchestrator.core.pytest_command import pytest_paths
+from orchestrator.core.replay_run import BASE, PATCH, ReplayOptions
+from orchestrator.core.test_files import TestOverlay
+from orchestrator.errors import InputError
+from orchestrator.services.changed import select_changed_tests
+from orchestrator.services.oracle import property_oracles
+from orchestrator.services.tests_from import (
+    missing_at_tests_from,
+    normal_test_paths,
+    plan_test_overlay,
+    refuse_missing,
+    resolve_tests_from,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestsPlan:
+    """The tests of a run: the selected node ids (empty: whatever the command runs), the
+    overlay and the selection that chose them, and what pytest is handed on each side."""
+
+    __test__ = False
+
+    property_ids: tuple[str, ...]
+    overlay: TestOverlay | None = None
+    selection: Selection | None = None
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def check_test_options(options: ReplayOptions) -> None:
+    """The test-selection options that do not go together (exit 2). Pure."""
+    if options.test_paths and options.tests_from is None:
+        raise InputError("--test-path goes with --tests-from (it names more test files to take)")
+    if options.tests_from is not None and not options.tests_from.strip():
+        raise InputError("--tests-from needs base, patch or a revision")
+    if options.changed and options.property_ids:
+        raise InputError("--changed selects the properties itself: it does not go with --property")
+    normal_test_paths(options.test_paths)
+
+
+def plan_tests(options: ReplayOptions, repo: Path, base_rev: str, patch_rev: str) -> TestsPlan:
+    """Select, overlay, and find what each side lacks; bad input raises InputError."""
+    check_test_options(options)
+    command_paths = pytest_paths(options.command)
+    sides = {BASE: base_rev, PATCH: patch_rev}
+    selection = None
+    property_ids = options.property_ids
+    if options.changed:
+        selection = select_changed_tests(repo, base_rev, patch_rev, command_paths)
+        property_ids = selection.selected
+    overlay = None
+    if options.tests_from is not None:
+        ref = options.tests_from.strip()
+        overlay = plan_test_overlay(
+            repo,
+            ref=ref,
+            rev=resolve_tests_from(repo, ref, sides),
+            sides=sides,
+            property_ids=property_ids,
+            command_paths=command_paths,
+            test_paths=normal_test_paths(options.test_paths),
+        )
+    if not property_ids:
+        return TestsPlan(property_ids=(), overlay=overlay, selection=selection)
+    oracle = property_oracles(repo, base_rev, patch_rev, property_ids, overlay=overlay)
+    if overlay is not None:
+        missing = missing_at_tests_from(oracle)
+        if selection is None:
+            refuse_missing(overlay.ref, overlay.rev, missing)
+        elif missing:
+            # --changed chose them on the pull request's own trees; the tests that judge
+            # both sides do not have them, so there is nothing to run them by.
+            kept = tuple(nodeid for nodeid in property_ids if nodeid not in missing)
+            selection = replace(selection, selected=kept)
+            property_ids = kept
+    absent = {
+        BASE: {p for p in property_ids if oracle[p].base_digest is None},
+        PATCH: {p for p in property_ids if oracle[p].patch_digest is None},
+    }
+    targets = {
+        side: side_targets(property_ids, missing, selection) for side, missing in absent.items()
+    }
+    return TestsPlan(
+        property_ids=property_ids, overlay=overlay, selection=selection, targets=targets
+    )
+
+
+def side_targets(
+    property_ids: tuple[str, ...], absent: set[str], selection: Selection | None
+) -> tuple[str, ...]:
+    """What pytest is handed on a side that lacks ``absent``: the ids it has (whole modules
+    where --changed chose a module's every test); all of them when it has none, so that
+    pytest reports them not found rather than running everything. Pure."""
+    if selection is not None:
+        targets = selection.targets(absent)
+    else:
+        targets = tuple(p for p in property_ids if p not in absent)
+    return targets or property_ids

@@ -1,0 +1,352 @@
+"""One warm container that runs pytest jobs on demand: the probe driver's serve mode.
+
+:class:`WarmContainer` exports one revision (read-only at ``/src``, as a replay's),
+starts one hermetic container from the pinned image ID with the replay's environment,
+import roots and limits (:mod:`orchestrator.services.sides`), and runs
+``<interpreter> -m orchestrator.probe.replay --serve`` in it (a project image's venv
+python) (the side's ``--tests-from``
+overlay and mutant applied to the tree as in a replay): the driver imports pytest once
+and forks a fresh pytest session per job (``orchestrator/probe/driver.py`` documents the
+``replay-job/1`` protocol). Jobs go in and ``replay-run/1`` results come back through
+two FIFOs (:mod:`orchestrator.adapters.job_channel`) in a folder mounted read-only at
+``/replay/serve``, beside each job's fixture file.
+
+Each job's result is labelled as a replay is (:mod:`orchestrator.core.labels`): a job
+the driver killed at its deadline is ``timeout``; a driver or container that died (OOM,
+a signal) makes that job, and every later one, ``harness_error``; a job with no answer
+by its deadline plus slack has the container killed and is ``timeout`` (``deadline``).
+The container, the exported tree and the channel folder are always removed, also on
+Ctrl-C (which then ends in :class:`~orchestrator.errors.Interrupted`).
+
+``orchestrator shrink --test`` runs its candidates here; screening several tests in one
+container can too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import orchestrator
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.job_channel import CLOSED, TIMED_OUT, JobChannel, Received
+from orchestrator.core import replay_env
+from orchestrator.core.labels import (
+    ContainerFacts,
+    ReplayFile,
+    label_replay,
+    mark_image_mismatch,
+    run_doc_problem,
+    skipped_in,
+)
+from orchestrator.errors import Interrupted
+from orchestrator.log import get_logger
+from orchestrator.model import Replay
+from orchestrator.probe import JOB_SCHEMA
+from orchestrator.services.sides import (
+    OUT,
+    PROBE_ROOT,
+    SRC,
+    STARTUP_SLACK_S,
+    TREE,
+    LineTail,
+    ReplayPlan,
+    SideSpec,
+    _DeferredSignals,
+    container_name,
+    interpreter_of,
+    replay_environment,
+    tree_pythonpath,
+    writable_tree_tmpfs,
+)
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+log = get_logger(__name__)
+
+SERVE = "/replay/serve"  # the channel folder in the container (read-only)
+# On top of a job's own timeout (which the driver enforces): forking, writing the result,
+# a busy machine. Only a driver that failed to answer ever waits this long.
+PER_JOB_SLACK_S = 10.0
+# A driver that was told its input ended writes driver.json and exits at once.
+STOP_WAIT_S = 5.0
+
+
+def serve_command(
+    seed: int, *, interpreter: str = "python3", writable_tree: bool = False
+) -> list[str]:
+    """The container's command: the probe driver in serve mode (HOME made, and with
+    ``writable_tree`` a fresh copy of the tree before each job, as in a replay). Pure."""
+    made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
+    copy = ["--copy-tree", f"{TREE}:{SRC}"] if writable_tree else []
+    return [
+        interpreter,
+        "-m",
+        "orchestrator.probe.replay",
+        *made,
+        *copy,
+        "--serve",
+        "--jobs",
+        f"{SERVE}/jobs",
+        "--results",
+        f"{SERVE}/results",
+        "--out",
+        OUT,
+        "--seed",
+        str(seed),
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRun:
+    """One job as it came back: the result file the labels read, and the facts."""
+
+    number: int
+    job_id: str
+    replay_file: ReplayFile
+    facts: ContainerFacts
+    round_trip_ms: float  # from sending the job to reading its result, on the host
+
+    @property
+    def wall_ms(self) -> float | None:
+        """The driver's own measure of the job (fork to reaped), when it answered."""
+        doc = self.replay_file.doc
+        value = doc.get("wall_ms") if doc is not None else None
+        return float(value) if isinstance(value, int | float) else None
+
+
+class WarmContainer:
+    """A container serving jobs on one side's tree (a context manager; see the module)."""
+
+    def __init__(
+        self,
+        plan: ReplayPlan,
+        side: SideSpec,
+        *,
+        client: DockerClient,
+        run_id: str,
+        unit: int = 1,
+    ) -> None:
+        self.plan = plan
+        self.side = side
+        self.client = client
+        self.owner = docker_adapter.Owner.current(run_id)
+        self.name = container_name(run_id, side.name, unit)
+        self.jobs_run = 0
+        self.image_id: str | None = None
+        self._stack = contextlib.ExitStack()
+        self._channel: JobChannel | None = None
+        self._container: docker_adapter.Container | None = None
+        self._tail = LineTail()
+        self._gone: ContainerFacts | None = None  # set once the driver can answer no more
+
+    # -- life ------------------------------------------------------------------------------
+
+    def __enter__(self) -> WarmContainer:
+        try:
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        docker_adapter.sweep_leftovers(self.client, host=self.owner.host)
+        git_adapter.sweep_scratch(docker_adapter.pid_alive)
+        stack = self._stack
+        tree = stack.enter_context(
+            git_adapter.checkout(
+                self.side.repo, self.side.rev, mutant=self.side.mutant, tests=self.side.tests
+            )
+        )
+        out_dir = self._scratch("out")
+        out_dir.chmod(0o777)  # written by the container's uid 1000
+        channel = JobChannel(self._scratch("serve") / "channel")
+        stack.callback(channel.close)
+        channel.open()
+        self._channel = channel
+        plan = self.plan
+        mounts = [
+            docker_adapter.Mount(source=tree, target=TREE if plan.writable_tree else SRC),
+            docker_adapter.Mount(
+                source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
+            ),
+            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
+            docker_adapter.Mount(source=channel.folder, target=SERVE),
+        ]
+        pythonpath = self.side.pythonpath
+        if pythonpath is None:
+            pythonpath = tree_pythonpath(tree, plan.extra_pythonpath).entries
+        config = docker_adapter.container_config(
+            image_id=plan.image_id,
+            name=self.name,
+            command=serve_command(
+                plan.seed,
+                interpreter=plan.interpreter or interpreter_of(self.client, plan.image_id),
+                writable_tree=plan.writable_tree,
+            ),
+            mounts=mounts,
+            # Each job names its own fixture: the container has no REPLAY_FIXTURE.
+            environment=replay_environment(replace(plan, fixture=None), pythonpath),
+            labels=self.owner.labels(self.side.name),
+            limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+            tmpfs={SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {},
+        )
+        container = stack.enter_context(docker_adapter.Container(self.client, config))
+        self._container = container
+        follower = container.follow_logs(self._tail)
+
+        def wake_when_stopped() -> None:
+            follower.join()  # the log stream ends when the container stops
+            channel.wake()
+
+        threading.Thread(target=wake_when_stopped, name=f"wake-{self.name}", daemon=True).start()
+        started = container.facts(
+            docker_adapter.Exit(status_code=None, killed_at_deadline=False, cancelled=False)
+        )
+        self.image_id = started.image_id
+
+    def _scratch(self, purpose: str) -> Path:
+        folder = git_adapter.make_scratch(purpose)
+        self._stack.callback(git_adapter.remove_scratch, folder)
+        return folder
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        with _DeferredSignals(interrupted=interrupted) as deferred:
+            try:
+                if not interrupted and self._gone is None:
+                    self._stop_gracefully()
+            finally:
+                self._stack.close()
+        if interrupted or deferred.hits:
+            raise Interrupted("interrupted; container and sources removed") from None
+
+    def _stop_gracefully(self) -> None:
+        """End the driver's input and give it a moment to write driver.json and exit."""
+        if self._channel is None or self._container is None:
+            return
+        self._channel.end_input()
+        with contextlib.suppress(Exception):  # the removal that follows kills it anyway
+            self._container.wait(deadline=time.monotonic() + STOP_WAIT_S, poll_s=0.5)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        pytest_args: tuple[str, ...],
+        fixture: bytes | None,
+        timeout_s: float,
+        job_id: str,
+        seed: int | None = None,
+    ) -> JobRun:
+        """Run one job and wait for its result (or the reason there is none)."""
+        channel, container = self._channel, self._container
+        if channel is None or container is None:
+            raise RuntimeError("use the warm container as a context manager")
+        self.jobs_run += 1
+        number = self.jobs_run
+        if self._gone is not None:
+            return self._job_run(number, job_id, ReplayFile(replay=number, state="missing"))
+        fixture_name = f"fixture-{number:06d}.json"
+        job: dict[str, Any] = {
+            "schema": JOB_SCHEMA,
+            "id": job_id,
+            "pytest_args": list(pytest_args),
+            "seed": self.plan.seed if seed is None else seed,
+            "fixture": None,
+            "timeout_s": timeout_s,
+        }
+        fixture_path = None
+        if fixture is not None:
+            fixture_path = channel.put_file(fixture_name, fixture)
+            job["fixture"] = f"{SERVE}/{fixture_name}"
+        slack = PER_JOB_SLACK_S + (STARTUP_SLACK_S if number == 1 else 0.0)
+        sent = time.monotonic()
+        channel.send(job)
+        received = channel.receive(sent + timeout_s + slack)
+        round_trip_ms = (time.monotonic() - sent) * 1000.0
+        if fixture_path is not None:
+            fixture_path.unlink(missing_ok=True)
+        if isinstance(received, Received):
+            return self._job_run(
+                number, job_id, _result_file(received, number, job_id), round_trip_ms
+            )
+        if received is TIMED_OUT:
+            container.kill()
+            self._gone = ContainerFacts(
+                image_id=self.image_id,
+                killed_at_deadline=True,
+                message=f"no result within {timeout_s:g} s + {slack:g} s slack",
+            )
+        elif received is CLOSED:
+            exit_ = container.wait(deadline=time.monotonic() + STOP_WAIT_S, poll_s=0.5)
+            self._gone = container.facts(exit_)
+        log.info(
+            "serve.gone",
+            container=self.name,
+            job=job_id,
+            exit_code=self._gone.exit_code if self._gone else None,
+            oom_killed=self._gone.oom_killed if self._gone else None,
+            killed_at_deadline=self._gone.killed_at_deadline if self._gone else None,
+            output_tail=list(self._tail.lines)[-10:],
+        )
+        return self._job_run(
+            number, job_id, ReplayFile(replay=number, state="missing"), round_trip_ms
+        )
+
+    def _job_run(
+        self, number: int, job_id: str, replay_file: ReplayFile, round_trip_ms: float = 0.0
+    ) -> JobRun:
+        facts = self._gone if self._gone is not None else ContainerFacts(image_id=self.image_id)
+        return JobRun(
+            number=number,
+            job_id=job_id,
+            replay_file=replay_file,
+            facts=facts,
+            round_trip_ms=round_trip_ms,
+        )
+
+    def label(self, run: JobRun, property_id: str) -> Replay:
+        """The label of ``property_id`` in one job, stamped like a replay's."""
+        replay = replace(
+            label_replay(run.replay_file, run.facts, property_id),
+            image_digest=run.facts.image_id,
+            runner_id=self.plan.runner_id,
+        )
+        image = run.facts.image_id
+        if image is not None and image != self.plan.image_id:
+            return mark_image_mismatch({property_id: (replay,)}, self.plan.image_id, [image])[
+                property_id
+            ][0]
+        return replay
+
+    @staticmethod
+    def skipped(run: JobRun, property_id: str) -> bool:
+        return skipped_in(run.replay_file, property_id)
+
+
+def _result_file(received: Received, number: int, job_id: str) -> ReplayFile:
+    """A result line as a replay file: usable only when it is a valid run of this job."""
+    document = received.document
+    if document is None:
+        return ReplayFile(replay=number, state="corrupt", problem=received.problem)
+    problem = run_doc_problem(document)
+    if problem is None and document.get("job") != job_id:
+        problem = f"a result for job {document.get('job')!r} came back for job {job_id!r}"
+    if problem is not None:
+        return ReplayFile(replay=number, state="corrupt", problem=problem)
+    return ReplayFile(replay=number, state="ok", doc=document)
