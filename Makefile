@@ -96,6 +96,8 @@ lint: venv
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
 
+# The scale-out tests (tests/engines/) start a second local Docker engine of their own with
+# scripts/ensure-docker under a private root, and stop and remove only that one at the end.
 test: venv engine image postgres wheelhouse browser junit-xsd
 	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
 

@@ -52,7 +52,7 @@ def main(sizes: list[int]) -> int:
             path = folder / "report.html"
             path.write_text(page, encoding="utf-8")
             with browser.chromium(width=1280, height=900) as driver:
-                browser.observe_long_tasks(driver)
+                browser.forget(driver)
                 driver.get(path.as_uri())
                 opened = browser.long_tasks(driver)
                 browser.scroll_through(driver, steps=40)

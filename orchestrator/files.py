@@ -31,11 +31,28 @@ def read_text(source: str) -> str:
 
 def read_json(source: str) -> Any:
     """Parse a JSON document from a file or ``-``; bad JSON is a one-line ``InputError``."""
-    text = read_text(source)
+    return parse_json(read_text(source), "stdin" if source == "-" else source)
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes; one that cannot be read is an ``InputError``."""
     try:
-        return json.loads(text)
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    except OSError as error:
+        raise InputError(f"{path}: {error.strerror}") from None
+
+
+def parse_json(data: str | bytes, name: str) -> Any:
+    """A JSON document from text or UTF-8 bytes; ``name`` says where it came from."""
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        raise InputError(f"{name}: not UTF-8 text") from None
     except json.JSONDecodeError as error:
-        name = "stdin" if source == "-" else source
         raise InputError(
             f"{name}: not JSON ({error.msg} at line {error.lineno} column {error.colno})"
         ) from None

@@ -7,13 +7,17 @@ one :class:`~orchestrator.errors.EngineError` with a ``reason`` (``engine_gone``
 ``docker_api``, ``image_not_found``); no other module names an SDK exception.
 
 The tool never pulls: an image is either present locally (built by ``make image``)
-or an :class:`~orchestrator.errors.ImageNotFoundError`. Containers are made with
+or an :class:`~orchestrator.errors.ImageNotFoundError`; another engine of a pool that
+lacks it gets it from the first engine (:func:`ship_image`: ``save`` streamed into
+``load``, its ID checked). Sources reach an engine that cannot see this machine's
+files as a tar copied into a labelled volume (:class:`Volume`); a container gives its
+results back the same way (:meth:`Container.get_archive`). Containers are made with
 ``containers.create`` + ``start`` from an image *ID* (``run`` would pull;
 ``auto_remove`` races with ``wait``) by :class:`Container`, which always removes
-them. Each carries labels naming its run, this process's session, its owning pid
-(with the pid's start time, so a reused pid is not taken for the owner) and host;
-:func:`sweep_leftovers` removes the containers of owners that are gone, and never a
-live run's.
+them. Each container and volume carries labels naming its run, this process's
+session, its owning pid (with the pid's start time, so a reused pid is not taken for
+the owner) and host; :func:`sweep_leftovers` removes the containers and volumes of
+owners that are gone, and never a live run's.
 
 Tenacity retries only infrastructure calls (ping, inspect, create-by-name,
 remove). ``start``, ``wait`` and ``kill`` are never retried: retrying them could
@@ -26,12 +30,14 @@ module (``orchestrator --help`` and the engine-free commands never do).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import socket
+import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -39,6 +45,8 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.types
+import docker.utils
 import requests.exceptions
 import urllib3.exceptions
 from docker.models.containers import Container as SdkContainer
@@ -81,12 +89,19 @@ SESSION = uuid.uuid4().hex[:12]
 
 # What the SDK and its transport raise. requests' exceptions are OSErrors, and so are
 # the socket errors urllib3 lets through on a streamed read; urllib3's own errors are not.
+# ssh:// engines go through paramiko (the docker[ssh] extra), whose errors are its own.
 _FAILURES: tuple[type[BaseException], ...] = (
     docker.errors.DockerException,
     requests.exceptions.RequestException,
     urllib3.exceptions.HTTPError,
     OSError,
 )
+try:  # the SDK imports paramiko itself when it is installed: this costs nothing more
+    import paramiko
+
+    _FAILURES = (*_FAILURES, paramiko.SSHException)
+except ImportError:  # pragma: no cover - the extra is a dependency; kept for bare installs
+    pass
 
 log = get_logger(__name__)
 
@@ -166,13 +181,25 @@ def engine_url(env: Mapping[str, str]) -> str:
     return env.get("DOCKER_HOST", "").strip() or DEFAULT_SOCKET
 
 
-def connect(env: Mapping[str, str], *, timeout_s: float = API_TIMEOUT_S) -> docker.DockerClient:
-    """A client for the engine at ``DOCKER_HOST`` (or the default socket) that answered a ping.
+def client_arguments(url: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """``base_url`` (and TLS) of the client for one engine URL. Pure but for the files
+    TLS names: ``tcp://`` takes the usual ``DOCKER_TLS_VERIFY`` and ``DOCKER_CERT_PATH``
+    (as the docker CLI does); ``unix://`` and ``ssh://`` (through paramiko) need none."""
+    if url.startswith("tcp://"):
+        return dict(docker.utils.kwargs_from_env(environment={**env, "DOCKER_HOST": url}))
+    return {"base_url": url}
+
+
+def connect(
+    env: Mapping[str, str], *, url: str | None = None, timeout_s: float = API_TIMEOUT_S
+) -> docker.DockerClient:
+    """A client for the engine at ``url`` (default: ``DOCKER_HOST``, else the local socket)
+    that answered a ping.
 
     Raises :class:`EngineUnavailableError` with a one-line reason when nothing answers
     after a few quick attempts (a daemon that is still starting gets them).
     """
-    url = engine_url(env)
+    url = url or engine_url(env)
 
     @retry(
         retry=retry_if_exception_type(_FAILURES),
@@ -182,7 +209,9 @@ def connect(env: Mapping[str, str], *, timeout_s: float = API_TIMEOUT_S) -> dock
     )
     def open_and_ping() -> docker.DockerClient:
         # version="auto" asks the engine for its API version: a first round trip.
-        client = docker.DockerClient(base_url=url, version="auto", timeout=int(timeout_s))
+        client = docker.DockerClient(
+            **client_arguments(url, env), version="auto", timeout=int(timeout_s)
+        )
         try:
             client.ping()
         except BaseException:
@@ -278,6 +307,113 @@ def engine_cpus(client: docker.DockerClient) -> int | None:
     return value
 
 
+@dataclass(frozen=True, kw_only=True)
+class EngineFacts:
+    """What tells engines apart and sizes their share of a run."""
+
+    identity: str  # the daemon's ID and data root: two URLs of one daemon share it
+    cpus: int
+    name: str  # the engine's host name, for people
+
+
+def engine_facts(client: docker.DockerClient) -> EngineFacts:
+    """Identity, CPU count and host name of the engine ``client`` talks to."""
+    with _translated(client):
+        info = client.info()
+    # Daemons on one machine may share an ID (it lives in /etc/docker); the data root
+    # tells them apart.
+    return EngineFacts(
+        identity=f"{info.get('ID', '?')}:{info.get('DockerRootDir', '?')}",
+        cpus=max(1, int(info.get("NCPU") or 1)),
+        name=str(info.get("Name", "unknown")),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageState:
+    """Whether an engine may run a pinned image: it holds the ID (``present``), it holds
+    nothing under the reference (``absent``: ship it), or the reference names another
+    image there (``other_id``: that engine is refused)."""
+
+    present: bool
+    other_id: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.other_id is not None
+
+
+def is_image_id(ref: str) -> bool:
+    """``sha256:<64 hex>`` names content; anything else is a tag that may move. Pure."""
+    return ref.startswith("sha256:") and len(ref) == 71
+
+
+def image_state(client: docker.DockerClient, image_id: str, ref: str) -> ImageState:
+    """Does this engine hold ``image_id``, and does ``ref`` (a tag) name it there too?"""
+
+    def find(name: str) -> str | None:
+        try:
+            return str(client.images.get(name).id)
+        except docker.errors.ImageNotFound:
+            return None
+
+    with _translated(client):
+        held = find(image_id) is not None
+        tagged = None if is_image_id(ref) else find(ref)
+    if tagged is not None and tagged != image_id:
+        return ImageState(present=held, other_id=tagged)
+    return ImageState(present=held)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shipped:
+    """One image copied from one engine to another."""
+
+    image_id: str
+    bytes: int
+    seconds: float
+
+
+def ship_image(
+    source: docker.DockerClient, target: docker.DockerClient, image_id: str, *, tag: str | None
+) -> Shipped:
+    """Copy ``image_id`` from ``source`` to ``target``: ``save`` streamed into ``load``
+    (no file in between, never a registry), then the ID checked on ``target``. ``tag``
+    (the run's image reference, when it is a tag) is set on ``target`` when it names
+    nothing there yet, so both engines read the same name the same way."""
+    started = time.monotonic()
+    sent = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal sent
+        for chunk in source.api.get_image(image_id):
+            sent += len(chunk)
+            yield chunk
+
+    with _translated(target):
+        for line in target.api.load_image(chunks()) or ():  # type: ignore[no-untyped-call]
+            if isinstance(line, Mapping) and line.get("error"):
+                raise EngineError("docker_api", f"loading {image_id}: {line['error']}")
+        try:
+            loaded = target.images.get(image_id)
+        except docker.errors.ImageNotFound:
+            raise EngineError(
+                "docker_api", f"{image_id} is not on the engine after loading it"
+            ) from None
+        if str(loaded.id) != image_id:  # content-addressed: another ID is another image
+            raise EngineError("docker_api", f"loaded {loaded.id}, expected {image_id}")
+        if tag is not None and not is_image_id(tag):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                target.images.get(tag)
+                tag = None  # already names something there (checked before shipping)
+            if tag is not None:
+                repository, _, version = tag.rpartition(":")
+                if not repository or "/" in version:
+                    repository, version = tag, "latest"
+                loaded.tag(repository, version)
+    return Shipped(image_id=image_id, bytes=sent, seconds=time.monotonic() - started)
+
+
 # ---------------------------------------------------------------- owners and the sweep
 
 
@@ -358,10 +494,11 @@ def sweep_leftovers(
     host: str | None = None,
     is_alive: Callable[..., bool] = pid_alive,
 ) -> list[str]:
-    """Remove containers left by killed runs on this host; a live run's are never touched.
+    """Remove the containers, then the volumes, left by killed runs on this host; a live
+    run's are never touched.
 
-    Returns the names removed. A container that cannot be removed is logged and left
-    for the next sweep; an engine that cannot list containers is an :class:`EngineError`.
+    Returns the names removed. One that cannot be removed is logged and left for the
+    next sweep; an engine that cannot list them is an :class:`EngineError`.
     """
     host = host or socket.gethostname()
     removed: list[str] = []
@@ -378,8 +515,19 @@ def sweep_leftovers(
             removed.append(name)
         except _FAILURES as error:
             log.warning("sweep.remove_failed", container=name, error=str(error))
+    containers = list(removed)
+    with _translated(client):
+        volumes = _list_our_volumes(client)
+    for volume in volumes:
+        if not owner_gone(volume.get("Labels") or {}, host=host, is_alive=is_alive):
+            continue
+        try:
+            _remove_volume(client, str(volume["Name"]))
+            removed.append(str(volume["Name"]))
+        except _FAILURES as error:
+            log.warning("sweep.remove_failed", volume=volume["Name"], error=str(error))
     if removed:
-        log.info("sweep.removed", containers=removed)
+        log.info("sweep.removed", containers=containers, volumes=removed[len(containers) :])
     return removed
 
 
@@ -389,9 +537,21 @@ def _list_ours(client: docker.DockerClient) -> list[dict[str, Any]]:
 
 
 @_infra_retry
+def _list_our_volumes(client: docker.DockerClient) -> list[dict[str, Any]]:
+    found = client.api.volumes(filters={"label": f"{LABEL_MARK}=1"}) or {}
+    return list(found.get("Volumes") or ())
+
+
+@_infra_retry
 def _remove_by_id(client: docker.DockerClient, container_id: str) -> None:
     with contextlib.suppress(docker.errors.NotFound):
         client.api.remove_container(container_id, force=True, v=True)
+
+
+@_infra_retry
+def _remove_volume(client: docker.DockerClient, name: str) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        client.api.remove_volume(name, force=True)
 
 
 # ---------------------------------------------------------------- one container
@@ -399,7 +559,9 @@ def _remove_by_id(client: docker.DockerClient, container_id: str) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Mount:
-    source: Path
+    """A host path (bind mount, the local engine only) or a volume's name (any engine)."""
+
+    source: Path | str
     target: str
     read_only: bool = True
 
@@ -423,14 +585,18 @@ def container_config(
     limits: Limits,
     working_dir: str = "/src",
     tmpfs: Mapping[str, str] | None = None,
+    scratch_volumes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The keyword arguments of ``containers.create`` for a hermetic replay. Pure.
 
     No network, read-only root with a tmpfs for /tmp (plus ``tmpfs``: mount point ->
     options), a non-root user, no capabilities, no privilege gain, memory/pids/CPU
     limits, an init process, and only the environment given here (nothing from the host).
+    ``scratch_volumes`` are writable paths backed by anonymous volumes: they outlive the
+    container's stop (a tmpfs does not), so :meth:`Container.get_archive` can read them,
+    and they go with the container.
     """
-    return {
+    config: dict[str, Any] = {
         "image": image_id,
         "name": name,
         "command": list(command),
@@ -460,6 +626,12 @@ def container_config(
         "stdin_open": False,
         "tty": False,
     }
+    if scratch_volumes:
+        config["mounts"] = [
+            docker.types.Mount(target, None, type="volume", labels=dict(labels))
+            for target in scratch_volumes
+        ]
+    return config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -487,7 +659,13 @@ class Container:
     owner labels let :func:`sweep_leftovers` remove it after a crash.
 
     ``cancelled`` (set by another thread) stops it from starting (:class:`Cancelled`)
-    and ends :meth:`wait` early. Engine failures raise :class:`EngineError`.
+    and ends :meth:`wait` early. ``before_start`` runs between create and start (to
+    copy files in with :meth:`put_archive`). Engine failures raise :class:`EngineError`.
+
+    ``keep`` is the one exception to the removal (``reproduce --keep``): a container
+    that started is left as it is on exit, running, for ``docker exec``; its owner
+    labels still let :func:`sweep_leftovers` remove it once this process is gone. One
+    that failed to start is removed all the same.
     """
 
     def __init__(
@@ -497,13 +675,18 @@ class Container:
         *,
         live: LiveContainers | None = None,
         cancelled: threading.Event | None = None,
+        keep: bool = False,
+        before_start: Callable[[Container], None] | None = None,
     ) -> None:
         self.name = str(config["name"])
         self._client = client
         self._config = dict(config)
+        self._before_start = before_start
         self._live = live
         self._cancelled = cancelled if cancelled is not None else threading.Event()
+        self._keep = keep
         self._handle: SdkContainer | None = None
+        self._started = False
         self._stopped = False  # it exited, or we killed it: nothing left to kill
         self._removed = False
 
@@ -513,13 +696,16 @@ class Container:
         if self._live is not None:
             self._live.add(self)
         try:
+            if self._before_start is not None:
+                self._before_start(self)
             if self._cancelled.is_set():
                 raise Cancelled(f"{self.name}: cancelled before start")
             with _translated(self._client):
                 self._handle.start()  # never retried: a retry could run the replay twice
         except BaseException:
-            self.close()
+            self._close()
             raise
+        self._started = True
         return self
 
     def __exit__(
@@ -538,6 +724,18 @@ class Container:
     @property
     def id(self) -> str:
         return str(self._sdk().id)
+
+    def put_archive(self, path: str, data: bytes | Iterable[bytes] | io.BufferedReader) -> None:
+        """Unpack a tar into ``path`` (a volume's path in a read-only container)."""
+        with _translated(self._client):
+            if not self._sdk().put_archive(path, data):
+                raise EngineError("docker_api", f"{self.name}: copying into {path} failed")
+
+    def get_archive(self, path: str) -> bytes:
+        """``path`` as a tar (also after the container stopped, from a volume)."""
+        with _translated(self._client):
+            stream, _stat = self._sdk().get_archive(path)
+            return b"".join(stream)
 
     def follow_logs(self, on_line: Callable[[str], None]) -> threading.Thread:
         """Feed the container's output, line by line, to ``on_line`` on a daemon thread."""
@@ -618,6 +816,85 @@ class Container:
             cancelled=exit_.cancelled,
         )
 
+    # -- processes run in the started container (``docker exec``) -----------------
+
+    def _exec_create(
+        self, command: Sequence[str], environment: Mapping[str, str], *, tty: bool
+    ) -> str:
+        with _translated(self._client):
+            created = self._client.api.exec_create(
+                self.id,
+                list(command),
+                stdout=True,
+                stderr=True,
+                stdin=tty,
+                tty=tty,
+                environment=dict(environment),
+            )
+        return str(created["Id"])
+
+    def exec_exit_code(self, exec_id: str) -> int | None:
+        """The exit code of a finished ``exec`` (None while it runs, or unknown)."""
+        with _translated(self._client):
+            state = self._client.api.exec_inspect(exec_id)
+        code = state.get("ExitCode")
+        return code if isinstance(code, int) and not state.get("Running") else None
+
+    def exec_stream(
+        self,
+        command: Sequence[str],
+        *,
+        environment: Mapping[str, str],
+        on_output: Callable[[bytes], None],
+        deadline: float,
+    ) -> Exit:
+        """Run ``command`` in the container (its user, folder and environment, plus
+        ``environment``), no terminal, no stdin; hand its output (stdout and stderr as
+        they come) to ``on_output``. Past our monotonic ``deadline`` the container is
+        killed, which ends the process too."""
+        exec_id = self._exec_create(command, environment, tty=False)
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                with _translated(self._client):
+                    for chunk in self._client.api.exec_start(exec_id, stream=True):
+                        on_output(chunk)
+            except BaseException as error:  # handed to the waiting thread
+                failure.append(error)
+
+        thread = threading.Thread(target=pump, name=f"exec-{self.name}", daemon=True)
+        thread.start()
+        # Joined with a bound, not polled: the stream ends when the process does.
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        killed = thread.is_alive()
+        if killed:
+            with _translated(self._client):
+                self._kill_or_raise()
+            thread.join(timeout=10)
+        if failure and not killed:
+            raise failure[0]
+        return Exit(
+            status_code=self.exec_exit_code(exec_id), killed_at_deadline=killed, cancelled=False
+        )
+
+    def exec_terminal(
+        self, command: Sequence[str], *, environment: Mapping[str, str]
+    ) -> ExecTerminal:
+        """Start ``command`` in the container on a terminal of its own (a TTY, with stdin);
+        the caller relays its socket to the user's terminal (``adapters.terminal``)."""
+        exec_id = self._exec_create(command, environment, tty=True)
+        with _translated(self._client):
+            hijacked = self._client.api.exec_start(exec_id, tty=True, socket=True)
+        # The SDK hands back its socket wrapper (``SocketIO`` on a Unix socket): reads and
+        # writes go to the socket itself, with select() on it.
+        raw = getattr(hijacked, "_sock", hijacked)
+        if not isinstance(raw, socket.socket):
+            with contextlib.suppress(Exception):
+                hijacked.close()
+            raise EngineError("docker_api", "the engine's exec stream is not a socket here")
+        return ExecTerminal(client=self._client, exec_id=exec_id, socket=raw, owner=self)
+
     def kill(self) -> None:
         """Kill it now (from any thread); a container that already stopped, or an engine
         that is gone, is left to the removal to decide."""
@@ -627,8 +904,17 @@ class Container:
             self._handle.kill()
 
     def close(self) -> None:
-        """Kill unless stopped, then remove (with its volumes). Idempotent; never raises
-        an engine failure (it is logged, and the container stays in ``live``)."""
+        """Kill unless stopped, then remove (with its volumes); a started container made
+        with ``keep`` is left running instead. Idempotent; never raises an engine failure
+        (it is logged, and the container stays in ``live``)."""
+        if self._keep and self._started:
+            if self._live is not None:
+                self._live.discard(self)
+            log.info("container.kept", container=self.name)
+            return
+        self._close()
+
+    def _close(self) -> None:
         if self._handle is None or self._removed:
             return
         try:
@@ -658,6 +944,29 @@ class Container:
             return None
         status = result.get("StatusCode") if isinstance(result, Mapping) else None
         return int(status) if isinstance(status, int) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecTerminal:
+    """A process started by :meth:`Container.exec_terminal`: its terminal's socket (raw
+    bytes both ways), its size, its exit code."""
+
+    client: docker.DockerClient
+    exec_id: str
+    socket: socket.socket
+    owner: Container
+
+    def resize(self, rows: int, columns: int) -> None:
+        """Tell the process's terminal its size; a process already gone is not a failure."""
+        with contextlib.suppress(*_FAILURES):
+            self.client.api.exec_resize(self.exec_id, height=rows, width=columns)
+
+    def exit_code(self) -> int | None:
+        return self.owner.exec_exit_code(self.exec_id)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.close()
 
 
 def _create(client: docker.DockerClient, config: Mapping[str, Any]) -> SdkContainer:
@@ -717,6 +1026,103 @@ class LiveContainers:
     def remove_all(self) -> None:
         for container in self.snapshot():
             container.close()
+
+
+# ---------------------------------------------------------------- volumes
+
+FILL_TARGET = "/fill"
+
+
+class Volume:
+    """A named volume for one run, as a context manager: created with its owner's labels
+    on enter, removed on exit - always (a removal the engine refuses is logged; the
+    labels let :func:`sweep_leftovers` remove it after a crash).
+
+    :meth:`fill` copies a tar into it through a container that is created and never
+    started (``put_archive`` writes into the volume it mounts), so nothing runs and
+    nothing but the Docker API reaches the engine: this works for an engine on another
+    machine, where a bind mount of a local folder cannot.
+    """
+
+    def __init__(
+        self, client: docker.DockerClient, name: str, *, labels: Mapping[str, str], image_id: str
+    ) -> None:
+        self.name = name
+        self._client = client
+        self._labels = dict(labels)
+        self._image_id = image_id
+        self._created = False
+
+    def __enter__(self) -> Volume:
+        with _translated(self._client):
+            _create_volume(self._client, self.name, self._labels)
+        self._created = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def fill(self, data: bytes | Iterable[bytes] | io.BufferedReader) -> None:
+        """Unpack a tar into the volume's root."""
+        config = {
+            "image": self._image_id,
+            "name": f"{self.name}-fill",
+            "command": ["true"],
+            "volumes": {self.name: {"bind": FILL_TARGET, "mode": "rw"}},
+            "labels": self._labels,
+            "network_mode": "none",
+            "read_only": True,
+            "detach": True,
+        }
+        with _translated(self._client):
+            helper = _create(self._client, config)
+        try:
+            with _translated(self._client):
+                if not helper.put_archive(FILL_TARGET, data):
+                    raise EngineError("docker_api", f"copying into volume {self.name} failed")
+        finally:
+            try:
+                _remove_keeping_volumes(helper)
+            except _FAILURES as error:
+                log.warning("volume.helper_remove_failed", volume=self.name, error=str(error))
+
+    def remove(self) -> None:
+        """Remove the volume (idempotent; never raises an engine failure)."""
+        if not self._created:
+            return
+        try:
+            _remove_volume(self._client, self.name)
+        except _FAILURES as error:
+            log.warning("volume.remove_failed", volume=self.name, error=str(error))
+        else:
+            self._created = False
+
+
+@_infra_retry
+def _create_volume(client: docker.DockerClient, name: str, labels: Mapping[str, str]) -> None:
+    client.volumes.create(name=name, labels=dict(labels))
+
+
+@_infra_retry
+def _remove_keeping_volumes(handle: SdkContainer) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        handle.remove(force=True)
+
+
+def tar_of(entries: Iterable[tuple[str, bytes | None, int]]) -> bytes:
+    """A small tar in memory: ``(name, data, mode)``, a folder when ``data`` is None. Pure."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.mode = mode
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------- images we build

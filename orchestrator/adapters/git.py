@@ -248,11 +248,17 @@ def checkout(
     *,
     mutant: Path | None = None,
     tests: SideOverlay | None = None,
+    keep: bool = False,
 ) -> Iterator[Path]:
     """An exported tree of ``sha`` in a unique temp folder, always removed: ``mutant``
     applied, then the test files of ``tests.rev`` laid over it (``--tests-from``: added,
-    modified and deleted test files all follow that revision)."""
+    modified and deleted test files all follow that revision).
+
+    ``keep`` leaves a complete tree in place for a container that outlives this process
+    (``reproduce --keep``); :func:`sweep_scratch` removes it once the process is gone.
+    A tree that failed half-way is removed all the same."""
     scratch = make_scratch("src")
+    complete = False
     try:
         tree = scratch / "src"
         export_tree(repo, sha, tree, scratch / "index")
@@ -260,9 +266,11 @@ def checkout(
             apply_patch(tree, mutant)
         if tests is not None:
             overlay_files(repo, tree, tests, scratch / "tests-index")
+        complete = True
         yield tree
     finally:
-        remove_scratch(scratch)
+        if not (keep and complete):
+            remove_scratch(scratch)
 
 
 def mainline_root(repo: Path, sha: str) -> str:

@@ -148,8 +148,53 @@ def replay(
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
     ] = 0,
     runner_id: Annotated[
-        str, typer.Option("--runner-id", help="Recorded as the evidence's runner_id.")
-    ] = "local",
+        str | None,
+        typer.Option(
+            "--runner-id",
+            help="Recorded as the evidence's runner_id (default local; with --engine each "
+            "engine's URL, after this and @ when given).",
+            show_default=False,
+        ),
+    ] = None,
+    engines: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine",
+            metavar="URL",
+            help="A Docker engine to run on (repeatable: a pool; both sides of a property "
+            "run on one engine): unix://PATH, tcp://HOST:PORT (TLS from DOCKER_TLS_VERIFY "
+            "and DOCKER_CERT_PATH) or ssh://[USER@]HOST. The first pins the image; the "
+            "others get it shipped from it when they lack it. Default: DOCKER_HOST or the "
+            "local socket.",
+        ),
+    ] = None,
+    slots: Annotated[
+        int | None,
+        typer.Option(
+            "--slots",
+            min=1,
+            help="Sides each engine runs at once (a property takes two). Default: the "
+            "engine's CPU count.",
+            show_default=False,
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="I/N",
+            help="Replay part I of N of the selected properties (a CI matrix job); join "
+            "the N run folders with `orchestrator merge`.",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="The run's id (default: time and random). A retried CI job that passes the "
+            "same id records no second decision for a property in the ledger.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
     ] = None,
@@ -228,16 +273,24 @@ def replay(
     pull request's new test fails on base. --changed replays only the tests the
     patch touched (docs/lanes.md, section 8).
 
+    Beyond one machine: --engine URL (repeatable) spreads the properties over a pool
+    of Docker engines, longest first, both sides of a property on one engine; an
+    engine that stops answering gives its unfinished properties to the others, once.
+    --shard I/N replays one part of the selection in a CI matrix job; `orchestrator
+    merge` joins the parts into one report and one exit status.
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
     infrastructure failure), 2 for bad input (found before any container starts).
     """
     from orchestrator import log
-    from orchestrator.adapters.docker import connect
     from orchestrator.core.durations import parse_expiry
+    from orchestrator.core.pool import check_engine_urls
     from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
+    from orchestrator.core.shards import parse_shard
     from orchestrator.errors import InputError
     from orchestrator.files import dumps
+    from orchestrator.services.engines import open_pool
     from orchestrator.services.replay import (
         LedgerRequest,
         execute,
@@ -258,12 +311,16 @@ def replay(
         replays=replays,
         timeout_s=timeout,
         seed=seed,
-        runner_id=runner_id,
+        runner_id=runner_id if runner_id is not None else "local",
         out=out,
         isolation=isolation,
         screen=screen,
         replays_all=replays_all,
         jobs=jobs,
+        engines=check_engine_urls(engines or ()),
+        slots=slots,
+        shard=parse_shard(shard) if shard is not None else None,
+        run_id=run_id,
         env=parse_env(env or ()),
         pythonpath=check_pythonpath(pythonpath or ()),
         writable_tree=writable_tree,
@@ -305,11 +362,14 @@ def replay(
         check_replay_targets(html=html, junit=junit, summary=summary)
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     logger = log.get_logger("orchestrator.replay")
-    client = connect(os.environ)
     if shrink:
+        from orchestrator.adapters.docker import connect
         from orchestrator.errors import ShrinkStoppedError
         from orchestrator.services.replay_shrink import STOPPED
 
+        if options.shard is not None or len(options.engines) > 1:
+            raise InputError("--shrink runs on one engine: not with --shard or several --engine")
+        client = connect(os.environ, url=options.engines[0] if options.engines else None)
         try:
             shrunk = _replay_and_shrink(
                 options=options,
@@ -332,8 +392,10 @@ def replay(
         if shrunk.exit_status:
             raise typer.Exit(shrunk.exit_status)
         return
+    pool = open_pool(options.engines, os.environ, runner_id=runner_id, slots=slots)
+    pool.image_ref = options.image
     try:
-        plan = plan_replay(options, client=client, now=now)
+        plan = plan_replay(options, now=now, pool=pool)
         logger.info(
             "replay.planned",
             run_id=plan.run_id,
@@ -345,9 +407,9 @@ def replay(
             jobs=plan.scheduling.jobs,
         )
         with _progress(json_logs, replays, logger) as progress:
-            outcome = execute(plan, client=client, progress=progress, ledger=ledger_request)
+            outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
     finally:
-        client.close()
+        pool.close()
     if as_json:
         typer.echo(dumps(outcome.report))
     else:

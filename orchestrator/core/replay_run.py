@@ -19,6 +19,7 @@ from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy
+from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
@@ -30,9 +31,13 @@ from orchestrator.model import (
     Replay,
     ShrinkSummary,
 )
+from orchestrator.probe.driver import hash_seed
 
 BASE = "base"
 PATCH = "patch"
+# The run folder keeps the fixture's bytes as every replay read them (``reproduce`` mounts
+# them again, checked against the digest).
+FIXTURE_FILE = "fixture.json"
 # The run log's overlay fields when each side runs its own tests.
 NO_OVERLAY: Mapping[str, Any] = {
     "tests_from": None,
@@ -71,7 +76,11 @@ class ReplayOptions:
     tests_from: str | None = None
     test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
     changed: bool = False  # --changed: select the tests the patch touched
-    jobs: int | None = None  # --jobs J (None: the engine's CPUs divided between the sides)
+    jobs: int | None = None  # --jobs J (None: the engine's CPUs divided between its sides)
+    engines: tuple[str, ...] = ()  # --engine URLs; empty: DOCKER_HOST or the local socket
+    slots: int | None = None  # sides at once per engine; None: each engine's CPU count
+    shard: Shard | None = None
+    run_id: str | None = None  # a CI job's retry passes the same one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,10 +138,29 @@ class RunPlan:
     # Side -> what pytest is handed there (empty: the property ids): the selected node ids
     # that side has, or whole modules (core.changed.Selection.targets).
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # When the run is cut (into shards, or over more than one lane of engines) and no
+    # --property or --changed names its tests: the tests the command collected on both
+    # revisions. Then, with --shard, this shard's part of the selection.
+    collected: tuple[str, ...] | None = None
+    part: tuple[str, ...] | None = None
+    shard: Mapping[str, Any] | None = None  # what core.shards.shard_record said
+    engines: tuple[Mapping[str, Any], ...] = ()  # the pool: url, runner_id, slots
+    # The containers' limits: memory, pids, cpus, tmp_size (empty: not known when planned).
+    limits: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept_fixture(self) -> Path | None:
+        """The run folder's copy of the fixture (None: the run has no fixture)."""
+        return None if self.options.fixture is None else self.run_dir / FIXTURE_FILE
 
     @property
     def property_ids(self) -> tuple[str, ...]:
-        """The node ids handed to pytest: the given ones, or those --changed selected."""
+        """The node ids handed to pytest: a shard's part, or the tests collected to cut the
+        run, or those --changed selected, or the given ones (empty: every test)."""
+        if self.part is not None:
+            return self.part
+        if self.collected is not None:
+            return self.collected
         if self.selection is not None:
             return self.selection.selected
         return self.options.property_ids
@@ -143,7 +171,10 @@ class RunPlan:
 
     @property
     def nothing_selected(self) -> bool:
-        """--changed chose no test: nothing runs, and that is no verdict to wait for."""
+        """--changed chose no test, or a shard got no part of the selection: nothing runs,
+        and that is no verdict to wait for."""
+        if self.part is not None:
+            return not self.part
         return self.selection is not None and not self.selection.selected
 
     def run_log(self) -> dict[str, Any]:
@@ -159,12 +190,13 @@ class PropertyOutcome:
     index: int
     evidence: Evidence
     decision: Decision
+    raw_dir: str = "raw"  # its raw replay files in the run folder: <raw_dir>/<side>/
 
 
 def run_log_document(plan: RunPlan) -> dict[str, Any]:
     """records.md "Run log", plus what else was pinned."""
     pins, options = plan.pins, plan.options
-    return {
+    document: dict[str, Any] = {
         "schema": RUN_LOG_SCHEMA,
         "run_id": plan.run_id,
         "base_rev": pins.base_rev,
@@ -178,6 +210,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "origin_digest": pins.origin_digest,
         "shrink": None if pins.shrink is None else pins.shrink.to_json(),
         "seed": options.seed,
+        "hash_seed": hash_seed(options.seed),
         "replays": options.replays,
         "timeout_s": options.timeout_s,
         "isolation": options.isolation,
@@ -208,7 +241,18 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "test_paths": list(options.test_paths),
         "selection": None if plan.selection is None else plan.selection.to_json(),
         "targets": {side: list(targets) for side, targets in plan.targets.items()},
+        "fixture_file": None if options.fixture is None else FIXTURE_FILE,
+        "limits": dict(plan.limits) or None,
     }
+    if plan.engines:
+        document["engines"] = [str(engine.get("url")) for engine in plan.engines]
+        document["engine_pool"] = [dict(engine) for engine in plan.engines]
+        document["slots"] = options.slots
+    if plan.collected is not None:
+        document["collected"] = list(plan.collected)
+    if plan.shard is not None:
+        document["shard"] = {**plan.shard, "property_ids": list(plan.part or ())}
+    return document
 
 
 def build_evidence(
@@ -219,16 +263,18 @@ def build_evidence(
     *,
     oracle: OracleChange | None = None,
     screening: Screening | None = None,
+    runner_id: str | None = None,
 ) -> Evidence:
     """records.md "Evidence" for one property, with its oracle slice digests; with
-    ``screening``, the replays it got (K, or N with signal) and why."""
+    ``screening``, the replays it got (K, or N with signal) and why; ``runner_id`` names
+    the engine that ran both its sides (default: the run's ``--runner-id``)."""
     pins, options = plan.pins, plan.options
     screened = screening is not None and screening.policy.enabled
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
         image_digest=pins.image_id,
-        runner_id=options.runner_id,
+        runner_id=runner_id or options.runner_id,
         command=options.command,
         property_id=property_id,
         seed=options.seed,
@@ -257,9 +303,13 @@ def decide_all(
     screening: Screening | None = None,
     *,
     only: Collection[str] | None = None,
+    runners: Mapping[str, str] | None = None,
+    raw_dirs: Mapping[str, str] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
     """Evidence and a decision per property, in the order the properties were named
-    (``only``: just these, each keeping its index among all)."""
+    (``only``: just these, each keeping its index among all); ``runners`` and
+    ``raw_dirs`` say which engine ran each one and where its raw files are (a run on a
+    pool of engines)."""
     outcomes = []
     chosen = None if only is None else set(only)
     for index, property_id in enumerate(labelled[BASE], start=1):
@@ -272,8 +322,16 @@ def decide_all(
             labelled[PATCH].get(property_id, ()),
             oracle=oracle.get(property_id),
             screening=screening,
+            runner_id=(runners or {}).get(property_id),
         )
-        outcomes.append(PropertyOutcome(index=index, evidence=evidence, decision=decide(evidence)))
+        outcomes.append(
+            PropertyOutcome(
+                index=index,
+                evidence=evidence,
+                decision=decide(evidence),
+                raw_dir=(raw_dirs or {}).get(property_id, "raw"),
+            )
+        )
     return tuple(outcomes)
 
 
@@ -316,13 +374,16 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
         "decision": decision.to_json(),
+        "raw_dir": item.raw_dir,
+        "runner_id": evidence.runner_id,
     }
 
 
 def report_document(
     plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None = None
 ) -> dict[str, Any]:
-    """The replay-report/1 document (summary.json, and ``--json``)."""
+    """The replay-report/1 document (summary.json, and ``--json``). A run that selected
+    nothing (``--changed``, or a shard with no part) decided nothing and blocks nothing."""
     decisions = [item.decision for item in properties]
     return {
         "schema": REPORT_SCHEMA,

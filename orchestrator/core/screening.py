@@ -183,3 +183,66 @@ def combine(
             for property_id, replays in per_property.items()
         }
     return combined
+
+
+# ---------------------------------------------------------------- raw replay files
+
+RAW = "raw"
+SECOND_PHASE = "replays"  # the second phase's raw files: raw/replays[/<batch>]/<side>/
+
+
+@dataclass(frozen=True, kw_only=True)
+class RawLink:
+    """Replay files of one run-folder folder given to another:
+    ``<source>/<side>/replay-<k>.json`` is also ``<target>/<side>/replay-<k + offset>.json``
+    (only ``k <= upto`` when ``upto`` is set)."""
+
+    source: str
+    target: str
+    offset: int = 0
+    upto: int | None = None
+
+
+def second_phase_dir(raw_dir: str) -> str:
+    """Where a second-phase folder that ``run_sides`` named ``raw`` or ``raw/<batch>``
+    (relative to its own root) is in the run folder: ``raw/replays[/<batch>]``."""
+    rest = raw_dir.removeprefix(RAW)
+    return f"{RAW}/{SECOND_PHASE}{rest}"
+
+
+def _folder_key(raw_dir: str, whole: str) -> str:
+    """``raw/e1-b2`` -> ``e1-b2``; a phase's single folder -> ``whole``."""
+    parts = raw_dir.split("/")
+    return parts[-1] if len(parts) > 1 and parts[-1] != SECOND_PHASE else whole
+
+
+def raw_layout(
+    first: Mapping[str, str], second: Mapping[str, str], *, screen: int
+) -> tuple[dict[str, str], tuple[RawLink, ...]]:
+    """Each replayed property's raw folder after both phases, and the links that fill it.
+
+    ``first`` and ``second`` give each property's folder in the run folder in each phase
+    (``second`` only for the properties with signal). A property's replay k must be
+    ``<raw_dir>/<side>/replay-<k>.json``: its K screening replays first, then the second
+    phase's. When every replayed property of a screening folder went to one second-phase
+    folder, that folder's files join the screening folder numbered after K (the usual
+    case: one batch per phase, everything in ``raw``). Otherwise each (screening folder,
+    second-phase folder) pair gets a folder of its own, ``raw/<first>+<second>``, with the
+    K screening files and the later ones; files are never overwritten. Pure.
+    """
+    seconds_of: dict[str, set[str]] = {}
+    for property_id, later in second.items():
+        seconds_of.setdefault(first.get(property_id, RAW), set()).add(later)
+    dirs: dict[str, str] = {}
+    links: dict[tuple[str, str], RawLink] = {}
+    for property_id, later in second.items():
+        earlier = first.get(property_id, RAW)
+        if len(seconds_of[earlier]) == 1:
+            dirs[property_id] = earlier
+            links[(later, earlier)] = RawLink(source=later, target=earlier, offset=screen)
+            continue
+        target = f"{RAW}/{_folder_key(earlier, 'screen')}+{_folder_key(later, SECOND_PHASE)}"
+        dirs[property_id] = target
+        links[(earlier, target)] = RawLink(source=earlier, target=target, upto=screen)
+        links[(later, target)] = RawLink(source=later, target=target, offset=screen)
+    return dirs, tuple(links[key] for key in sorted(links))

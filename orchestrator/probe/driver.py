@@ -37,6 +37,13 @@ whole selection and running its share of whole modules (`orchestrator/probe/work
 the replay's result is the merge of theirs, and a worker that dies labels only its own
 tests.
 
+With `--attach` (`orchestrator reproduce`) a replay keeps the driver's standard input,
+output and error instead of /dev/null and DIR/replay-<k>.log, so pytest's own output
+streams out as it comes and `--pdb` can talk to the terminal; on a terminal the replay's
+process group takes the foreground (a background group that reads it would be stopped,
+and Ctrl-C is meant for pytest), and the driver takes it back after. The driver then
+prints nothing of its own. It replays one session at a time (not with `--workers`).
+
 Serve mode: one warm driver, many jobs
 --------------------------------------
 
@@ -139,6 +146,7 @@ class DriverOptions:
     serve: bool = False
     jobs: str | None = None
     results: str | None = None
+    attach: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,7 +226,17 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
     )
     parser.add_argument("--jobs", help="serve mode: where job lines come from (- for stdin)")
     parser.add_argument("--results", help="serve mode: where result lines go (- for stdout)")
+    parser.add_argument(
+        "--attach",
+        action="store_true",
+        help="each replay keeps the driver's stdin, stdout and stderr (no log file), "
+        "and the terminal's foreground when there is one",
+    )
     options = parser.parse_args(own)
+    if options.serve and options.attach:
+        parser.error("--attach goes with replays, not --serve")
+    if options.attach and options.workers > 1:
+        parser.error("--attach runs one pytest session per replay, not --workers")
     if options.serve:
         if options.jobs is None or options.results is None:
             parser.error("--serve needs --jobs and --results")
@@ -249,6 +267,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         serve=options.serve,
         jobs=options.jobs,
         results=options.results,
+        attach=options.attach,
     )
 
 
@@ -322,6 +341,30 @@ def child_environment(
     if _PACKAGE_ROOT not in paths:
         env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *paths])
     return env
+
+
+def _on_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
+def take_terminal(pgid: int | None = None) -> None:
+    """Make process group ``pgid`` (default: our own) the foreground of the terminal on
+    stdin, when there is one.
+
+    Asked from a background group, the kernel would stop us with SIGTTOU: ignore it for
+    the call, as shells do.
+    """
+    if not _on_terminal():
+        return
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(0, os.getpgrp() if pgid is None else pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
 
 
 def parse_job(line: bytes, number: int, *, default_seed: int, spawn: str) -> Job:
@@ -511,6 +554,8 @@ class Driver:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         self.child_pid = None
+        if self.options.attach:
+            take_terminal()
         wall_ms = (perf_counter() - started) * 1000.0
         if timed_out:
             status, result = TIMEOUT, None
@@ -574,15 +619,22 @@ class Driver:
             "no:cacheprovider",  # no state carried from one replay to the next
             *job.pytest_args,
         ]
-        with log_path.open("wb") as log:
-            child = subprocess.Popen(
-                command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        if self.options.attach:
+            child = subprocess.Popen(command, env=env, process_group=0)
+            take_terminal(child.pid)
+            # Had it read the terminal before it had the foreground, it was stopped.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGCONT)
+        else:
+            with log_path.open("wb") as log:
+                child = subprocess.Popen(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         # Reaped with os.waitpid by the caller; Popen must not reap it too.
         child.returncode = 0
         self.child_pid = child.pid
@@ -657,13 +709,16 @@ class Driver:
                     os.close(fd)
             os.environ.clear()
             os.environ.update(env)
-            null = os.open(os.devnull, os.O_RDONLY)
-            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(null, 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            os.close(null)
-            os.close(log)
+            if self.options.attach:
+                take_terminal()
+            else:
+                null = os.open(os.devnull, os.O_RDONLY)
+                log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.close(null)
+                os.close(log)
             pytest, plugin = self._pytest, self._plugin
             if pytest is None or plugin is None:
                 raise RuntimeError("fork mode: prepare() was not called")
@@ -700,7 +755,8 @@ class Driver:
             for k in range(1, options.replays + 1):
                 run, result = self.run_one(k) if options.workers == 1 else run_split(self, k)
                 write_bytes_atomic(options.out / f"replay-{k:03d}.json", encode_run(run, result))
-                print(f"replay {k}/{options.replays} {run['status']}", flush=True)
+                if not options.attach:
+                    print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
             self.kill_child_group()
             self._write_driver(finished=False, signal_number=stop.signum)

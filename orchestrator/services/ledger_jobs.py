@@ -52,6 +52,20 @@ def record_decision(
     run_id: str | None = None,
 ) -> int:
     """Append the DECISION event ``tally`` counts (lanes.md section 7)."""
+    return record_decision_once(ledger, evidence, decision, now, run_id=run_id)[0]
+
+
+def record_decision_once(
+    ledger: Ledger,
+    evidence: model.Evidence,
+    decision: model.Decision,
+    now: datetime,
+    *,
+    run_id: str | None,
+) -> tuple[int, bool]:
+    """The DECISION event, once per property and run: ``(event id, written now)``. A run
+    that records a property again (a retried CI job with the same run id) gets the id of
+    the first event and writes nothing."""
     detail: dict[str, Any] = {
         "lane": decision.lane.value,
         "blocking": decision.blocking,
@@ -68,16 +82,17 @@ def record_decision(
         "shrink": None if evidence.shrink is None else evidence.shrink.to_json(),
         "run_id": run_id,
     }
-    return ledger.append_event(
-        model.Event(
-            id=None,
-            at=now,
-            kind=model.EventKind.DECISION,
-            code=decision.code,
-            subject=evidence.property_id,
-            detail=detail,
-        )
+    event = model.Event(
+        id=None,
+        at=now,
+        kind=model.EventKind.DECISION,
+        code=decision.code,
+        subject=evidence.property_id,
+        detail=detail,
     )
+    if run_id is None:
+        return ledger.append_event(event), True
+    return ledger.append_decision_once(event, run_id=run_id)
 
 
 def queue_infra(

@@ -1,13 +1,17 @@
 """Bilateral replay: plan (pin everything, write the run log), then execute, then decide.
 
 ``plan_replay`` resolves both revisions to full SHAs, the image reference to one
-image ID (never pulled), digests the fixture, checks a shrink report against it,
-plans the tests (``--changed``, ``--tests-from``: :mod:`orchestrator.services.replay_tests`),
+image ID on the first engine of the pool (never pulled), digests the fixture, checks a
+shrink report against it, plans the tests (``--changed``, ``--tests-from``:
+:mod:`orchestrator.services.replay_tests`; a ``--shard``'s part of them; when nothing
+names the tests and the run is cut, the tests the command collects on both revisions),
 fixes the screening policy, the workers per side and the recorded durations it schedules
-by, and writes ``run-log.json`` into the run folder before anything runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.sides.replay_sides`):
-with screening, every property K times first, then only the properties with signal until
-they have N (:mod:`orchestrator.core.screening`), one ``replay_sides`` call per phase. It
+by (the one record, :mod:`orchestrator.services.durations`, which also orders and cuts
+batches and shards), and writes ``run-log.json`` into the run folder before any replay
+runs. ``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
+spread over the pool's engines): with screening, every property K times first, then only
+the properties with signal until they have N (:mod:`orchestrator.core.screening`), one
+``run_sides`` call per phase, each property's second phase on the engine of its first. It
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
@@ -20,6 +24,8 @@ that other services (the ledger) build on.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +38,7 @@ from orchestrator import files
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.pool import lanes_for, narrow_targets, plan_batches_on, sides_at_once
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -51,15 +58,21 @@ from orchestrator.core.schedule import (
     order_longest_first,
 )
 from orchestrator.core.screening import (
+    RAW,
+    SECOND_PHASE,
+    RawLink,
     Screening,
     combine,
+    raw_layout,
     replay_targets,
     screen,
     screen_replays,
+    second_phase_dir,
 )
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Decision, Evidence, Lane, Replay, ShrinkSummary
 from orchestrator.services import durations as durations_store
+from orchestrator.services.engines import Pool, single_pool
 from orchestrator.services.oracle import (
     Sources,
     compare_inputs,
@@ -73,10 +86,13 @@ from orchestrator.services.sides import (
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
+    SidesOutcome,
     SideSpec,
+    collect_tests,
     new_run_id,
+    plan_limits,
     planned_pythonpath,
-    replay_sides,
+    run_sides,
     side_pythonpath,
 )
 
@@ -127,6 +143,9 @@ class ReplayOutcome:
 
 # ---------------------------------------------------------------- checks on the inputs
 
+# A run id names a folder, containers and volumes: nothing that needs quoting.
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
 
 def validate_options(options: ReplayOptions) -> None:
     if options.replays < 1:
@@ -145,6 +164,12 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
     if not options.runner_id.strip():
         raise InputError("--runner-id must not be empty")
+    if options.slots is not None and options.slots < 1:
+        raise InputError("--slots must be at least 1")
+    if options.run_id is not None and not _RUN_ID.match(options.run_id):
+        raise InputError(
+            f"--run-id {options.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
+        )
     from orchestrator.core.replay_env import check_pythonpath, parse_env
 
     parse_env([f"{key}={value}" for key, value in options.env])
@@ -208,17 +233,23 @@ def probe_version() -> str:
 def plan_replay(
     options: ReplayOptions,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     now: datetime,
     run_id: str | None = None,
     default_root: Path | None = None,
+    pool: Pool | None = None,
 ) -> RunPlan:
-    """Pin both revisions, the image and the fixture; write run-log.json. Nothing runs yet."""
-    from orchestrator.adapters.docker import resolve_image
+    """Pin both revisions, the image, the fixture and the selection; write run-log.json.
+    No replay runs yet (a collection may, to cut a run whose tests are not named)."""
+    from orchestrator.adapters.docker import engine_url, resolve_image
     from orchestrator.core.project_image import interpreter_from_labels
     from orchestrator.core.replay_env import replay_variables
 
     validate_options(options)
+    if pool is None:
+        if client is None:
+            raise ValueError("plan_replay needs a client or a pool")
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     check_test_options(options)
     pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
     repo = options.repo.resolve()
@@ -229,12 +260,15 @@ def plan_replay(
 
     fixture_digest = NULL_DIGEST
     fixture: Path | None = None
+    fixture_bytes: bytes | None = None
     if options.fixture is not None:
         fixture = options.fixture.resolve()
-        fixture_digest = digest(files.read_json(str(fixture)))
+        # Read once: these bytes are digested, kept in the run folder and mounted.
+        fixture_bytes = files.read_bytes(fixture)
+        fixture_digest = digest(files.parse_json(fixture_bytes, str(fixture)))
     shrink: ShrinkSummary | None = None
     origin_digest = fixture_digest
-    origin_bytes = fixture.read_bytes() if fixture is not None else None
+    origin_bytes = fixture_bytes
     if options.shrink_report is not None:
         report_doc = files.read_json(str(options.shrink_report))
         shrink = shrink_from_report(report_doc, fixture_digest)
@@ -243,15 +277,19 @@ def plan_replay(
     elif options.origin is not None:
         raise InputError("--origin goes with --shrink-report (it is the shrink's input)")
 
-    image = resolve_image(client, options.image)  # ImageNotFoundError: exit 3, never a pull
+    # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
+    image = resolve_image(pool.first.client, options.image)
     side_paths = {
         side: planned_pythonpath(repo, rev, options.pythonpath)
         for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
     }
-    run_id = run_id or new_run_id(now.timestamp())
+    run_id = run_id or options.run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
-    scheduling = plan_scheduling(options, client=client, repo=repo, base_rev=base_rev, root=root)
+    scheduling = plan_scheduling(options, pool=pool, repo=repo, base_rev=base_rev, root=root)
+    pool = replace(pool, durations=scheduling.durations)
     run_dir = (options.out or root / ".replay" / "runs" / run_id).resolve()
+    if (run_dir / "run-log.json").exists():
+        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
     plan = RunPlan(
         run_id=run_id,
         run_dir=run_dir,
@@ -272,6 +310,7 @@ def plan_replay(
             image_labels=dict(image.labels),
         ),
         pytest_args=args,
+        engines=tuple(pool.describe()) if pool.named or options.slots is not None else (),
         environment=replay_variables(
             seed=options.seed,
             fixture=FIXTURE if fixture is not None else None,
@@ -284,19 +323,33 @@ def plan_replay(
         targets=tests.targets,
         scheduling=scheduling,
     )
-    if (run_dir / "run-log.json").exists():
-        raise InputError(f"{run_dir}: already holds a run (run-log.json); pick another --out")
+    plan = _select(plan, pool)
+    limits = plan_limits(sides_plan(plan))
+    plan = replace(
+        plan,
+        limits={
+            "memory": limits.memory,
+            "pids": limits.pids,
+            "cpus": limits.cpus,
+            "tmp_size": limits.tmp_size,
+        },
+    )
+    if plan.kept_fixture is not None and fixture_bytes is not None:
+        files.write_atomic(plan.kept_fixture, fixture_bytes)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
 
 
 def plan_scheduling(
-    options: ReplayOptions, *, client: DockerClient, repo: Path, base_rev: str, root: Path
+    options: ReplayOptions, *, pool: Pool, repo: Path, base_rev: str, root: Path
 ) -> Scheduling:
-    """Screening replays, workers per side and the recorded durations of the repository."""
+    """Screening replays, workers per side and the recorded durations of the repository
+    (the one record of durations: workers split by it, and batches and shards are cut and
+    ordered by it)."""
     from orchestrator.adapters.docker import engine_cpus
 
-    cpus = engine_cpus(client)
+    first = pool.first
+    cpus = engine_cpus(first.client)
     key = durations_store.repository_key(repo, base_rev)
     store = durations_store.store_path(root, key).resolve()
     return Scheduling(
@@ -305,12 +358,45 @@ def plan_scheduling(
             replays_all=options.replays_all,
             named=bool(options.property_ids) or options.changed,
         ),
-        jobs=options.jobs if options.jobs is not None else default_jobs(cpus),
+        jobs=options.jobs
+        if options.jobs is not None
+        else default_jobs(cpus, sides=sides_at_once(first.slots)),
         engine_cpus=cpus,
         repository=key,
         durations_file=store,
         durations=durations_store.read_durations(store),
     )
+
+
+def _select(plan: RunPlan, pool: Pool) -> RunPlan:
+    """Fix what the run replays when it is cut: the tests the command collects on both
+    revisions when nothing names them (cut into shards, or over more than one lane of
+    engines), then a shard's part of the selection."""
+    options = plan.options
+    shard = options.shard
+    if plan.nothing_selected:
+        return plan
+    lanes = sum(lanes_for(engine.slots) for engine in pool.engines)
+    if not plan.property_ids and (shard is not None or lanes > 1):
+        collected = collect_tests(
+            sides_plan(plan),
+            (
+                side_spec(plan, BASE, plan.pins.base_rev),
+                side_spec(plan, PATCH, plan.pins.patch_rev),
+            ),
+            pool=pool,
+            run_id=f"{plan.run_id}-collect",
+        )
+        # Node ids now name the tests: the command's paths give way, as with --property.
+        plan = replace(
+            plan, collected=collected, pytest_args=pytest_args(options.command, collected)
+        )
+    if shard is None:
+        return plan
+    from orchestrator.core.shards import shard_record
+
+    part, record = shard_record(plan.property_ids, shard, pool.durations)
+    return replace(plan, part=part, shard=record)
 
 
 def sides_plan(
@@ -331,7 +417,8 @@ def sides_plan(
         if property_ids is None
         else pytest_args(options.command, named),
         property_ids=named,
-        fixture=options.fixture,
+        # The run folder's copy: the bytes that were digested are the bytes mounted.
+        fixture=plan.kept_fixture,
         replays=options.replays if replays is None else replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
@@ -358,7 +445,7 @@ def side_spec(plan: RunPlan, name: str, rev: str) -> SideSpec:
         repo=plan.options.repo,
         rev=rev,
         tests=None if plan.overlay is None else plan.overlay.side(name),
-        targets=tuple(plan.targets.get(name, ())),
+        targets=narrow_targets(plan.targets.get(name, ()), plan.part),
         pythonpath=plan.side_paths[name].entries if name in plan.side_paths else None,
     )
 
@@ -383,46 +470,70 @@ def _import_in_background(module: str) -> None:
 def execute(
     plan: RunPlan,
     *,
-    client: DockerClient,
+    client: DockerClient | None = None,
     progress: Progress | None = None,
     ledger: LedgerRequest | None = None,
+    pool: Pool | None = None,
 ) -> ReplayOutcome:
     """Replay both sides at once, decide every property, write the run folder (and the
     ledger, when asked)."""
     options, pins = plan.options, plan.pins
     if ledger is not None:
         _import_in_background("orchestrator.services.ledger_jobs")
+    if pool is None:
+        if client is None:
+            raise ValueError("execute needs a client or a pool")
+        from orchestrator.adapters.docker import engine_url
+
+        pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     properties: tuple[PropertyOutcome, ...] = ()
     screening: Screening | None = None
+    extra: dict[str, Any] = {}
     if not plan.nothing_selected:
+        # Batches are cut and ordered by the run's one record of durations.
+        pool = replace(pool, durations=plan.scheduling.durations)
         sides = (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev))
         settled: tuple[PropertyOutcome, ...] = ()
         if plan.screen_policy.enabled:
-            labelled, oracle, screening, settled = screen_and_replay(
-                plan, sides, client=client, progress=progress
+            outcome, oracle, screening, settled = screen_and_replay(
+                plan, sides, pool=pool, progress=progress
             )
         else:
-            labelled = replay_sides(
+            outcome = run_sides(
                 sides_plan(plan),
                 sides,
-                client=client,
                 progress=progress,
                 run_id=plan.run_id,
-                keep_raw=plan.run_dir / "raw",
+                keep_raw=plan.run_dir / RAW,
+                pool=pool,
             )
-            named = [p for p in labelled[BASE] if p != NO_TEST_REPORTED]
+            named = [p for p in outcome.labelled[BASE] if p != NO_TEST_REPORTED]
             oracle = property_oracles(
                 options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
             )
+        labelled = outcome.labelled
         done = {item.evidence.property_id for item in settled}
         rest = decide_all(
-            plan, labelled, oracle, screening, only=[p for p in labelled[BASE] if p not in done]
+            plan,
+            labelled,
+            oracle,
+            screening,
+            only=[p for p in labelled[BASE] if p not in done],
+            runners=outcome.runners,
+            raw_dirs=outcome.raw_dirs,
         )
         write_outcomes(plan, rest)
         properties = tuple(sorted((*settled, *rest), key=lambda item: item.index))
-        # --no-record writes the run folder only: durations go into the record with the ledger.
-        record_run_durations(plan, labelled, keep=ledger is not None)
+        if plan.engines:
+            extra["engines"] = [dict(engine) for engine in outcome.engines]
+        if outcome.attempts:
+            extra["attempts"] = [attempt.to_json() for attempt in outcome.attempts]
+        # --no-record writes the run folder only: durations go into the record with the
+        # ledger. A shard keeps its own: its siblings must cut the selection from the same
+        # record (``orchestrator merge`` folds the shards' durations in).
+        record_run_durations(plan, labelled, keep=ledger is not None and plan.shard is None)
     report = report_document(plan, properties, screening)
+    report.update(extra)
     if ledger is not None:
         report["ledger"] = record_in_ledger(
             plan,
@@ -449,45 +560,44 @@ def write_outcomes(plan: RunPlan, outcomes: Sequence[PropertyOutcome]) -> None:
     )
 
 
-Labelled = Mapping[str, Mapping[str, tuple[Replay, ...]]]
-
-
 def screen_and_replay(
     plan: RunPlan,
     sides: Sequence[SideSpec],
     *,
-    client: DockerClient,
+    pool: Pool,
     progress: Progress | None,
-) -> tuple[Labelled, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
+) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
     """Screen every property K times per side, then replay those with signal until they
-    have N replays per side.
+    have N replays per side, each on the engine of its screening.
 
-    Returns the labels (K, or N replays per property), every property's oracle, the
-    screening, and the properties without signal already decided and written: their
-    evidence is complete after screening, so they are settled (their oracle digests
-    computed, decided, written) while the ones with signal replay.
+    Returns both phases as one outcome (K, or N replays per property; the engine of each
+    property; its raw folder), every property's oracle, the screening, and the properties
+    without signal already decided and written: their evidence is complete after
+    screening, so they are settled (their oracle digests computed, decided, written) while
+    the ones with signal replay.
     """
     options, pins = plan.options, plan.pins
     policy = plan.screen_policy
-    first = replay_sides(
+    first = run_sides(
         sides_plan(plan, replays=policy.screen),
         sides,
-        client=client,
         progress=progress,
         run_id=plan.run_id,
-        keep_raw=plan.run_dir / "raw",
+        keep_raw=plan.run_dir / RAW,
+        pool=pool,
     )
-    named = [property_id for property_id in first[BASE] if property_id != NO_TEST_REPORTED]
+    screened = first.labelled
+    named = [property_id for property_id in screened[BASE] if property_id != NO_TEST_REPORTED]
     inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay)
     # Only a property whose files differ between the sides can have a changed oracle: those
     # are sliced now, for the signal; the others only need their digests, later.
     oracle = compare_inputs({p: pair for p, pair in inputs.items() if not same_files(pair)})
-    screening = screen(policy, first, oracle, base=BASE, patch=PATCH)
+    screening = screen(policy, screened, oracle, base=BASE, patch=PATCH)
     unchanged = {p: pair for p, pair in inputs.items() if same_files(pair)}
-    quiet = [property_id for property_id in first[BASE] if property_id not in screening.signals]
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
+    quiet = [property_id for property_id in screened[BASE] if property_id not in screening.signals]
+    settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
     try:
-        settling = pool.submit(
+        settling = settler.submit(
             settle,
             plan,
             screened=first,
@@ -496,17 +606,17 @@ def screen_and_replay(
             screening=screening,
             quiet=quiet,
         )
-        labelled = replay_signals(plan, screening, first, sides, client=client, progress=progress)
+        outcome = replay_signals(plan, screening, first, sides, pool=pool, progress=progress)
         digests, settled = settling.result()
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    return labelled, {**digests, **oracle}, screening, settled
+        settler.shutdown(wait=False, cancel_futures=True)
+    return outcome, {**digests, **oracle}, screening, settled
 
 
 def settle(
     plan: RunPlan,
     *,
-    screened: Labelled,
+    screened: SidesOutcome,
     unchanged: Mapping[str, tuple[Sources, Sources]],
     oracle: Mapping[str, OracleChange],
     screening: Screening,
@@ -515,7 +625,15 @@ def settle(
     """The oracle digests of properties whose files are the same on both sides, and the
     properties without signal decided on their screening replays, their files written."""
     digests = compare_inputs(unchanged)
-    settled = decide_all(plan, screened, {**digests, **oracle}, screening, only=quiet)
+    settled = decide_all(
+        plan,
+        screened.labelled,
+        {**digests, **oracle},
+        screening,
+        only=quiet,
+        runners=screened.runners,
+        raw_dirs=screened.raw_dirs,
+    )
     write_outcomes(plan, settled)
     return digests, settled
 
@@ -523,54 +641,119 @@ def settle(
 def replay_signals(
     plan: RunPlan,
     screening: Screening,
-    screened: Mapping[str, Mapping[str, tuple[Replay, ...]]],
+    first: SidesOutcome,
     sides: Sequence[SideSpec],
     *,
-    client: DockerClient,
+    pool: Pool,
     progress: Progress | None,
-) -> dict[str, dict[str, tuple[Replay, ...]]]:
+) -> SidesOutcome:
     """The second phase: N - K replays of the properties with signal, longest first (their
-    screening replays and the recorded durations say how long), after their K."""
+    screening replays and the recorded durations say how long), each on the engine that
+    screened it, after their K. Its raw files join the screening's (:func:`raw_layout`)."""
+    screened = first.labelled
     if not screening.signals or screening.more == 0:
-        return combine(screened, {}, screening)
+        return replace(first, labelled=combine(screened, {}, screening))
     known = {**plan.scheduling.durations, **measured_durations(screened)}
     ordered = order_longest_first(list(screening.signals), known)
-    raw = plan.run_dir / "raw"
-    second_raw = plan.run_dir / "raw-replays"
     targeted = tuple(
         replace(side, targets=replay_targets(ordered, screened[side.name])) for side in sides
     )
-    try:
-        replayed = replay_sides(
-            sides_plan(plan, replays=screening.more, property_ids=ordered),
-            targeted,
-            client=client,
-            progress=progress,
-            run_id=plan.run_id,
-            keep_raw=second_raw,
-        )
-    finally:
-        # Replay k of a property's evidence is raw/<side>/replay-<k>.json: the second
-        # phase's come after the K screening ones.
-        renumber_raw(second_raw, raw, offset=screening.policy.screen)
-    return combine(screened, replayed, screening)
+    engine_of_runner: dict[str, int] = {}
+    for engine in pool.engines:
+        engine_of_runner.setdefault(engine.runner_id, engine.index)
+    engine_of = {p: engine_of_runner.get(first.runners.get(p, ""), 0) for p in ordered}
+    slots = [engine.slots for engine in pool.engines]
+    second = run_sides(
+        sides_plan(plan, replays=screening.more, property_ids=ordered),
+        targeted,
+        progress=progress,
+        run_id=plan.run_id,
+        keep_raw=plan.run_dir / RAW / SECOND_PHASE,
+        pool=replace(pool, durations=known),
+        batches=plan_batches_on(ordered, slots, known, engine_of),
+    )
+    attempts = tuple(
+        replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir)) for attempt in second.attempts
+    )
+    later = {p: second_phase_dir(raw_dir) for p, raw_dir in second.raw_dirs.items()}
+    dirs, links = raw_layout(
+        {p: first.raw_dirs.get(p, RAW) for p in later}, later, screen=screening.policy.screen
+    )
+    link_raw(plan.run_dir, links, sides=[side.name for side in sides])
+    drop_second_phase(plan.run_dir, keep=[attempt.raw_dir for attempt in attempts])
+    return SidesOutcome(
+        labelled=combine(screened, second.labelled, screening),
+        runners=first.runners,
+        raw_dirs={**first.raw_dirs, **dirs},
+        attempts=(*first.attempts, *attempts),
+        engines=combined_engines(first.engines, second.engines),
+    )
 
 
-def renumber_raw(source: Path, dest: Path, *, offset: int) -> None:
-    """Move ``source/<side>/replay-<k>.json`` to ``dest/<side>/replay-<k + offset>.json``
-    (other files keep their names), then remove ``source``."""
+def link_raw(run_dir: Path, links: Sequence[RawLink], *, sides: Sequence[str]) -> None:
+    """Give each link's replay files their place in its target folder (hard links: the
+    bytes are not copied; a copy where the file system refuses). Never overwrites."""
     from orchestrator.adapters.results import replay_file_name
 
-    if not source.is_dir():
+    for link in links:
+        for side in sides:
+            source = run_dir / link.source / side
+            if not source.is_dir():
+                continue
+            target = run_dir / link.target / side
+            target.mkdir(parents=True, exist_ok=True)
+            for path in sorted(source.iterdir()):
+                number = _replay_number(path.name)
+                if number is None or (link.upto is not None and number > link.upto):
+                    continue
+                dest = target / replay_file_name(number + link.offset)
+                if dest.exists():
+                    continue
+                try:
+                    os.link(path, dest)
+                except OSError:
+                    shutil.copyfile(path, dest)
+
+
+def drop_second_phase(run_dir: Path, *, keep: Sequence[str]) -> None:
+    """Remove ``raw/replays`` once its files were linked where they belong, but for the
+    folders of attempts (an engine that went away) that the run folder names."""
+    root = run_dir / RAW / SECOND_PHASE
+    if not root.is_dir():
         return
-    for side_dir in sorted(path for path in source.iterdir() if path.is_dir()):
-        target = dest / side_dir.name
-        target.mkdir(parents=True, exist_ok=True)
-        for path in sorted(side_dir.iterdir()):
-            number = _replay_number(path.name)
-            name = path.name if number is None else replay_file_name(number + offset)
-            path.replace(target / name)
-    shutil.rmtree(source, ignore_errors=True)
+    kept = {(run_dir / folder).resolve() for folder in keep}
+    if not kept:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir():
+        if entry.resolve() not in kept:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def combined_engines(
+    first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """Each engine as both phases saw it: its batches of both (the second's under
+    ``replays/``), the first phase's properties (it decided them), and the second phase's
+    status when that went wrong."""
+    later = {entry.get("url"): entry for entry in second}
+    engines = []
+    for entry in first:
+        merged = dict(entry)
+        again = later.get(entry.get("url"))
+        if again is not None:
+            merged["batches"] = [
+                *(entry.get("batches") or ()),
+                *(f"{SECOND_PHASE}/{key}" for key in again.get("batches") or ()),
+            ]
+            if merged.get("status") == "ok" and again.get("status") != "ok":
+                merged["status"], merged["detail"] = again.get("status"), again.get("detail")
+            merged["image_shipped"] = entry.get("image_shipped") or again.get("image_shipped")
+        engines.append(merged)
+    return tuple(engines)
 
 
 def _replay_number(name: str) -> int | None:
@@ -618,12 +801,16 @@ def record_in_ledger(
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
-        record_decision,
+        record_decision_once,
         record_run,
         write_flake_freeze_from_replay,
     )
 
-    fixture_bytes = plan.options.fixture.read_bytes() if plan.options.fixture is not None else None
+    # The run folder's copy (the bytes every replay read) when it was kept.
+    kept = plan.kept_fixture
+    if kept is not None and not kept.is_file():
+        kept = plan.options.fixture
+    fixture_bytes = kept.read_bytes() if kept is not None else None
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
     # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
@@ -641,13 +828,16 @@ def record_in_ledger(
         )
         for item in properties:
             evidence, decision = item.evidence, item.decision
+            event_id, new = record_decision_once(
+                store, evidence, decision, request.now, run_id=plan.run_id
+            )
             entry: dict[str, Any] = {
                 "property_id": evidence.property_id,
-                "decision_event": record_decision(
-                    store, evidence, decision, request.now, run_id=plan.run_id
-                ),
+                "decision_event": event_id,
             }
-            if decision.lane is Lane.INFRA_QUEUE:
+            if not new:  # a retried run: its first recording stands, with what came with it
+                entry["already_recorded"] = True
+            elif decision.lane is Lane.INFRA_QUEUE:
                 entry["infra_queue_id"] = queue_infra(
                     store, evidence, decision, request.now, run_id=plan.run_id
                 )

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import files
-from orchestrator.core.replay_run import PATCH, ReplayOptions
+from orchestrator.core.replay_run import FIXTURE_FILE, PATCH, ReplayOptions
 from orchestrator.errors import (
     ExitCode,
     InputError,
@@ -232,10 +232,11 @@ def replay_and_shrink(
 
 
 def move_run(outcome: ReplayOutcome, dest: Path) -> ReplayOutcome:
-    """Move a finished run's own files (not the fixtures beside them) into ``dest``."""
+    """Move a finished run's own files (not the fixtures beside them) into ``dest``; its
+    own copy of the fixture it read (``fixture.json``) goes with it."""
     source = outcome.plan.run_dir
     dest.mkdir(parents=True, exist_ok=True)
-    names = [RUN_LOG, SUMMARY, "raw"]
+    names = [RUN_LOG, SUMMARY, "raw", FIXTURE_FILE]
     for entry in outcome.report["decisions"]:
         names += [entry["evidence_file"], entry["decision_file"]]
     for name in names:

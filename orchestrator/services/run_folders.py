@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from orchestrator import files
-from orchestrator.core.reports.view import SIDES, RunDocuments, RunView, read_run
+from orchestrator.core.reports.view import SIDES, RunDocuments, RunView, raw_dir_of, read_run
 from orchestrator.errors import InputError, SchemaError
 
 SUMMARY = "summary.json"
@@ -60,17 +60,24 @@ def link_to(folder: Path, report_dir: Path) -> str:
     return "" if relative == "." else quote(relative) + "/"
 
 
-def _raw_documents(folder: Path) -> dict[str, Any]:
+def _raw_documents(folder: Path, summary: Any) -> dict[str, Any]:
+    """The raw replay files of every raw folder the summary names (``raw`` by default;
+    a run cut into batches or a merged folder names others, ``raw_dir`` per property)."""
+    entries = summary.get("decisions") if isinstance(summary, Mapping) else None
+    listed = entries if isinstance(entries, list) else []
+    raw_dirs = {"raw"} | {raw_dir_of(entry) for entry in listed}
     raw: dict[str, Any] = {}
-    for side in SIDES:
-        side_dir = folder / "raw" / side
-        if not side_dir.is_dir():
-            continue
-        for path in sorted(side_dir.glob("replay-*.json")):
-            try:
-                raw[f"raw/{side}/{path.name}"] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                raw[f"raw/{side}/{path.name}"] = None  # linked, shown as unreadable
+    for raw_dir in sorted(raw_dirs):
+        for side in SIDES:
+            side_dir = folder / raw_dir / side
+            if not side_dir.is_dir():
+                continue
+            for path in sorted(side_dir.glob("replay-*.json")):
+                name = f"{raw_dir}/{side}/{path.name}"
+                try:
+                    raw[name] = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                    raw[name] = None  # linked, shown as unreadable
     return raw
 
 
@@ -111,7 +118,7 @@ def read_documents(folder: Path) -> RunDocuments:
         run_log=run_log,
         evidence=evidence,
         decisions=decisions,
-        raw=_raw_documents(folder),
+        raw=_raw_documents(folder, summary),
     )
 
 

@@ -10,8 +10,14 @@ python, named by its label, else ``python3``), N fresh replays per container sta
 pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 (``isolation="container"``).
 Labels come from the result files and the engine's facts
-(:mod:`orchestrator.adapters.results`). Containers and folders are always
+(:mod:`orchestrator.adapters.results`). Containers, volumes and folders are always
 removed, also on a second Ctrl-C.
+
+A run may use a pool of engines (:mod:`orchestrator.services.engines`): the
+properties are cut into batches (:func:`orchestrator.core.pool.plan_batches`), both
+sides of a batch run on one engine, and :mod:`orchestrator.services.dispatch` runs the
+batches on the engines' lanes and queues again, once, what an engine that went away
+did not finish. Without a pool the run is one batch on one engine, as before.
 
 The engine is reached through :mod:`orchestrator.adapters.docker` only, and its
 failures arrive as :class:`~orchestrator.errors.EngineError`: they become the
@@ -33,12 +39,12 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import orchestrator
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.results import read_replay_files, replay_file_name
@@ -50,6 +56,7 @@ from orchestrator.core.labels import (
     mark_image_mismatch,
     nodeids_seen,
 )
+from orchestrator.core.pool import RAW, Batch, narrow_targets, plan_batches
 from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.errors import (
     EngineError,
@@ -61,6 +68,22 @@ from orchestrator.errors import (
 )
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
+from orchestrator.services.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
+from orchestrator.services.engines import (
+    DURATIONS,
+    FIXTURE,
+    OUT,
+    PROBE_ROOT,
+    SRC,
+    TREE,
+    DockerEngine,
+    Inputs,
+    Pool,
+    Staging,
+    probe_package,
+    single_pool,
+    write_tar,
+)
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -77,12 +100,8 @@ INTERNAL_ERROR_FILE = "internal-error.txt"  # its traceback, under keep_raw/<sid
 STARTUP_SLACK_S = 15.0
 PER_REPLAY_SLACK_S = 2.0
 
-SRC = "/src"
-TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
-OUT = "/replay/out"
-FIXTURE = "/replay/fixture.json"
-DURATIONS = "/replay/durations.json"  # recorded durations, for splitting across workers
-PROBE_ROOT = "/opt/orchestrator"
+# The container's paths live in services.engines; kept importable from here.
+__all__ = ["DURATIONS", "FIXTURE", "OUT", "PROBE_ROOT", "SRC", "TREE"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -128,6 +147,7 @@ class ReplayPlan:
     memory: str = "512m"
     pids: int = 256
     cpus: float = 1.0
+    tmp_size: str = "64m"  # the /tmp tmpfs
     # pytest workers per replay (the driver's --workers), and the recorded durations they
     # split the tests by (core.schedule); limits are the caller's to scale with jobs.
     jobs: int = 1
@@ -154,13 +174,20 @@ def side_targets(plan: ReplayPlan, side: SideSpec) -> tuple[str, ...]:
 
 
 def driver_command(
-    plan: ReplayPlan, replays: int, property_ids: Sequence[str] | None = None
+    plan: ReplayPlan,
+    replays: int,
+    property_ids: Sequence[str] | None = None,
+    *,
+    out: str = OUT,
+    tree: str = TREE,
 ) -> list[str]:
     """The container's command: the probe driver, N replays of the pytest arguments
-    (``property_ids``: the side's own, default the plan's), HOME made in the tmpfs (and,
-    with ``writable_tree``, a fresh copy of the tree before each replay). Pure."""
+    (``property_ids``: the side's own, default the plan's; ``out``: where the results go
+    in the container; ``tree``: where the read-only tree is mounted), HOME made in the
+    tmpfs (and, with ``writable_tree``, a fresh copy of the tree before each replay).
+    Pure."""
     made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
-    copy = ["--copy-tree", f"{TREE}:{SRC}"] if plan.writable_tree else []
+    copy = ["--copy-tree", f"{tree}:{SRC}"] if plan.writable_tree else []
     return [
         plan.interpreter or "python3",
         "-m",
@@ -170,7 +197,7 @@ def driver_command(
         "--timeout",
         f"{plan.timeout_s:g}",
         "--out",
-        OUT,
+        out,
         "--seed",
         str(plan.seed),
         *(("--workers", str(plan.jobs)) if plan.jobs > 1 else ()),
@@ -253,6 +280,98 @@ def writable_tree_tmpfs(tree: Path) -> str:
     return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
 
 
+def side_mounts(
+    tree: Path,
+    out_dir: Path,
+    fixture_copy: Path | None,
+    *,
+    writable_tree: bool = False,
+    durations_copy: Path | None = None,
+) -> list[docker_adapter.Mount]:
+    """What a side's container sees: its tree (read-only) at SRC (with ``writable_tree``
+    at TREE, copied to SRC per replay), the probe beside it, the folder the driver writes
+    its results into, the fixture and the recorded durations (read-only)."""
+    mounts = [
+        docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
+        docker_adapter.Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
+        docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
+    ]
+    if fixture_copy is not None:
+        mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
+    if durations_copy is not None:
+        mounts.append(docker_adapter.Mount(source=durations_copy, target=DURATIONS))
+    return mounts
+
+
+def side_container_config(
+    plan: ReplayPlan,
+    side: SideSpec,
+    *,
+    tree: Path,
+    out_dir: Path,
+    fixture_copy: Path | None,
+    pythonpath: Sequence[str],
+    name: str,
+    labels: Mapping[str, str],
+    replays: int,
+    command: Sequence[str] | None = None,
+    targets: Sequence[str] | None = None,
+    staging: Staging | None = None,
+    durations_copy: Path | None = None,
+) -> dict[str, Any]:
+    """The one builder of a side's container (``replay`` and ``reproduce`` both use it):
+    the pinned image, the mounts, only the replay's environment (``pythonpath``: the side's
+    import roots), the limits, the tmpfs a writable tree is copied into, no network; with
+    ``plan.jobs`` above 1 the driver's ``--workers`` and the durations they split by
+    (``durations_copy``, or the staging's). ``command`` replaces the driver's
+    (``reproduce`` runs the driver with ``docker exec`` in a container that idles, so that
+    it can be kept for more)."""
+    if staging is None:  # bind mounts of this machine's folders
+        mounts = side_mounts(
+            tree,
+            out_dir,
+            fixture_copy,
+            writable_tree=plan.writable_tree,
+            durations_copy=durations_copy,
+        )
+        out, tree_path = OUT, TREE
+        scratch_volumes: tuple[str, ...] = ()
+    else:  # the engine's own way in: bind mounts, or volumes on an engine elsewhere
+        out, tree_path = staging.out_path, staging.tree_path
+        tree_target = tree_path if plan.writable_tree else SRC
+        mounts = staging.mounts(side.name, out_dir, tree_target=tree_target)
+        scratch_volumes = staging.scratch_volumes
+    if command is None:
+        selected = side_targets(plan, side) if targets is None else targets
+        command = driver_command(plan, replays, selected, out=out, tree=tree_path)
+    return docker_adapter.container_config(
+        image_id=plan.image_id,
+        name=name,
+        command=command,
+        mounts=mounts,
+        environment=replay_environment(plan, pythonpath),
+        labels=labels,
+        limits=plan_limits(plan),
+        tmpfs={SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {},
+        scratch_volumes=scratch_volumes,
+    )
+
+
+def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
+    return docker_adapter.Limits(
+        memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size
+    )
+
+
+def private_fixture(folder: Path, data: bytes) -> Path:
+    """The fixture's bytes as one world-readable file in ``folder`` (a private scratch
+    folder): the container's user reads it whatever the original's mode."""
+    copy = folder / "fixture.json"
+    copy.write_bytes(data)
+    copy.chmod(0o644)
+    return copy
+
+
 def side_deadline_s(plan: ReplayPlan, replays: int) -> float:
     """Our own bound on one container: its replays x --timeout plus start-up slack. Pure."""
     return replays * (plan.timeout_s + PER_REPLAY_SLACK_S) + STARTUP_SLACK_S
@@ -317,7 +436,8 @@ class _DeferredSignals:
 
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """While sides run, SIGTERM (a CI cancelling the job) cleans up like Ctrl-C."""
+    """While sides run (or a replay is reproduced), SIGTERM (a CI cancelling the job) cleans
+    up like Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -332,24 +452,79 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SidesOutcome:
+    """What :func:`run_sides` produced: the labels (as :func:`replay_sides` returns them),
+    which engine decided each property, the attempts that are not results, the pool."""
+
+    labelled: dict[str, dict[str, tuple[Replay, ...]]]
+    runners: Mapping[str, str]  # property id -> runner id of the engine that ran it
+    raw_dirs: Mapping[str, str]  # property id -> its raw folder in the run folder
+    attempts: tuple[AttemptRecord, ...] = ()
+    engines: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptRecord:
+    """A batch's attempt on an engine that stopped answering, labelled, for the run folder."""
+
+    batch: str
+    engine: str  # its URL
+    runner_id: str
+    raw_dir: str
+    labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]]  # side -> property -> replays
+
+    def to_json(self) -> dict[str, Any]:
+        properties = sorted({p for per_side in self.labelled.values() for p in per_side})
+        return {
+            "batch": self.batch,
+            "engine": self.engine,
+            "runner_id": self.runner_id,
+            "raw_dir": self.raw_dir,
+            "properties": [
+                {
+                    "property_id": property_id,
+                    **{
+                        f"{side}_labels": [r.label for r in per_side.get(property_id, ())]
+                        for side, per_side in self.labelled.items()
+                    },
+                    **{
+                        f"{side}_reasons": [r.reason for r in per_side.get(property_id, ())]
+                        for side, per_side in self.labelled.items()
+                    },
+                }
+                for property_id in properties
+            ],
+        }
+
+
 @dataclass
 class _Run:
     """Shared state of one replay_sides call."""
 
     plan: ReplayPlan
-    client: DockerClient
+    sides: tuple[SideSpec, ...]
+    pool: Pool
     owner: docker_adapter.Owner
     progress: Progress | None
     keep_raw: Path | None
+    single: bool  # one batch: raw files and container names as before pools
     cancelled: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)  # exports may go
     live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
     fixture_copy: Path | None = None
     durations_copy: Path | None = None
     scratch: list[Path] = field(default_factory=list)
-    # Written by the side threads, read after they finished.
+    # Written by the export and engine threads, read after they finished.
+    trees: dict[str, Path] = field(default_factory=dict)
+    tars: dict[str, Path] = field(default_factory=dict)
+    probe_tar: Path | None = None
     failures: dict[str, OrchestratorError] = field(default_factory=dict)
     internal_errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
+    progress_lock: threading.Lock = field(default_factory=threading.Lock)
+    done_per_side: dict[str, int] = field(default_factory=dict)
+    batches: int = 1
 
     def make_scratch(self, purpose: str) -> Path:
         folder = git_adapter.make_scratch(purpose)
@@ -363,47 +538,69 @@ class _Run:
             if folder in self.scratch:
                 self.scratch.remove(folder)
 
+    def raw_root(self, batch: Batch) -> Path | None:
+        """Where a batch's raw replay files are kept (``keep_raw`` itself for one batch)."""
+        if self.keep_raw is None:
+            return None
+        return (
+            self.keep_raw if batch.raw_dir(single=self.single) == RAW else self.keep_raw / batch.key
+        )
+
+    def note_progress(self, side: str, number: int) -> None:
+        if self.progress is None:
+            return
+        if self.batches == 1:
+            self.progress(side, number, self.plan.replays)
+            return
+        total = self.plan.replays * self.batches
+        with self.progress_lock:
+            self.done_per_side[side] = self.done_per_side.get(side, 0) + 1
+            done = min(self.done_per_side[side], total)  # a batch run again counts once
+        self.progress(side, done, total)
+
 
 def _run_container(
     run: _Run,
+    *,
+    engine: DockerEngine,
+    staging: Staging,
+    batch: Batch,
     side: SideSpec,
-    tree: Path,
     unit_index: int,
     numbers: tuple[int, ...],
-    *,
     pythonpath: Sequence[str],
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
-    """One container's life: create, start, follow, wait to our deadline, remove; then
-    read the results it left."""
-    plan = run.plan
+    """One container's life: create, start, follow, wait to our deadline, collect, remove;
+    then read the results it left."""
+    plan = replace(run.plan, property_ids=batch.property_ids) if batch.property_ids else run.plan
     out_dir = run.make_scratch("out")
     try:
         out_dir.chmod(0o777)  # written by the container's uid 1000
-        tmpfs = {SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {}
-        mounts = [
-            docker_adapter.Mount(source=tree, target=TREE if plan.writable_tree else SRC),
-            docker_adapter.Mount(
-                source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
-            ),
-            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
-        ]
-        if run.fixture_copy is not None:
-            mounts.append(docker_adapter.Mount(source=run.fixture_copy, target=FIXTURE))
-        if run.durations_copy is not None:
-            mounts.append(docker_adapter.Mount(source=run.durations_copy, target=DURATIONS))
-        config = docker_adapter.container_config(
-            image_id=plan.image_id,
-            name=container_name(run.owner.run_id, side.name, unit_index),
-            command=driver_command(plan, len(numbers), side_targets(plan, side)),
-            mounts=mounts,
-            environment=replay_environment(plan, pythonpath),
+        config = side_container_config(
+            plan,
+            side,
+            tree=run.trees[side.name],
+            out_dir=out_dir,
+            fixture_copy=run.fixture_copy,
+            pythonpath=pythonpath,
+            name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
             labels=run.owner.labels(side.name),
-            limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
-            tmpfs=tmpfs,
+            replays=len(numbers),
+            targets=_batch_targets(run, batch, side),
+            staging=staging,
         )
         tail = LineTail()
         try:
-            facts = _observe(run, side.name, config, numbers, tail)
+            facts = _observe(
+                run,
+                engine=engine,
+                staging=staging,
+                side=side.name,
+                config=config,
+                numbers=numbers,
+                out_dir=out_dir,
+                tail=tail,
+            )
         except docker_adapter.Cancelled:
             facts = ContainerFacts(cancelled=True, message="interrupted before start")
         except EngineError as error:
@@ -412,6 +609,7 @@ def _run_container(
             log.info(
                 "container.facts",
                 side=side.name,
+                engine=engine.url,
                 exit_code=facts.exit_code,
                 oom_killed=facts.oom_killed,
                 engine_error=facts.engine_error,
@@ -419,8 +617,9 @@ def _run_container(
                 output_tail=list(tail.lines)[-10:],
             )
         files = read_replay_files(out_dir, len(numbers))
-        if run.keep_raw is not None:
-            _keep_raw(out_dir, run.keep_raw / side.name, numbers)
+        raw_root = run.raw_root(batch)
+        if raw_root is not None:
+            _keep_raw(out_dir, raw_root / side.name, numbers)
         # Renumber: with one container per replay, each writes its own replay-001.json.
         return [
             (replace(replay_file, replay=number), facts)
@@ -430,23 +629,49 @@ def _run_container(
         run.drop_scratch(out_dir)
 
 
+def _batch_targets(run: _Run, batch: Batch, side: SideSpec) -> tuple[str, ...]:
+    """What pytest is handed on one side of one batch: the side's own targets for a run
+    of one batch, else those of the batch's properties. Pure."""
+    if not batch.property_ids or batch.property_ids == run.plan.property_ids:
+        return side_targets(run.plan, side)
+    return narrow_targets(side.targets, batch.property_ids) or batch.property_ids
+
+
+def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
+    """The side's part of a container name: the side, after the batch when there are several."""
+    return side.name if run.single and batch.attempt == 1 else f"{batch.key}-{side.name}"
+
+
 def _observe(
     run: _Run,
+    *,
+    engine: DockerEngine,
+    staging: Staging,
     side: str,
     config: Mapping[str, Any],
     numbers: tuple[int, ...],
+    out_dir: Path,
     tail: Callable[[str], None],
 ) -> ContainerFacts:
-    """Run one container to its end (or our deadline) and return the engine's facts."""
+    """Run one container to its end (or our deadline), collect its result files, and
+    return the engine's facts."""
     entered = time.monotonic()
     with docker_adapter.Container(
-        run.client, config, live=run.live, cancelled=run.cancelled
+        engine.client,
+        config,
+        live=run.live,
+        cancelled=run.cancelled,
+        before_start=staging.before_start,
     ) as container:
         started = time.monotonic()
         container.follow_logs(_line_handler(run, side, numbers, tail))
         exit_ = container.wait(deadline=started + side_deadline_s(run.plan, len(numbers)))
         exited = time.monotonic()
         facts = container.facts(exit_)
+        try:
+            staging.collect(container, out_dir)
+        except EngineError as error:  # the results are on an engine that failed us
+            facts = replace(facts, engine_error=error.reason, message=error.message)
         log.debug(
             "container.timing",
             side=side,
@@ -473,10 +698,10 @@ def _line_handler(
     def handle(line: str) -> None:
         tail(line)
         match = PROGRESS_LINE.match(line.strip())
-        if match and run.progress is not None:
+        if match:
             done_in_unit = int(match.group(1))
             if 1 <= done_in_unit <= len(numbers):
-                run.progress(side, numbers[done_in_unit - 1], run.plan.replays)
+                run.note_progress(side, numbers[done_in_unit - 1])
 
     return handle
 
@@ -489,58 +714,114 @@ def _keep_raw(out_dir: Path, dest: Path, numbers: tuple[int, ...]) -> None:
             shutil.copyfile(source, dest / replay_file_name(number))
 
 
-def _run_side(
-    run: _Run,
-    side: SideSpec,
-    results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
-    finished: threading.Event,
+def _export_side(
+    run: _Run, side: SideSpec, ready: threading.Event, finished: threading.Event
 ) -> None:
-    """Export the side's sources (in parallel with the other sides), then run its containers."""
-    try:
-        _run_side_inner(run, side, results)
-    finally:
-        finished.set()  # only after the sources are removed
-
-
-def _run_side_inner(
-    run: _Run,
-    side: SideSpec,
-    results: dict[str, list[tuple[ReplayFile, ContainerFacts]]],
-) -> None:
-    observed: list[tuple[ReplayFile, ContainerFacts]] = []
+    """Export the side's sources (in parallel with the other sides) and keep them until
+    the run is done; for the volume path also as a tar."""
     try:
         with git_adapter.checkout(
             side.repo, side.rev, mutant=side.mutant, tests=side.tests
         ) as tree:
-            pythonpath = side.pythonpath
-            if pythonpath is None:
-                pythonpath = tree_pythonpath(tree, run.plan.extra_pythonpath).entries
-            for unit_index, numbers in enumerate(container_units(run.plan), start=1):
-                if run.cancelled.is_set():
-                    facts = ContainerFacts(cancelled=True, message="interrupted before start")
-                    observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
-                    continue
-                observed.extend(
-                    _run_container(run, side, tree, unit_index, numbers, pythonpath=pythonpath)
-                )
-    except EngineError as error:  # the engine failed us outside a container's life
-        log.error("side.failed", side=side.name, reason=error.reason, error=error.message)
-        _fill_missing(
-            run, observed, ContainerFacts(engine_error=error.reason, message=error.message)
-        )
+            run.trees[side.name] = tree
+            if run.pool.volumes:
+                run.tars[side.name] = write_tar(tree, run.make_scratch("tar") / "src.tar")
+            ready.set()
+            while not run.done.wait(timeout=0.5):
+                pass
     except OrchestratorError as error:
         # Bad input (a mutant that does not apply: exit 2) or git failing on good input
         # (exit 3): no label, the run ends with this error once everything is removed.
         run.failures[side.name] = error
         run.cancelled.set()
     except Exception as error:  # the tool's own fault: never an engine label, never silent
-        what = f"{type(error).__name__}: {one_line(error)}"
-        kept = _keep_traceback(run, side.name, traceback.format_exc())
-        log.error("side.internal_error", side=side.name, error=what, traceback_file=kept)
-        run.internal_errors[side.name] = (what, kept)
+        _internal_error(run, side.name, error, run.keep_raw)
+    finally:
+        ready.set()
+        finished.set()  # only after the sources are removed
+
+
+def _internal_error(run: _Run, side: str, error: BaseException, raw_root: Path | None) -> None:
+    what = f"{type(error).__name__}: {one_line(error)}"
+    kept = _keep_traceback(raw_root, side, traceback.format_exc())
+    log.error("side.internal_error", side=side, error=what, traceback_file=kept)
+    run.internal_errors.setdefault(side, (what, kept))
+    run.cancelled.set()  # the run ends in InternalError: stop the other sides early
+
+
+def _run_side_job(
+    run: _Run, engine: DockerEngine, staging: Staging, batch: Batch, side: SideSpec
+) -> list[tuple[ReplayFile, ContainerFacts]]:
+    """One side of one batch on one engine: its containers, one after another; every
+    replay gets a (file, facts) pair whatever happens."""
+    observed: list[tuple[ReplayFile, ContainerFacts]] = []
+    try:
+        pythonpath = side.pythonpath
+        if pythonpath is None:
+            pythonpath = tree_pythonpath(run.trees[side.name], run.plan.extra_pythonpath).entries
+        for unit_index, numbers in enumerate(container_units(run.plan), start=1):
+            if run.cancelled.is_set():
+                facts = ContainerFacts(cancelled=True, message="interrupted before start")
+                observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
+                continue
+            observed.extend(
+                _run_container(
+                    run,
+                    engine=engine,
+                    staging=staging,
+                    batch=batch,
+                    side=side,
+                    unit_index=unit_index,
+                    numbers=numbers,
+                    pythonpath=pythonpath,
+                )
+            )
+    except EngineError as error:  # the engine failed us outside a container's life
+        log.error("side.failed", side=side.name, reason=error.reason, error=error.message)
+        _fill_missing(
+            run, observed, ContainerFacts(engine_error=error.reason, message=error.message)
+        )
+    except OrchestratorError as error:
+        run.failures[side.name] = error
+        run.cancelled.set()
+        _fill_missing(run, observed, ContainerFacts(cancelled=True, message=error.message))
+    except Exception as error:  # the tool's own fault: never an engine label, never silent
+        _internal_error(run, side.name, error, run.raw_root(batch))
+        what = run.internal_errors[side.name][0]
         _fill_missing(run, observed, ContainerFacts(engine_error=INTERNAL_ERROR, message=what))
-        run.cancelled.set()  # the run ends in InternalError: stop the other sides early
-    results[side.name] = observed
+    return observed
+
+
+def _run_batch(run: _Run, engine: DockerEngine, batch: Batch, staging: Staging) -> SideResults:
+    """Both (all) sides of a batch on one engine: at once when it has a slot for each,
+    else one after another - and then a side whose engine went away ends the batch."""
+    results: SideResults = {}
+    if engine.slots >= 2 and len(run.sides) > 1:
+        threads = [
+            threading.Thread(
+                target=lambda s=side: results.__setitem__(
+                    s.name, _run_side_job(run, engine, staging, batch, s)
+                ),
+                name=f"{batch.key}-{side.name}",
+            )
+            for side in run.sides
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+    for side in run.sides:
+        if engine_gone_in(results) and not engine.answers():
+            facts = ContainerFacts(engine_error="engine_gone", message="the engine went away")
+            results[side.name] = _missing(run, facts)
+            continue
+        results[side.name] = _run_side_job(run, engine, staging, batch, side)
+    return results
+
+
+def _missing(run: _Run, facts: ContainerFacts) -> list[tuple[ReplayFile, ContainerFacts]]:
+    return [(ReplayFile(replay=n, state="missing"), facts) for n in range(1, run.plan.replays + 1)]
 
 
 def _fill_missing(
@@ -555,14 +836,14 @@ def _fill_missing(
     )
 
 
-def _keep_traceback(run: _Run, side: str, text: str) -> str | None:
-    """Write a side's traceback to ``keep_raw/<side>/internal-error.txt``; where it went.
+def _keep_traceback(raw_root: Path | None, side: str, text: str) -> str | None:
+    """Write a side's traceback to ``<raw>/<side>/internal-error.txt``; where it went.
 
-    Without ``keep_raw``, or when that write fails too (the disk that broke the side
+    Without a raw folder, or when that write fails too (the disk that broke the side
     may be full), the traceback goes to the log instead and ``None`` is returned.
     """
-    if run.keep_raw is not None:
-        path = run.keep_raw / side / INTERNAL_ERROR_FILE
+    if raw_root is not None:
+        path = raw_root / side / INTERNAL_ERROR_FILE
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -597,13 +878,11 @@ class SideInternalError(InternalError):
 def _copy_fixture(run: _Run, fixture: Path) -> Path:
     """One private, world-readable copy for every side: the user's file may be private
     (0600) or change while the run goes on, and both sides must read the same bytes."""
-    copy = run.make_scratch("fixture") / "fixture.json"
     try:
-        shutil.copyfile(fixture, copy)
+        data = fixture.read_bytes()
     except OSError as error:
         raise InputError(f"{fixture}: cannot read the fixture ({error.strerror})") from None
-    copy.chmod(0o644)
-    return copy
+    return private_fixture(run.make_scratch("fixture"), data)
 
 
 def _copy_durations(run: _Run, durations: Path) -> Path | None:
@@ -626,16 +905,21 @@ def replay_sides(
     progress: Progress | None = None,
     run_id: str | None = None,
     keep_raw: Path | None = None,
+    pool: Pool | None = None,
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
     """Side name -> property id -> one :class:`Replay` per replay.
 
     All sides run at the same time, each in hermetic containers from
     ``plan.image_id`` (never pulled). With no ``property_ids`` every test node id
     any replay reported is a property. ``keep_raw`` keeps a copy of each side's
-    raw ``replay-<k>.json`` files under ``keep_raw/<side>/``. Containers and
-    exported sources are always removed; a Ctrl-C raises :class:`Interrupted`
-    after cleanup (a second Ctrl-C during cleanup is deferred, and from then on SIGINT
-    and SIGTERM are ignored: the caller is on its way out).
+    raw ``replay-<k>.json`` files under ``keep_raw/<side>/`` (``keep_raw/<batch>/<side>/``
+    when the run is cut into batches). Containers, volumes and exported sources are
+    always removed; a Ctrl-C raises :class:`Interrupted` after cleanup (a second Ctrl-C
+    during cleanup is deferred, and from then on SIGINT and SIGTERM are ignored: the
+    caller is on its way out).
+
+    ``pool`` spreads the properties over several engines (:func:`run_sides`); without
+    it the run is one batch on ``client`` (or the engine at ``DOCKER_HOST``).
 
     Engine failures are labels (``harness_error`` with the engine's reason). After
     cleanup, a side's bad input raises its :class:`InputError` (exit 2), git failing
@@ -643,54 +927,112 @@ def replay_sides(
     failure of a side :class:`SideInternalError` (exit 3), its traceback kept under
     ``keep_raw/<side>/internal-error.txt``.
     """
+    return run_sides(
+        plan,
+        sides,
+        client=client,
+        progress=progress,
+        run_id=run_id,
+        keep_raw=keep_raw,
+        pool=pool,
+    ).labelled
+
+
+def run_sides(
+    plan: ReplayPlan,
+    sides: Sequence[SideSpec],
+    *,
+    client: DockerClient | None = None,
+    progress: Progress | None = None,
+    run_id: str | None = None,
+    keep_raw: Path | None = None,
+    pool: Pool | None = None,
+    batches: Sequence[Batch] | None = None,
+) -> SidesOutcome:
+    """:func:`replay_sides`, with what a pool adds: which engine ran each property, the
+    attempts of engines that went away, and how each engine fared. ``batches`` are the
+    plan's properties already cut (default: :func:`~orchestrator.core.pool.plan_batches`
+    by the pool's durations)."""
     validate_plan(plan, sides)
-    if client is None:
-        client = docker_adapter.connect(os.environ)
+    if pool is None:
+        if client is None:
+            client = docker_adapter.connect(os.environ)
+        pool = single_pool(
+            client, url=docker_adapter.engine_url(os.environ), runner_id=plan.runner_id
+        )
     if plan.interpreter is None:
-        plan = replace(plan, interpreter=interpreter_of(client, plan.image_id))
+        plan = replace(plan, interpreter=interpreter_of(pool.first.client, plan.image_id))
     run_id = run_id or new_run_id()
     owner = docker_adapter.Owner.current(run_id)
-    docker_adapter.sweep_leftovers(client, host=owner.host)
+    for engine in pool.engines:
+        try:
+            engine.sweep(owner.host)
+        except EngineError:
+            if engine.index == 0:
+                raise
+            log.warning("engine.sweep_failed", engine=engine.url)
     git_adapter.sweep_scratch(docker_adapter.pid_alive)
 
+    if batches is None:
+        batches = plan_batches(
+            plan.property_ids, [engine.slots for engine in pool.engines], pool.durations
+        )
+    if not batches:
+        raise ValueError("run_sides needs at least one batch")
     run = _Run(
         plan=plan,
-        client=client,
+        sides=tuple(sides),
+        pool=pool,
         owner=owner,
         progress=progress,
         keep_raw=keep_raw,
+        single=len(batches) == 1,
+        batches=len(batches),
     )
-    results: dict[str, list[tuple[ReplayFile, ContainerFacts]]] = {}
     interrupted = False
-    # Completion is tracked with events, not Thread.join: a join interrupted by Ctrl-C can
-    # leave the thread looking finished while it still cleans up (CPython bpo-45274).
-    finished = {side.name: threading.Event() for side in sides}
-    started: list[threading.Event] = []  # only sides whose thread runs can finish
+    exported = {side.name: (threading.Event(), threading.Event()) for side in sides}
+    started: list[threading.Event] = []  # only threads that run can finish
+    dispatcher: Dispatcher[DockerEngine] | None = None
     try:
         if plan.fixture is not None:
             run.fixture_copy = _copy_fixture(run, plan.fixture)
         if plan.jobs > 1 and plan.durations is not None:
             run.durations_copy = _copy_durations(run, plan.durations)
+        if pool.volumes:
+            run.probe_tar = write_tar(
+                probe_package(), run.make_scratch("probe") / "probe.tar", arcname="orchestrator"
+            )
         with _terminate_as_interrupt():
             for side in sides:
+                ready, finished = exported[side.name]
                 threading.Thread(
-                    target=_run_side,
-                    args=(run, side, results, finished[side.name]),
-                    name=f"side-{side.name}",
+                    target=_export_side, args=(run, side, ready, finished), name=f"src-{side.name}"
                 ).start()
-                started.append(finished[side.name])
-            for event in started:
-                while not event.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
+                started.append(finished)
+            for ready, _ in exported.values():
+                while not ready.wait(timeout=0.5):  # short waits keep Ctrl-C deliverable
+                    pass
+            dispatcher = _dispatcher(run, batches)
+            if not run.cancelled.is_set():
+                dispatcher.start()
+                started.extend(dispatcher.finished)
+            for event in dispatcher.finished:
+                while not event.wait(timeout=0.5):
                     pass
     except KeyboardInterrupt:
         interrupted = True
     finally:
         with _DeferredSignals(interrupted=interrupted) as deferred:
-            if not all(event.is_set() for event in started):
+            engines_done = dispatcher.finished if dispatcher is not None else []
+            if not all(event.is_set() for event in engines_done):
                 run.cancelled.set()
                 run.live.kill_all()
-                for event in started:
+                for event in engines_done:
                     event.wait(timeout=60)
+            run.done.set()
+            for _, finished in exported.values():
+                if finished in started:
+                    finished.wait(timeout=60)
             run.live.remove_all()
             for folder in list(run.scratch):
                 run.drop_scratch(folder)
@@ -700,12 +1042,145 @@ def replay_sides(
     for side in sides:
         if side.name in run.failures:
             raise run.failures[side.name]
-    labelled = _label_sides(plan, sides, results)
-    for side in sides:
-        if side.name in run.internal_errors:
-            what, kept = run.internal_errors[side.name]
-            raise SideInternalError(internal_error_message(side.name, what, kept), labelled)
-    return labelled
+    assert dispatcher is not None
+    dispatched = dispatcher.outcome() if dispatcher.finished else _not_dispatched(run, batches)
+    outcome = _outcome(run, dispatched)
+    broken = [side.name for side in sides if side.name in run.internal_errors]
+    broken += [name for name in run.internal_errors if name not in broken]
+    if broken:
+        what, kept = run.internal_errors[broken[0]]
+        raise SideInternalError(internal_error_message(broken[0], what, kept), outcome.labelled)
+    return outcome
+
+
+def _not_dispatched(run: _Run, batches: Sequence[Batch]) -> Dispatched:
+    """No batch ran (an export failed in the tool): its side's replays are internal errors."""
+    finals = []
+    for batch in batches:
+        results: SideResults = {}
+        for side in run.sides:
+            if side.name in run.internal_errors:
+                what = run.internal_errors[side.name][0]
+                facts = ContainerFacts(engine_error=INTERNAL_ERROR, message=what)
+            else:
+                facts = ContainerFacts(cancelled=True, message="interrupted before start")
+            results[side.name] = _missing(run, facts)
+        finals.append((batch, results))
+    return Dispatched(finals=tuple(finals), attempts=(), engines=())
+
+
+def _dispatcher(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+    pool = run.pool
+    inputs = Inputs(
+        trees=dict(run.trees),
+        probe=probe_package(),
+        fixture=run.fixture_copy,
+        durations=run.durations_copy,
+        tars=dict(run.tars),
+        probe_tar=run.probe_tar,
+    )
+
+    @contextlib.contextmanager
+    def prepare(engine: DockerEngine) -> Iterator[Staging]:
+        if engine.index > 0:
+            engine.hold_image(run.plan.image_id, pool.image_ref or run.plan.image_id, pool.first)
+        with engine.staging(
+            inputs, volumes=pool.volumes, owner=run.owner, image_id=run.plan.image_id
+        ) as staging:
+            yield staging
+
+    def on_internal_error(error: BaseException) -> None:
+        _internal_error(run, "engines", error, run.keep_raw)
+
+    return Dispatcher(
+        engines=pool.engines,
+        batches=batches,
+        prepare=prepare,
+        run_batch=lambda engine, batch, staging: _run_batch(run, engine, batch, staging),
+        unrun=lambda batch, facts: {side.name: _missing(run, facts) for side in run.sides},
+        cancelled=run.cancelled,
+        on_internal_error=on_internal_error,
+    )
+
+
+def _outcome(run: _Run, dispatched: Dispatched) -> SidesOutcome:
+    """Labels per side and property in the selection's order, from every batch."""
+    engines = run.pool.engines
+    labelled: dict[str, dict[str, tuple[Replay, ...]]] = {side.name: {} for side in run.sides}
+    runners: dict[str, str] = {}
+    raw_dirs: dict[str, str] = {}
+    decided_by: dict[int, int] = {}  # engine index -> properties it gave the labels of
+    finals = sorted(dispatched.finals, key=lambda item: item[0].key)
+    for batch, results in finals:
+        engine = engines[batch.engine]
+        batch_plan = replace(run.plan, property_ids=batch.property_ids, runner_id=engine.runner_id)
+        per_side = _label_sides(batch_plan, run.sides, results)
+        for side in run.sides:
+            labelled[side.name].update(per_side[side.name])
+        for property_id in per_side[run.sides[0].name]:
+            runners[property_id] = engine.runner_id
+            raw_dirs[property_id] = batch.raw_dir(single=run.single)
+        decided_by[batch.engine] = decided_by.get(batch.engine, 0) + len(
+            per_side[run.sides[0].name]
+        )
+    if run.plan.property_ids and len(finals) > 1:
+        # The selection's order, whichever batch ran a property; a parametrization goes
+        # where the function's id was named.
+        position = {p: index for index, p in enumerate(run.plan.property_ids)}
+
+        def rank(property_id: str) -> int:
+            named = position.get(property_id, position.get(property_id.split("[", 1)[0]))
+            return len(position) if named is None else named
+
+        labelled = {
+            side: {p: per_property[p] for p in sorted(per_property, key=rank)}
+            for side, per_property in labelled.items()
+        }
+    attempts = tuple(
+        AttemptRecord(
+            batch=attempt.batch.key,
+            engine=engines[attempt.batch.engine].url,
+            runner_id=engines[attempt.batch.engine].runner_id,
+            raw_dir=attempt.batch.raw_dir(single=run.single),
+            labelled=_label_sides(
+                replace(
+                    run.plan,
+                    property_ids=attempt.batch.property_ids,
+                    runner_id=engines[attempt.batch.engine].runner_id,
+                ),
+                run.sides,
+                attempt.results,
+            ),
+        )
+        for attempt in dispatched.attempts
+    )
+    described = [
+        {
+            "url": engines[item.index].url,
+            "runner_id": engines[item.index].runner_id,
+            "slots": engines[item.index].slots,
+            "status": item.status,
+            "detail": item.detail,
+            "batches": list(item.batches),
+            "properties": decided_by.get(item.index, 0),
+            "image_shipped": _shipped(engines[item.index]),
+        }
+        for item in dispatched.engines
+    ]
+    return SidesOutcome(
+        labelled=labelled,
+        runners=runners,
+        raw_dirs=raw_dirs,
+        attempts=attempts,
+        engines=tuple(described),
+    )
+
+
+def _shipped(engine: DockerEngine) -> dict[str, Any] | None:
+    shipped = engine.shipped
+    if shipped is None:
+        return None
+    return {"bytes": shipped.bytes, "seconds": round(shipped.seconds, 3)}
 
 
 def _label_sides(
@@ -744,3 +1219,141 @@ def new_run_id(now: float | None = None) -> str:
     """``YYYYmmddTHHMMSSZ-<6 hex>``: sortable, unique, safe in container names and paths."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     return f"{stamp}-{os.urandom(3).hex()}"
+
+
+# ---------------------------------------------------------------- collection
+
+COLLECT_FILE = "collected.json"
+COLLECT_PLUGIN = "orchestrator.probe.collect"
+
+
+def collect_command(plan: ReplayPlan) -> list[str]:
+    """``pytest --collect-only`` with the plugin that writes the node ids it found. Pure."""
+    return [
+        plan.interpreter or "python3",
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-p",
+        COLLECT_PLUGIN,
+        *pytest_arguments(plan.pytest_args, ()),
+    ]
+
+
+def collected_selection(found: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The node ids to replay from each side's ``replay-collect/1`` document, first side
+    first. A collector that failed on every side it appears on (a module that does not
+    import) is a property of its own, so that its failure is decided, not lost. Pure."""
+    items: dict[str, None] = {}
+    for doc in found:
+        for item in doc.get("items") or ():
+            if isinstance(item, str):
+                items.setdefault(item, None)
+    for doc in found:
+        for error in doc.get("errors") or ():
+            if not isinstance(error, str) or error in items:
+                continue
+            prefix = error.rstrip("/") + ("/" if not error.endswith(".py") else "::")
+            if error and not any(item.startswith(prefix) for item in items):
+                items.setdefault(error, None)
+    return tuple(items)
+
+
+def collect_tests(
+    plan: ReplayPlan, sides: Sequence[SideSpec], *, pool: Pool, run_id: str
+) -> tuple[str, ...]:
+    """Every test the command collects on any side, in one container per side (both at
+    once) on the pool's first engine (``pytest --collect-only``: nothing runs). What a
+    run is cut from when no ``--property`` names its tests."""
+    validate_plan(plan, sides)
+    engine = pool.first
+    if plan.interpreter is None:
+        plan = replace(plan, interpreter=interpreter_of(engine.client, plan.image_id))
+    # Only the first engine collects: bind mounts when it is this machine's.
+    volumes = pool.volumes and not engine.url.startswith("unix://")
+    owner = docker_adapter.Owner.current(run_id)
+    cancelled = threading.Event()
+    with contextlib.ExitStack() as stack:
+        scratch = git_adapter.make_scratch("collect")
+        stack.callback(git_adapter.remove_scratch, scratch)
+        trees = {
+            side.name: stack.enter_context(
+                git_adapter.checkout(side.repo, side.rev, mutant=side.mutant, tests=side.tests)
+            )
+            for side in sides
+        }
+        fixture = None
+        if plan.fixture is not None:
+            fixture = scratch / "fixture.json"
+            shutil.copyfile(plan.fixture, fixture)
+            fixture.chmod(0o644)
+        tars: dict[str, Path] = {}
+        probe_tar = None
+        if volumes:
+            tars = {name: write_tar(tree, scratch / f"{name}.tar") for name, tree in trees.items()}
+            probe_tar = write_tar(probe_package(), scratch / "probe.tar", arcname="orchestrator")
+        inputs = Inputs(
+            trees=trees, probe=probe_package(), fixture=fixture, tars=tars, probe_tar=probe_tar
+        )
+        staging = stack.enter_context(
+            engine.staging(inputs, volumes=volumes, owner=owner, image_id=plan.image_id)
+        )
+
+        def collect(side: SideSpec) -> Mapping[str, Any] | None:
+            out_dir = scratch / f"out-{side.name}"
+            out_dir.mkdir()
+            out_dir.chmod(0o777)  # written by the container's uid 1000
+            pythonpath = side.pythonpath
+            if pythonpath is None:
+                pythonpath = tree_pythonpath(trees[side.name], plan.extra_pythonpath).entries
+            config = docker_adapter.container_config(
+                image_id=plan.image_id,
+                name=container_name(run_id, f"collect-{side.name}", 1),
+                command=collect_command(plan),
+                mounts=staging.mounts(side.name, out_dir),
+                environment={
+                    **replay_environment(plan, pythonpath),
+                    # No driver makes HOME here: the tmpfs itself serves collection.
+                    "HOME": "/tmp",
+                    "TMPDIR": "/tmp",
+                    "REPLAY_COLLECT_OUT": f"{staging.out_path}/{COLLECT_FILE}",
+                },
+                labels=owner.labels(side.name),
+                limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
+                scratch_volumes=staging.scratch_volumes,
+            )
+            tail = LineTail()
+            with docker_adapter.Container(
+                engine.client, config, cancelled=cancelled, before_start=staging.before_start
+            ) as container:
+                container.follow_logs(tail)
+                exit_ = container.wait(deadline=time.monotonic() + side_deadline_s(plan, 1))
+                staging.collect(container, out_dir)
+            doc = _read_collected(out_dir / COLLECT_FILE)
+            if doc is None:
+                log.warning(
+                    "collect.failed",
+                    side=side.name,
+                    exit_code=exit_.status_code,
+                    output_tail=list(tail.lines)[-10:],
+                )
+            return doc
+
+        with ThreadPoolExecutor(max_workers=len(sides)) as workers:
+            running = [workers.submit(collect, side) for side in sides]
+            try:
+                found = [future.result() for future in running]
+            except BaseException:
+                cancelled.set()  # Ctrl-C or a failure: the other side stops at once
+                raise
+    return collected_selection([doc for doc in found if doc is not None])
+
+
+def _read_collected(path: Path) -> Mapping[str, Any] | None:
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("items"), list) else None

@@ -79,8 +79,14 @@ def test_a_fresh_ledger_is_created_at_head(ledger_url: str) -> None:
         assert ledger.schema_revision() == HEAD
         assert ledger.count_freezes() == 0
         assert ledger.events() == []
-    # The older table, kept for tools from before Alembic, says version 4 too.
-    assert [v for (v,) in stored(ledger_url, "SELECT version FROM schema_version")] == [1, 2, 3, 4]
+    # The older table, kept for tools from before Alembic, says version 5 too.
+    assert [v for (v,) in stored(ledger_url, "SELECT version FROM schema_version")] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
 
 
 def test_models_and_migrations_agree(ledger_url: str) -> None:
@@ -134,7 +140,7 @@ def test_a_version_1_ledger_from_before_alembic_is_upgraded_without_losing_a_row
         _token, claimed = ledger.claim_due(NOW + timedelta(days=8))
         assert outcome.freeze_id in {row.id for row in claimed}
     versions = stored(ledger_url, "SELECT version FROM schema_version ORDER BY version")
-    assert [v for (v,) in versions] == [1, 2, 3, 4]
+    assert [v for (v,) in versions] == [1, 2, 3, 4, 5]
     assert stored(ledger_url, "SELECT version_num FROM alembic_version") == [(HEAD,)]
     alembic_check(ledger_url)  # the upgraded ledger has exactly the models' shape
     # The append-only guard version 1 installed still holds.
@@ -153,7 +159,7 @@ def test_every_later_version_from_before_alembic_is_recognised(
         assert ledger.schema_revision() == HEAD
     assert legacy_ledger.snapshot(ledger_url) == before
     versions = stored(ledger_url, "SELECT version FROM schema_version ORDER BY version")
-    assert [v for (v,) in versions] == [1, 2, 3, 4]
+    assert [v for (v,) in versions] == [1, 2, 3, 4, 5]
     diffs = alembic_diffs(ledger_url)
     if backend == "sqlite" and version == 4:
         # That tool declared the claims' foreign key inline; SQLAlchemy reads ON DELETE
@@ -217,16 +223,16 @@ def test_a_newer_ledger_is_refused_untouched_with_a_clear_message(
     if where == "alembic_version":  # written by a newer tool with Alembic
         Ledger.open(ledger_url).close()
         with connected(ledger_url) as conn:
-            conn.execute(text("UPDATE alembic_version SET version_num = '0005'"))
+            conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
     else:  # a newer schema_version than any this tool's revisions stand for
         legacy_ledger.create(ledger_url, 1)
         with connected(ledger_url) as conn:
             conn.execute(
-                text("INSERT INTO schema_version (version, applied_at) VALUES (5, :at)"),
+                text("INSERT INTO schema_version (version, applied_at) VALUES (99, :at)"),
                 {"at": NOW.replace(tzinfo=None)},
             )
     tables = stored_tables(ledger_url)
-    with pytest.raises(LedgerError, match=r"schema version 0005, newer than this tool's") as caught:
+    with pytest.raises(LedgerError, match=r"schema version 0099, newer than this tool's") as caught:
         Ledger.open(ledger_url)
     assert caught.value.exit_code == ExitCode.UNDECIDED
     assert stored_tables(ledger_url) == tables

@@ -402,6 +402,70 @@ def test_sigterm_kills_the_running_replay_and_exits(tmp_path, spawn):
     assert not (out / "replay-001.json").exists()
 
 
+# -- --attach (orchestrator reproduce) ----------------------------------------------------
+
+
+def attached(command: list) -> list:
+    """The driver's command line with --attach among its own options."""
+    split = command.index("--")
+    return [*command[:split], "--attach", *command[split:]]
+
+
+@SPAWN_MODES
+def test_an_attached_replay_writes_pytest_output_to_the_drivers_own(tmp_path, spawn):
+    write(tmp_path, "test_one.py", "def test_fails():\n    assert 1 == 2\n")
+    out = tmp_path / "out"
+    completed = subprocess.run(
+        attached(driver_command(out, "-q", "test_one.py", spawn=spawn)),
+        cwd=tmp_path,
+        env=driver_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "test_one.py:2: AssertionError" in completed.stdout
+    assert "1 failed" in completed.stdout
+    assert "replay 1/1" not in completed.stdout  # the driver says nothing of its own
+    # No log file: the output went out; the labelled result is written as always.
+    assert sorted(path.name for path in out.iterdir()) == ["driver.json", "replay-001.json"]
+    (entry,) = load(out / "replay-001.json")["result"]["tests"]
+    assert entry["label"] == "assert_fail"
+
+
+@SPAWN_MODES
+def test_an_attached_replay_reads_the_terminal_in_the_foreground(tmp_path, spawn):
+    # A replay is a process group of its own: left in the background it would be
+    # stopped (SIGTTIN) the moment it read the terminal, and this would hang.
+    import pexpect
+
+    write(
+        tmp_path,
+        "test_asks.py",
+        """
+        def test_asks():
+            answer = input("name? ")
+            assert answer == "ada"
+        """,
+    )
+    out = tmp_path / "out"
+    command = attached(driver_command(out, "-q", "-s", "test_asks.py", spawn=spawn))
+    child = pexpect.spawn(
+        command[0], command[1:], cwd=str(tmp_path), env=driver_env(), encoding="utf-8", timeout=60
+    )
+    try:
+        child.expect_exact("name? ")
+        child.sendline("ada")
+        child.expect("1 passed")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    (entry,) = load(out / "replay-001.json")["result"]["tests"]
+    assert entry["label"] == "assert_pass"
+
+
 # -- pieces ------------------------------------------------------------------------------
 
 

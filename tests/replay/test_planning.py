@@ -233,7 +233,7 @@ def test_the_sides_replay_exactly_what_the_run_pinned():
         image_id=PLAN.image_id,
         pytest_args=("-q",),
         property_ids=("tests/t.py::test_a",),
-        fixture=Path("/tmp/fixture.json"),
+        fixture=Path("/runs/r1/fixture.json"),  # the run folder's copy: what was digested
         replays=3,
         timeout_s=7.5,
         seed=11,

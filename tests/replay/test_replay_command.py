@@ -165,6 +165,12 @@ def test_bilateral_replay_decides_each_property(tmp_path, repo, runner_image_id,
     assert log["replays"] == 3
     assert log["probe_version"]
     assert log["started_at"]
+    # What reproducing a replay needs besides: the fixture's bytes as every replay read
+    # them, the hash seed, the containers' limits.
+    assert log["fixture_file"] == "fixture.json"
+    assert (out / "fixture.json").read_bytes() == repo.fixture.read_bytes()
+    assert log["hash_seed"] == "7"
+    assert log["limits"] == {"memory": "512m", "pids": 256, "cpus": 1.0, "tmp_size": "64m"}
     assert json.loads((out / "summary.json").read_text()) == report
     for index, property_id in enumerate([ADD, STAMP, FIXTURE], start=1):
         evidence = json.loads((out / f"evidence-{index}.json").read_text())

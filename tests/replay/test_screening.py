@@ -155,7 +155,8 @@ def test_screening_replays_only_the_properties_with_signal(tmp_path, repo, docke
     assert sorted(path.name for path in (out / "raw" / "patch").iterdir()) == [
         f"replay-{k:03d}.json" for k in range(1, 4)
     ]
-    assert not (out / "raw-replays").exists()
+    assert not (out / "raw" / "replays").exists()
+    assert {entry["raw_dir"] for entry in report["decisions"]} == {"raw"}
     assert_nothing_left(docker_client, result, report["run_id"])
 
 

@@ -58,12 +58,30 @@ def test_every_orchestrator_call_in_the_workflow_parses(workflow: str) -> None:
 
 def test_the_replay_workflow_reports_where_reviewers_look() -> None:
     calls = {words[0]: words for words in command_lines(DOCS_CI / "replay.yml")}
-    replay = parse(calls["replay"]).params
-    assert replay["html"] is not None
-    assert replay["junit"] is not None
     report = parse(calls["report"]).params
     assert str(report["summary"]) == "$GITHUB_STEP_SUMMARY"
     assert report["annotations"] is True
+    assert report["html"] is not None
+    assert report["junit"] is not None
+    assert [str(d) for d in report["run_dirs"]] == [str(parse(calls["merge"]).params["out"])]
     text = (DOCS_CI / "replay.yml").read_text(encoding="utf-8")
     assert "actions/upload-artifact" in text
-    assert "junit.xml" in text.split("actions/upload-artifact")[1]
+    assert "junit.xml" in text.split("actions/upload-artifact")[-1]
+
+
+def test_the_replay_workflow_is_a_matrix_of_shards_merged_into_one_verdict() -> None:
+    text = (DOCS_CI / "replay.yml").read_text(encoding="utf-8")
+    matrix = re.search(r"matrix:\s*\n\s*shard: \[([0-9, ]+)\]", text)
+    assert matrix is not None
+    shards = [int(n) for n in matrix.group(1).split(",")]
+    assert shards == list(range(1, len(shards) + 1))
+    calls = {words[0]: words for words in command_lines(DOCS_CI / "replay.yml")}
+    replay = parse(calls["replay"]).params
+    assert replay["shard"] == f"EXPR/{len(shards)}"  # I/N with N the matrix's size
+    assert replay["run_id"] is not None  # a re-run job records nothing twice
+    # Each shard's run folder under a name of its own (artifacts v4 refuses duplicates).
+    assert "name: replay-shard-${{ matrix.shard }}" in text
+    assert "needs: shard" in text
+    assert "pattern: replay-shard-*" in text
+    merge = parse(calls["merge"]).params
+    assert [str(d) for d in merge["run_dirs"]] == ["shards/replay-shard-*"]

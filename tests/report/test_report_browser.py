@@ -32,7 +32,6 @@ def driver() -> Iterator[Any]:
     if problem:
         pytest.fail(problem, pytrace=False)
     with browser.chromium(width=1280, height=900) as chromium:
-        browser.observe_long_tasks(chromium)
         yield chromium
 
 
@@ -55,7 +54,7 @@ def lanes_in(example: tuple[ExampleRepo, list[Path]]) -> Counter[str]:
 
 
 def open_page(driver: Any, page: Path) -> None:
-    browser.network_requests(driver)  # forget what earlier pages asked for
+    browser.forget(driver)  # what earlier pages asked for and did
     driver.get_log("browser")
     driver.get(page.as_uri())
 
@@ -193,8 +192,14 @@ def test_a_page_of_5000_properties_opens_and_scrolls_without_blocking_a_second(
     frames(driver)
     browser.scroll_through(driver, steps=20)
     tasks = browser.long_tasks(driver)
+    # The main thread's own time in each task: what the page asks of it. Wall time adds
+    # whatever else the machine runs (a CI runner's other jobs), so it is printed, not judged.
+    busiest = max((task["thread_ms"] for task in tasks), default=0.0)
     longest = max((task["duration"] for task in tasks), default=0.0)
-    print(f"5,000 properties: {len(tasks)} long tasks, the longest {longest:.0f} ms")
-    assert longest < ONE_SECOND_MS, tasks
+    print(
+        f"5,000 properties: {len(tasks)} long tasks, the busiest {busiest:.0f} ms of main-thread"
+        f" time, the longest {longest:.0f} ms of wall time"
+    )
+    assert busiest < ONE_SECOND_MS, tasks
     assert browser.console_errors(driver) == []
     assert browser.network_requests(driver) == [page.as_uri()]

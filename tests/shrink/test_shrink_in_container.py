@@ -348,6 +348,9 @@ def test_replay_shrink_decides_on_the_minimal_fixture_with_a_stable_shrink(
         run_dir / "wide"
     )
     assert sorted(path.name for path in (run_dir / "wide" / "raw").iterdir()) == ["base", "patch"]
+    # Each run keeps the fixture bytes its replays read (what `reproduce` mounts again).
+    assert (run_dir / "wide" / "fixture.json").read_bytes() == example.user_fixture.read_bytes()
+    assert digest(json.loads((run_dir / "fixture.json").read_text())) == SEED_DIGEST
     # Only the deciding run is recorded, and the page is the deciding run's.
     (recorded,) = summary["ledger"]["entries"]
     assert recorded["property_id"] == ROLE_PROPERTY

@@ -71,6 +71,19 @@ def test_run_log_carries_every_records_field() -> None:
     assert log["pytest_args"] == ["-q"]
 
 
+def test_run_log_names_the_kept_fixture_the_hash_seed_and_the_limits() -> None:
+    plain = run_plan(seed=2**32 + 5).run_log()
+    assert plain["fixture_file"] is None  # no fixture, nothing kept
+    assert plain["hash_seed"] == "5"  # PYTHONHASHSEED lies in [0, 2**32)
+    assert plain["limits"] is None  # not known to this plan
+    with_fixture = run_plan(fixture=Path("/in/event.json"))
+    limits = {"memory": "1g", "pids": 64, "cpus": 2.0, "tmp_size": "32m"}
+    log = RunPlan(**{**with_fixture.__dict__, "limits": limits}).run_log()
+    assert log["fixture_file"] == "fixture.json"
+    assert with_fixture.kept_fixture == Path("/runs/r1/fixture.json")
+    assert log["limits"] == limits
+
+
 def test_evidence_carries_the_pins_and_both_sides() -> None:
     base = (Replay(label="assert_pass", calls={"clock": 1}),) * 2
     patch = (Replay(label="assert_pass", calls={"clock": 2}),) * 2

@@ -6,6 +6,7 @@
 - ``freeze_claims``: thaw-job state, kept apart so that a claim rewrites a tiny row.
 - ``events``: the append-only log. Rows are inserted, never updated or deleted; the
   database enforces it (SQLite triggers, a PostgreSQL trigger; see migrations r0001).
+  A decision event names its run: one decision per property and run (r0005).
 - ``infra_queue``: cases the runner broke (``infra_queue`` decisions), never freezes.
 - ``runs``: one row per recorded replay run.
 - ``schema_version``: one row per schema version. Alembic's ``alembic_version`` is what
@@ -34,13 +35,14 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    text,
 )
 
 # The Alembic revisions, oldest first. Revision N is schema version N of the tool before
 # Alembic (its ``schema_version`` table), so such a ledger is stamped at REVISIONS[N - 1].
 # Kept here so that opening an up-to-date ledger does not import Alembic; a test checks
 # it against the scripts.
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 HEAD = REVISIONS[-1]
 
 
@@ -62,6 +64,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 ID = BigInteger().with_variant(Integer(), "sqlite")
+DECISION_PER_RUN = "kind = 'decision' AND run_id IS NOT NULL"
 
 METADATA = MetaData()
 
@@ -129,9 +132,19 @@ EVENTS = Table(
     Column("code", Text, nullable=False),
     Column("subject", Text, nullable=True),
     Column("detail", Text, nullable=False),
+    Column("run_id", String(128), nullable=True),  # decision events: their run (0005)
     Index("ix_events_kind_at", "kind", "at"),
     Index("ix_events_at", "at"),
     Index("ix_events_subject", "subject"),
+    # One decision per property and run: a retried CI job records no second one.
+    Index(
+        "ux_events_decision_per_run",
+        "run_id",
+        "subject",
+        unique=True,
+        sqlite_where=text(DECISION_PER_RUN),
+        postgresql_where=text(DECISION_PER_RUN),
+    ),
     sqlite_autoincrement=True,
 )
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Table, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, Table, and_, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -32,7 +32,15 @@ from orchestrator.adapters.ledger.connection import (
     parse_url,
     sqlite_file,
 )
-from orchestrator.adapters.ledger.schema import CLAIMS, EVENTS, FREEZES, HEAD, INFRA, RUNS
+from orchestrator.adapters.ledger.schema import (
+    CLAIMS,
+    DECISION_PER_RUN,
+    EVENTS,
+    FREEZES,
+    HEAD,
+    INFRA,
+    RUNS,
+)
 from orchestrator.adapters.ledger.values import (
     DEFAULT_FLAKE_MAX_AGE,
     DEFAULT_TIMING_MAX_AGE,
@@ -105,6 +113,39 @@ class Ledger:
     def append_event(self, event_row: model.Event) -> int:
         with self._tx.write() as conn:
             return _insert_event(conn, event_row)
+
+    def append_decision_once(self, event_row: model.Event, *, run_id: str) -> tuple[int, bool]:
+        """Append a decision event of run ``run_id`` unless that run already recorded one
+        for the same subject (a retried CI job): ``(event id, written now)``. The unique
+        index decides, also between two writers at once."""
+        values = {
+            "at": event_row.at,
+            "kind": event_row.kind.value,
+            "code": event_row.code,
+            "subject": event_row.subject,
+            "detail": canonical(dict(event_row.detail)),
+            "run_id": run_id,
+        }
+        with self._tx.write() as conn:
+            inserted = conn.execute(
+                _dialect_insert(conn, EVENTS)
+                .values(values)
+                .on_conflict_do_nothing(
+                    index_elements=[EVENTS.c.run_id, EVENTS.c.subject],
+                    index_where=text(DECISION_PER_RUN),
+                )
+                .returning(EVENTS.c.id)
+            ).scalar_one_or_none()
+            if inserted is not None:
+                return int(inserted), True
+            existing = conn.execute(
+                select(EVENTS.c.id).where(
+                    EVENTS.c.kind == model.EventKind.DECISION.value,
+                    EVENTS.c.run_id == run_id,
+                    EVENTS.c.subject == event_row.subject,
+                )
+            ).scalar_one()
+            return int(existing), False
 
     def events(
         self,

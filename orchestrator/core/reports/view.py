@@ -366,17 +366,34 @@ def _shrink_path(evidence: Any) -> tuple[str, ...]:
     return tuple(step for step in steps if step is not None)
 
 
-def _raw_path(side: str, number: int) -> str:
-    return f"raw/{side}/" + _REPLAY_FILE.format(number=number)
+RAW_DIR = "raw"
 
 
-def _replays(evidence: Any, side: str, link: str, raw: Mapping[str, Any]) -> tuple[ReplayView, ...]:
+def raw_dir_of(entry: Any) -> str:
+    """The folder of a property's raw replay files (``raw_dir`` of its summary entry, a
+    relative path inside the run folder; ``raw`` when absent or unsafe)."""
+    value = _str(entry, "raw_dir")
+    if value is None or not value or value.startswith("/") or "\\" in value:
+        return RAW_DIR
+    parts = value.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return RAW_DIR
+    return value
+
+
+def _raw_path(side: str, number: int, raw_dir: str = RAW_DIR) -> str:
+    return f"{raw_dir}/{side}/" + _REPLAY_FILE.format(number=number)
+
+
+def _replays(
+    evidence: Any, side: str, link: str, raw: Mapping[str, Any], raw_dir: str = RAW_DIR
+) -> tuple[ReplayView, ...]:
     entries = _get(evidence, side)
     if not isinstance(entries, list):
         return ()
     views = []
     for number, entry in enumerate(entries, start=1):
-        raw_path = _raw_path(side, number)
+        raw_path = _raw_path(side, number, raw_dir)
         raw_doc = raw.get(raw_path)
         views.append(
             ReplayView(
@@ -432,8 +449,8 @@ def _property(
         code=_str(decision, "code") or _str(entry, "code") or "unknown",
         kind=lane_kind(lane, blocking),
         reasons=reasons,
-        base=_replays(evidence, BASE, docs.link, raw),
-        patch=_replays(evidence, PATCH, docs.link, raw),
+        base=_replays(evidence, BASE, docs.link, raw, raw_dir_of(entry)),
+        patch=_replays(evidence, PATCH, docs.link, raw, raw_dir_of(entry)),
         labels_base=_label_list(entry, "base_labels"),
         labels_patch=_label_list(entry, "patch_labels"),
         call_deltas=call_deltas(_call_sets(entry, "calls_base"), _call_sets(entry, "calls_patch")),

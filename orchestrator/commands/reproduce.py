@@ -1,0 +1,222 @@
+"""``orchestrator reproduce``: run one recorded replay again, exactly; watch it, step into it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import click
+import typer
+
+from orchestrator.commands._table import Column, print_table
+
+if TYPE_CHECKING:
+    from orchestrator.core.reproduce import RecordedRun
+    from orchestrator.services.reproduce import SideResult
+
+DEFAULT_WIDTH = 163  # off a terminal: two columns of pytest's 80, and " | "
+
+
+def reproduce(
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A finished run folder (replay's --out).")
+    ],
+    property_id: Annotated[
+        str,
+        typer.Argument(metavar="PROPERTY", help="One of the run's properties (its node id)."),
+    ],
+    *,
+    side: Annotated[
+        str,
+        typer.Option(
+            "--side",
+            help="Which side's replay to run again; both: base, then patch, shown side by side.",
+            click_type=click.Choice(["base", "patch", "both"]),
+        ),
+    ] = "patch",
+    replay: Annotated[
+        int | None,
+        typer.Option(
+            "--replay",
+            metavar="N",
+            min=1,
+            help="Which replay (1 to the run's --replays). Default: the first that did not "
+            "pass on the chosen side(s), else 1.",
+            show_default=False,
+        ),
+    ] = None,
+    shell: Annotated[
+        bool,
+        typer.Option(
+            "--shell",
+            help="Open an interactive shell in the replay's container instead of running "
+            "the test: tree, fixture and environment in place, the exact command printed.",
+        ),
+    ] = False,
+    pdb: Annotated[
+        bool,
+        typer.Option(
+            "--pdb",
+            help="Run pytest with --pdb on a terminal of its own, attached to yours "
+            "(no deadline: you decide when it ends).",
+        ),
+    ] = False,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Keep the container running afterwards, for docker exec (it stays labelled: "
+            "the next replay or reproduce on this machine removes it).",
+        ),
+    ] = False,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            "--repo",
+            help="The repository holding the run's commits (default: the one the run log "
+            "names), e.g. your clone of a repository a CI run replayed.",
+        ),
+    ] = None,
+) -> None:
+    """Run one recorded replay of PROPERTY again, exactly as it ran, and say whether the
+    probe labels it as the run did.
+
+    RUN_DIR is a finished run folder that `replay` wrote (its --out); PROPERTY is one of
+    its properties, a pytest node id as the run's table and summary.json name it.
+
+    The same image (by its ID, never pulled), the tree at the pinned SHA with the same
+    --tests-from overlay, the fixture's kept bytes (checked against the run's digest),
+    the seed and PYTHONHASHSEED of replay N, the same environment and limits, no
+    network. pytest's own output streams to the terminal; then the label, the call
+    counts and the recorded ones. A property that does not come out the same is not
+    reproducible, which is evidence too.
+
+    Exit status: 0 the label matches the recorded one (on every side run), 1 it does
+    not, 2 bad input (a missing run folder, a property the run did not have, a replay
+    out of range, a fixture whose bytes no longer match: one line, before any container
+    starts), 3 the image is no longer on the engine or the engine failed, 130 interrupted.
+    """
+    from orchestrator.adapters.docker import connect
+    from orchestrator.core.reproduce import Mode
+    from orchestrator.errors import InputError
+    from orchestrator.services.reproduce import ReproduceRequest, prepare
+    from orchestrator.services.reproduce import reproduce as run_again
+
+    if shell and pdb:
+        raise InputError("--shell and --pdb do not go together: a shell, or pytest under pdb")
+    mode = Mode.SHELL if shell else Mode.PDB if pdb else Mode.RUN
+    prepared = prepare(
+        ReproduceRequest(
+            run_dir=run_dir,
+            property_id=property_id,
+            side=side,
+            replay=replay,
+            mode=mode,
+            keep=keep,
+            repo=repo,
+        )
+    )
+    client = connect(os.environ)
+    try:
+        results = run_again(prepared, client=client, on_output=_write_output, on_note=_note)
+    finally:
+        client.close()
+    if len(results) > 1 and mode is Mode.RUN:
+        _print_outputs(results)
+    _print_comparison(results)
+    status = _print_verdict(results, prepared.plan.run)
+    for result in results:
+        if result.kept is not None:
+            from orchestrator.services.reproduce import kept_lines
+
+            for line in kept_lines(result.kept):
+                typer.echo(line)
+    if status:
+        raise typer.Exit(status)
+
+
+def _write_output(chunk: bytes) -> None:
+    """pytest's output, as it comes: bytes straight through, in order with our lines."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+
+
+def _note(text: str) -> None:
+    typer.echo(text)
+
+
+def _print_outputs(results: Sequence[SideResult]) -> None:
+    from orchestrator.core.reproduce import side_by_side
+
+    left, right = results[0], results[1]
+    width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    typer.echo("")
+    for line in side_by_side(
+        left.output,
+        right.output,
+        headings=(
+            f"{left.replay.side} {left.replay.rev[:12]}",
+            f"{right.replay.side} {right.replay.rev[:12]}",
+        ),
+        width=width,
+    ):
+        typer.echo(line)
+    typer.echo("")
+
+
+def _print_comparison(results: Sequence[SideResult]) -> None:
+    from orchestrator.core.reproduce import calls_text, describe, shown_calls
+
+    replays = [r.replay.recorded for r in results] + [
+        r.observed for r in results if r.observed is not None
+    ]
+    shown = shown_calls(replays)
+    rows = [
+        ["replay", *(f"{r.replay.replay}, seed {r.replay.seed}" for r in results)],
+        ["recorded", *(describe(r.replay.recorded) for r in results)],
+        ["now", *(describe(r.observed) if r.observed else "- (not run)" for r in results)],
+        ["calls recorded", *(calls_text(r.replay.recorded, shown) for r in results)],
+        [
+            "calls now",
+            *(calls_text(r.observed, shown) if r.observed else "-" for r in results),
+        ],
+        [
+            "reproduced",
+            *(
+                "-" if r.comparison is None else "yes" if r.comparison.same else "NO"
+                for r in results
+            ),
+        ],
+    ]
+    print_table((Column(heading=""), *(Column(heading=r.replay.side) for r in results)), rows)
+
+
+def _print_verdict(results: Sequence[SideResult], run: RecordedRun) -> int:
+    """One line per side that did not come out the same; the exit status."""
+    from orchestrator.core.reproduce import isolation_hint
+
+    status = 0
+    for result in results:
+        comparison = result.comparison
+        if comparison is None or comparison.same:
+            continue
+        status = 1
+        typer.echo(
+            f"not reproduced: {result.replay.side} replay {result.replay.replay}: "
+            f"{comparison.detail}"
+        )
+        hint = isolation_hint(run, result.replay.replay)
+        if hint:
+            typer.echo(f"  {hint}")
+    if status == 0 and any(result.comparison is not None for result in results):
+        typer.echo("reproduced: the probe labels it as the run did")
+    return status
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reproduce")(reproduce)

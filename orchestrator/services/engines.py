@@ -1,0 +1,450 @@
+"""The Docker engines of one run: a pool, the image on each, and the inputs staged there.
+
+``replay --engine URL`` (repeatable) names the pool; without it the pool is the one
+engine at ``DOCKER_HOST`` or the local socket, as before. Each engine is reached with
+the Docker SDK (``unix://``, ``tcp://`` with ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``,
+``ssh://`` through paramiko) and is an :class:`Engine`: the interface a run needs from
+a place that runs containers (a Kubernetes backend would implement the same; see
+docs/scale-out.md).
+
+- The image is pinned by ID on the first engine. Another engine that holds the ID is
+  used as is; one that holds nothing under the run's reference gets the image shipped
+  from the first (``save`` streamed into ``load``, the ID checked), once; one whose tag
+  names another image is refused for the run (:class:`EngineRefused`): whatever it would
+  have run is ``harness_error`` / ``image_mismatch``, never run elsewhere in silence.
+- Inputs (each side's exported tree, the probe package, the fixture) reach containers
+  in one of two ways (:class:`Staging`): bind mounts of local folders for a single local
+  engine (:class:`BindStaging`, as before pools), or labelled volumes filled from tars
+  (``put_archive``) and mounted read-only (:class:`VolumeStaging`) for a remote engine
+  and for every engine of a pool of several, so that the tests exercise that path.
+  Volumes are removed with the run, and swept by label after a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import tarfile
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.core.pool import check_engine_urls, runner_ids
+from orchestrator.errors import EngineError, EngineUnavailableError, InputError, one_line
+from orchestrator.log import get_logger
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+log = get_logger(__name__)
+
+# Where a replay container finds its inputs and leaves its results.
+SRC = "/src"
+TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
+OUT = "/replay/out"
+FIXTURE = "/replay/fixture.json"
+# Recorded test durations (a scheduling hint for --jobs workers), beside the fixture.
+DURATIONS = "/replay/durations.json"
+PROBE_ROOT = "/opt/orchestrator"
+# The volume path: the fixture's volume is mounted at /replay (read-only), so results go
+# to an anonymous volume beside it (a volume inside a read-only one cannot be written
+# through the API), in a folder the container's user may write.
+VOLUME_OUT_ROOT = "/replay-out"
+VOLUME_OUT = f"{VOLUME_OUT_ROOT}/w"
+# With writable_tree the read-only tree is copied into /src per replay; on the volume path
+# it cannot sit under /replay (the fixture's read-only volume), so it has its own place.
+VOLUME_TREE = "/replay-tree"
+FIXTURE_NAME = "fixture.json"
+DURATIONS_NAME = "durations.json"
+
+
+class EngineRefused(Exception):
+    """An engine of the pool may not run this run (its tag names another image)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# ---------------------------------------------------------------- staging
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """What every container of a run reads: each side's exported tree, the probe, the
+    fixture (a private copy), the recorded durations its workers split by (a private
+    copy, with ``--jobs``), and, for the volume path, each of them as a tar file."""
+
+    trees: Mapping[str, Path]
+    probe: Path
+    fixture: Path | None
+    durations: Path | None = None
+    tars: Mapping[str, Path] = field(default_factory=dict)  # side -> tar of its tree
+    probe_tar: Path | None = None
+
+
+class Staging(Protocol):
+    """How one engine's containers get their inputs and give back their results."""
+
+    @property
+    def out_path(self) -> str:
+        """Where the driver writes its result files in the container."""
+
+    @property
+    def scratch_volumes(self) -> tuple[str, ...]:
+        """Writable paths of the container backed by anonymous volumes."""
+
+    @property
+    def tree_path(self) -> str:
+        """Where the read-only tree is mounted when the run copies it (writable_tree)."""
+
+    def mounts(
+        self, side: str, out_dir: Path, *, tree_target: str = SRC
+    ) -> list[docker_adapter.Mount]: ...
+
+    def before_start(self, container: docker_adapter.Container) -> None: ...
+
+    def collect(self, container: docker_adapter.Container, out_dir: Path) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class BindStaging:
+    """Bind mounts of local folders: the single local engine."""
+
+    inputs: Inputs
+    out_path: str = OUT
+    scratch_volumes: tuple[str, ...] = ()
+    tree_path: str = TREE
+
+    def mounts(
+        self, side: str, out_dir: Path, *, tree_target: str = SRC
+    ) -> list[docker_adapter.Mount]:
+        mounts = [
+            docker_adapter.Mount(source=self.inputs.trees[side], target=tree_target),
+            docker_adapter.Mount(source=self.inputs.probe, target=f"{PROBE_ROOT}/orchestrator"),
+            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
+        ]
+        if self.inputs.fixture is not None:
+            mounts.append(docker_adapter.Mount(source=self.inputs.fixture, target=FIXTURE))
+        if self.inputs.durations is not None:
+            mounts.append(docker_adapter.Mount(source=self.inputs.durations, target=DURATIONS))
+        return mounts
+
+    def before_start(self, container: docker_adapter.Container) -> None:
+        return None
+
+    def collect(self, container: docker_adapter.Container, out_dir: Path) -> None:
+        return None  # the container wrote into out_dir itself
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolumeStaging:
+    """Labelled volumes filled from tars, mounted read-only; results read back through
+    the API from an anonymous volume. Works for an engine on another machine."""
+
+    sources: Mapping[str, str]  # side -> volume name
+    probe: str
+    fixture: str | None  # the volume mounted at /replay: the fixture and the durations
+    out_path: str = VOLUME_OUT
+    scratch_volumes: tuple[str, ...] = (VOLUME_OUT_ROOT,)
+    tree_path: str = VOLUME_TREE
+
+    def mounts(
+        self, side: str, out_dir: Path, *, tree_target: str = SRC
+    ) -> list[docker_adapter.Mount]:
+        mounts = [
+            docker_adapter.Mount(source=self.sources[side], target=tree_target),
+            docker_adapter.Mount(source=self.probe, target=PROBE_ROOT),
+        ]
+        if self.fixture is not None:
+            mounts.append(docker_adapter.Mount(source=self.fixture, target="/replay"))
+        return mounts
+
+    def before_start(self, container: docker_adapter.Container) -> None:
+        # An anonymous volume's root belongs to root: a folder in it for uid 1000.
+        container.put_archive(VOLUME_OUT_ROOT, docker_adapter.tar_of([("w", None, 0o777)]))
+
+    def collect(self, container: docker_adapter.Container, out_dir: Path) -> None:
+        extract_results(container.get_archive(VOLUME_OUT), out_dir)
+
+
+def extract_results(data: bytes, out_dir: Path) -> list[str]:
+    """The regular files at the top of a results tar (``w/<name>``) into ``out_dir``; a
+    name with a path in it is skipped (the tar comes from a container)."""
+    written = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        for member in archive.getmembers():
+            _, _, name = member.name.partition("/")
+            if not member.isfile() or not name or "/" in name or name in (".", ".."):
+                continue
+            source = archive.extractfile(member)
+            if source is None:
+                continue
+            (out_dir / name).write_bytes(source.read())
+            written.append(name)
+    return written
+
+
+def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Owned by root, readable by everyone (the replays run as uid 1000); no caches."""
+    if "__pycache__" in Path(info.name).parts:
+        return None
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mode |= 0o555 if info.isdir() or info.mode & 0o100 else 0o444
+    return info
+
+
+def write_tar(folder: Path, dest: Path, *, arcname: str = ".") -> Path:
+    """``folder`` as a tar file at ``dest`` (readable by everyone, no ``__pycache__``)."""
+    with tarfile.open(dest, mode="w") as archive:
+        archive.add(folder, arcname=arcname, filter=_readable)
+    return dest
+
+
+# ---------------------------------------------------------------- engines
+
+
+class Engine(Protocol):
+    """What a run needs from a place that runs its containers."""
+
+    index: int
+    url: str
+    runner_id: str
+    slots: int
+
+    def answers(self) -> bool: ...
+
+    def sweep(self, host: str) -> list[str]: ...
+
+    def hold_image(self, image_id: str, ref: str, source: Engine) -> None: ...
+
+    def staging(
+        self, inputs: Inputs, *, volumes: bool, owner: docker_adapter.Owner, image_id: str
+    ) -> contextlib.AbstractContextManager[Staging]: ...
+
+
+@dataclass(eq=False, kw_only=True)
+class DockerEngine:
+    """One Docker engine of the pool, through the Docker adapter."""
+
+    index: int
+    url: str
+    runner_id: str
+    client: DockerClient
+    slots: int
+    identity: str = ""
+    shipped: docker_adapter.Shipped | None = None
+
+    def answers(self) -> bool:
+        return docker_adapter.ping(self.client)
+
+    def sweep(self, host: str) -> list[str]:
+        """Leftovers (containers, volumes) of dead runs of this host, by their labels."""
+        return docker_adapter.sweep_leftovers(self.client, host=host)
+
+    def hold_image(self, image_id: str, ref: str, source: Engine) -> None:
+        """Make sure this engine holds ``image_id``: ship it from ``source`` when it holds
+        nothing under ``ref``; :class:`EngineRefused` when ``ref`` names another image."""
+        state = docker_adapter.image_state(self.client, image_id, ref)
+        if state.refused:
+            raise EngineRefused(
+                f"{self.url}: {ref} is {state.other_id} there, the run pinned {image_id}"
+            )
+        if state.present:
+            return
+        if not isinstance(source, DockerEngine):
+            raise TypeError("images are shipped between Docker engines only")
+        log.info("engine.shipping_image", engine=self.url, image_id=image_id, source=source.url)
+        self.shipped = docker_adapter.ship_image(source.client, self.client, image_id, tag=ref)
+        log.info(
+            "engine.image_shipped",
+            engine=self.url,
+            image_id=image_id,
+            megabytes=round(self.shipped.bytes / 1e6, 1),
+            seconds=round(self.shipped.seconds, 2),
+        )
+
+    @contextlib.contextmanager
+    def staging(
+        self, inputs: Inputs, *, volumes: bool, owner: docker_adapter.Owner, image_id: str
+    ) -> Iterator[Staging]:
+        """The run's inputs on this engine, for as long as the block runs."""
+        if not volumes:
+            yield BindStaging(inputs=inputs)
+            return
+        if inputs.probe_tar is None or set(inputs.tars) != set(inputs.trees):
+            raise ValueError("the volume path needs a tar of every tree and of the probe")
+        prefix = volume_prefix(owner.run_id, self.index)
+        contents: dict[str, Path | bytes] = {
+            f"src-{side}": tar for side, tar in inputs.tars.items()
+        }
+        contents["probe"] = inputs.probe_tar
+        # The fixture and the durations share the volume mounted at /replay.
+        replay_files = [
+            (name, path.read_bytes(), 0o444)
+            for name, path in ((FIXTURE_NAME, inputs.fixture), (DURATIONS_NAME, inputs.durations))
+            if path is not None
+        ]
+        if replay_files:
+            contents["fixture"] = docker_adapter.tar_of(replay_files)
+        with contextlib.ExitStack() as stack:
+            made = {
+                purpose: stack.enter_context(
+                    docker_adapter.Volume(
+                        self.client,
+                        f"{prefix}-{purpose}",
+                        labels=owner.labels(purpose),
+                        image_id=image_id,
+                    )
+                )
+                for purpose in contents
+            }
+
+            def fill(purpose: str) -> None:
+                content = contents[purpose]
+                if isinstance(content, bytes):
+                    made[purpose].fill(content)
+                    return
+                with content.open("rb") as stream:
+                    made[purpose].fill(stream)
+
+            # Filled at once: each is a round trip through a helper container.
+            with ThreadPoolExecutor(max_workers=len(contents)) as pool:
+                for done in [pool.submit(fill, purpose) for purpose in contents]:
+                    done.result()
+            yield VolumeStaging(
+                sources={side: made[f"src-{side}"].name for side in inputs.tars},
+                probe=made["probe"].name,
+                fixture=made["fixture"].name if "fixture" in made else None,
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Absent:
+    """An engine named with ``--engine`` that did not answer when the run started."""
+
+    url: str
+    reason: str
+
+
+@dataclass(kw_only=True)
+class Pool:
+    """The engines of one run, in the order named (the first pins the image)."""
+
+    engines: tuple[DockerEngine, ...]
+    volumes: bool  # inputs go through volumes (several engines, or one not local)
+    named: bool = False  # --engine was given
+    image_ref: str | None = None  # the run's --image: a tag another engine must agree on
+    absent: tuple[Absent, ...] = ()
+    durations: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def first(self) -> DockerEngine:
+        return self.engines[0]
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return tuple(engine.url for engine in self.engines)
+
+    def close(self) -> None:
+        for engine in self.engines:
+            with contextlib.suppress(Exception):
+                engine.client.close()
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The pool for the run log: each engine's URL, runner id and slots."""
+        described: list[dict[str, Any]] = [
+            {"url": e.url, "runner_id": e.runner_id, "slots": e.slots} for e in self.engines
+        ]
+        described += [
+            {"url": a.url, "runner_id": None, "slots": 0, "status": "unreachable"}
+            for a in self.absent
+        ]
+        return described
+
+
+def single_pool(client: DockerClient, *, url: str, runner_id: str, slots: int = 2) -> Pool:
+    """The pool of one local engine, bind mounts and one batch: the run as before pools."""
+    engine = DockerEngine(index=0, url=url, runner_id=runner_id, client=client, slots=slots)
+    return Pool(engines=(engine,), volumes=False)
+
+
+def open_pool(
+    urls: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    runner_id: str | None,
+    slots: int | None,
+    durations: Mapping[str, float] | None = None,
+    timeout_s: float = docker_adapter.API_TIMEOUT_S,
+) -> Pool:
+    """Connect to every engine named (or the default one) and size each.
+
+    The first engine must answer (it pins the image): else :class:`EngineUnavailableError`
+    (exit 3). Another that does not answer is left out of the run and recorded as
+    unreachable. Two URLs that reach one daemon are bad input (exit 2).
+    """
+    named = bool(urls)
+    wanted = check_engine_urls(urls) if named else (docker_adapter.engine_url(env),)
+    ids = runner_ids(wanted, runner_id, named=named)
+    engines: list[DockerEngine] = []
+    absent: list[Absent] = []
+    try:
+        for position, (url, rid) in enumerate(zip(wanted, ids, strict=True)):
+            try:
+                client = docker_adapter.connect(env, url=url, timeout_s=timeout_s)
+            except EngineUnavailableError as error:
+                if position == 0:
+                    raise
+                log.warning("engine.unreachable", engine=url, error=error.message)
+                absent.append(Absent(url=url, reason=error.message))
+                continue
+            engine = DockerEngine(
+                index=len(engines), url=url, runner_id=rid, client=client, slots=slots or 1
+            )
+            engines.append(engine)
+            try:
+                facts = docker_adapter.engine_facts(client)
+            except EngineError as error:
+                if position == 0:
+                    raise
+                log.warning("engine.unreachable", engine=url, error=error.message)
+                absent.append(Absent(url=url, reason=one_line(error)))
+                engines.pop().client.close()
+                continue
+            twin = next((e for e in engines[:-1] if e.identity == facts.identity), None)
+            if twin is not None:
+                raise InputError(f"--engine {url} reaches the same engine as {twin.url}")
+            engine.identity = facts.identity
+            engine.slots = slots or facts.cpus
+    except BaseException:
+        for engine in engines:
+            engine.client.close()
+        raise
+    local = len(engines) == 1 and engines[0].url.startswith("unix://")
+    return Pool(
+        engines=tuple(engines),
+        volumes=not local,
+        named=named,
+        absent=tuple(absent),
+        durations=dict(durations or {}),
+    )
+
+
+def volume_prefix(run_id: str, index: int) -> str:
+    """``orchestrator-<run id>-e<n>``: the names of a run's volumes on engine n. Pure."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
+    return f"orchestrator-{safe}-e{index + 1}"
+
+
+def probe_package() -> Path:
+    """The folder of the ``orchestrator`` package: the probe the containers import."""
+    import orchestrator
+
+    return Path(os.path.dirname(orchestrator.__file__))

@@ -1,0 +1,109 @@
+"""``orchestrator merge``: the run folders of a CI matrix's shards as one run.
+
+Each folder is read as ``report`` reads it (one without ``summary.json``, or marked
+incomplete, is refused by name), the shards are checked to belong together
+(:func:`orchestrator.core.shards.check_shards`) and joined
+(:func:`orchestrator.core.shards.merge_runs`). With ``out`` the merged run is written
+as a run folder of its own (``run-log.json``, ``evidence-<n>.json``,
+``decision-<n>.json``, each shard's ``raw/`` under ``shards/<i>/``, ``summary.json``
+last), which ``orchestrator report`` reads like any other.
+
+The test durations each shard measured (its ``durations.json``) are joined into the
+merged folder's ``durations.json``; when the shards recorded their decisions (they were
+not ``--no-record``), they are also folded into the repository's record of durations in
+the working directory (:mod:`orchestrator.services.durations`). A shard never folds its
+own: its siblings must cut the selection from the record they all read.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator import files
+from orchestrator.core.shards import Merged, ShardRun, check_shards, merge_runs
+from orchestrator.errors import InputError
+from orchestrator.services.run_folders import RUN_LOG, SUMMARY, read_folders
+
+
+def read_shards(folders: Sequence[Path]) -> tuple[ShardRun, ...]:
+    """Every folder as a shard; refusals name their folder (exit 2)."""
+    runs = []
+    for documents in read_folders(folders):
+        summary = documents.summary
+        if not isinstance(summary, Mapping):
+            raise InputError(f"{documents.name}: {SUMMARY} is not a JSON object")
+        run_log = documents.run_log if isinstance(documents.run_log, Mapping) else None
+        if run_log is None:
+            nested = summary.get("run_log")
+            run_log = nested if isinstance(nested, Mapping) else None
+        if run_log is None:
+            raise InputError(f"{documents.name}: no run log: not a run folder of replay")
+        runs.append(ShardRun(name=documents.name, run_log=run_log, summary=summary))
+    return tuple(runs)
+
+
+def merge(folders: Sequence[Path], *, out: Path | None = None) -> Merged:
+    """Check and join the shards; write the merged run folder when ``out`` is given."""
+    if out is not None and (out / RUN_LOG).exists():
+        raise InputError(f"{out}: already holds a run (run-log.json); pick another --out")
+    shards = check_shards(read_shards(folders))
+    merged = merge_runs(shards, run_dir=str(out.resolve()) if out is not None else "")
+    if out is not None:
+        write_merged(out, merged, [Path(shard.name) for shard in shards])
+    keep_durations(shards, out=out, root=Path.cwd())
+    return merged
+
+
+def keep_durations(shards: Sequence[ShardRun], *, out: Path | None, root: Path) -> None:
+    """The shards' measured durations: ``durations.json`` in the merged folder (with
+    ``out``) and, when every shard recorded its decisions, folded into the record under
+    ``root``. Durations only schedule: nothing here fails the merge."""
+    from datetime import UTC, datetime
+
+    from orchestrator.core.schedule import merge_durations
+    from orchestrator.services import durations as durations_store
+
+    described = shards[0].run_log.get("durations")
+    key = described.get("repository") if isinstance(described, Mapping) else None
+    if not isinstance(key, str) or not key:
+        return
+    measured: dict[str, float] = {}
+    for shard in shards:
+        path = Path(shard.name) / durations_store.RUN_FILE
+        measured = merge_durations(measured, durations_store.read_durations(path))
+    if not measured:
+        return
+    now = datetime.now(UTC)
+    try:
+        if out is not None:
+            durations_store.write_run_durations(out, key, measured, now=now)
+        if all("ledger" in shard.summary for shard in shards):
+            record = durations_store.store_path(root, key)
+            durations_store.record_durations(record, key, measured, now=now)
+    except OSError as error:
+        from orchestrator.log import get_logger
+
+        get_logger(__name__).warning("durations.not_recorded", error=str(error))
+
+
+def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:
+    """The merged run folder: copies first, the run log, then ``summary.json`` last (a
+    folder without it is not a finished run)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for copy in merged.copies:
+            source = folders[copy.shard - 1] / copy.source
+            target = out / copy.target
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            elif source.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+    except OSError as error:
+        raise InputError(
+            f"{out}: cannot write the merged run ({error.strerror or error})"
+        ) from None
+    files.write_json_atomic(out / RUN_LOG, merged.run_log)
+    files.write_json_atomic(out / SUMMARY, merged.summary)

@@ -1,0 +1,125 @@
+"""Shards joined into one run: what merge refuses, and what the merged documents hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core.shards import (
+    Shard,
+    ShardRun,
+    check_shards,
+    merge_runs,
+    merged_run_id,
+    shard_record,
+    worst_exit,
+)
+from orchestrator.errors import InputError
+
+SELECTION = [f"tests/test_m.py::test_{n}" for n in range(7)]
+PINS = {
+    "base_rev": "1" * 40,
+    "patch_rev": "2" * 40,
+    "image_digest": "sha256:" + "a" * 64,
+    "command": "pytest -q",
+    "seed": 0,
+    "fixture_digest": "sha256:f",
+    "replays": 2,
+}
+
+
+def shard(index: int, count: int = 3, *, status: int = 0, **pins: Any) -> ShardRun:
+    part, record = shard_record(SELECTION, Shard(index=index, count=count), {})
+    run_log = {**PINS, **pins, "run_id": f"r{index}", "shard": record, "engines": [f"e{index}"]}
+    decisions = [
+        {
+            "property_id": p,
+            "lane": "no_freeze",
+            "evidence_file": f"evidence-{n}.json",
+            "decision_file": f"decision-{n}.json",
+        }
+        for n, p in enumerate(part, start=1)
+    ]
+    summary = {
+        "schema": "replay-report/1",
+        "run_id": f"r{index}",
+        "exit_status": status,
+        "decisions": decisions,
+    }
+    return ShardRun(name=f"shard-{index}", run_log=run_log, summary=summary)
+
+
+def test_shards_in_any_order_come_back_in_shard_order():
+    ordered = check_shards([shard(3), shard(1), shard(2)])
+    assert [run.name for run in ordered] == ["shard-1", "shard-2", "shard-3"]
+
+
+@pytest.mark.parametrize(
+    "pin", ["base_rev", "patch_rev", "image_digest", "command", "seed", "tests_from"]
+)
+def test_different_pins_are_refused_naming_the_folder_and_the_pin(pin):
+    with pytest.raises(InputError, match=rf"shard-2: {pin} .* not shards of one run"):
+        check_shards([shard(1), shard(2, **{pin: "other"}), shard(3)])
+
+
+def test_a_missing_shard_is_refused():
+    with pytest.raises(InputError, match="shard 2 of 3 missing"):
+        check_shards([shard(1), shard(3)])
+
+
+def test_a_shard_given_twice_is_refused():
+    with pytest.raises(InputError, match="shard 1/3 is given twice"):
+        check_shards([shard(1), shard(1), shard(2), shard(3)])
+
+
+def test_shards_of_another_cut_are_refused():
+    other = shard(2, count=2)
+    with pytest.raises(InputError, match="shard count"):
+        check_shards([shard(1), other])
+
+
+def test_a_shard_missing_a_property_is_refused():
+    short = shard(2)
+    decisions = list(short.summary["decisions"])[1:]
+    cut = ShardRun(
+        name="shard-2", run_log=short.run_log, summary={**short.summary, "decisions": decisions}
+    )
+    with pytest.raises(InputError, match="not whole"):
+        check_shards([shard(1), cut, shard(3)])
+
+
+def test_a_run_without_a_shard_record_is_the_whole_selection():
+    whole = ShardRun(name="whole", run_log=dict(PINS), summary={"decisions": [], "run_id": "w"})
+    assert check_shards([whole]) == (whole,)
+    with pytest.raises(InputError, match="given twice"):
+        check_shards([whole, whole])
+
+
+def test_the_merged_run_renumbers_files_and_moves_raw_folders():
+    merged = merge_runs(check_shards([shard(1), shard(2), shard(3, status=1)]), run_dir="/m")
+    decisions = merged.summary["decisions"]
+    assert sorted(d["property_id"] for d in decisions) == sorted(SELECTION)
+    assert [d["evidence_file"] for d in decisions] == [
+        f"evidence-{n}.json" for n in range(1, len(SELECTION) + 1)
+    ]
+    assert {d["raw_dir"] for d in decisions} <= {"shards/1/raw", "shards/2/raw", "shards/3/raw"}
+    targets = [c.target for c in merged.copies]
+    assert len(targets) == len(set(targets))
+    assert merged.summary["exit_status"] == 1
+    assert merged.run_log["engines"] == ["e1", "e2", "e3"]
+    assert "shard" not in merged.run_log
+    assert [s["index"] for s in merged.run_log["merged_from"]] == [1, 2, 3]
+    assert (
+        merged.summary["run_id"]
+        == merged.run_log["run_id"]
+        == merged_run_id([shard(2), shard(1), shard(3)])
+    )
+
+
+@given(st.lists(st.sampled_from([0, 1, 3]), min_size=1, max_size=6))
+def test_the_merged_exit_status_is_the_worst(statuses):
+    expected = 1 if 1 in statuses else 3 if 3 in statuses else 0
+    assert worst_exit(statuses) == expected
