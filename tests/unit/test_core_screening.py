@@ -171,3 +171,77 @@ def test_without_screening_the_evidence_is_as_before() -> None:
         "screened": 0,
         "replayed": 1,
     }
+
+
+# ---------------------------------------------------------------- raw folders of both phases
+
+FOLDERS_1 = st.sampled_from(["raw", "raw/e1-b1", "raw/e1-b2", "raw/e2-b1"])
+FOLDERS_2 = st.sampled_from(
+    ["raw/replays", "raw/replays/e1-b1", "raw/replays/e1-b2", "raw/replays/e2-b1"]
+)
+
+
+def apply_links(
+    links: tuple[screening.RawLink, ...], files: dict[str, int]
+) -> dict[tuple[str, int], tuple[str, int]]:
+    """Where each (folder, replay number) comes from after the links, as link_raw does
+    (never overwriting); ``files`` says how many replay files each source folder has."""
+    placed: dict[tuple[str, int], tuple[str, int]] = {
+        (folder, k): (folder, k) for folder, count in files.items() for k in range(1, count + 1)
+    }
+    for link in links:
+        for k in range(1, files.get(link.source, 0) + 1):
+            if link.upto is not None and k > link.upto:
+                continue
+            placed.setdefault((link.target, k + link.offset), (link.source, k))
+    return placed
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"t\.py::test_[a-h]", fullmatch=True), st.tuples(FOLDERS_1, FOLDERS_2)
+    ),
+    st.integers(1, 3),
+    st.integers(1, 3),
+)
+def test_every_replayed_propertys_folder_holds_its_screening_then_its_second_phase(
+    phases, screen, more
+) -> None:
+    first = {p: a for p, (a, _) in phases.items()}
+    second = {p: b for p, (_, b) in phases.items()}
+    dirs, links = screening.raw_layout(first, second, screen=screen)
+    assert set(dirs) == set(second)
+    files = dict.fromkeys(first.values(), screen) | dict.fromkeys(second.values(), more)
+    placed = apply_links(links, files)
+    for property_id, folder in dirs.items():
+        for k in range(1, screen + 1):  # replay k <= K: its screening folder's replay k
+            assert placed[(folder, k)] == (first[property_id], k)
+        for k in range(1, more + 1):  # then the second phase's, numbered after K
+            assert placed[(folder, screen + k)] == (second[property_id], k)
+    # No two links write one file.
+    written = [
+        (link.target, k + link.offset)
+        for link in links
+        for k in range(1, files.get(link.source, 0) + 1)
+        if link.upto is None or k <= link.upto
+    ]
+    assert len(written) == len(set(written))
+
+
+def test_one_batch_per_phase_keeps_everything_in_raw() -> None:
+    dirs, links = screening.raw_layout(
+        {PROP: "raw", OTHER: "raw"}, {PROP: "raw/replays", OTHER: "raw/replays"}, screen=1
+    )
+    assert dirs == {PROP: "raw", OTHER: "raw"}
+    assert links == (screening.RawLink(source="raw/replays", target="raw", offset=1),)
+    assert screening.second_phase_dir("raw") == "raw/replays"
+    assert screening.second_phase_dir("raw/e1-b2") == "raw/replays/e1-b2"
+
+
+def test_a_screening_folder_split_over_two_second_phase_batches_gets_folders_of_its_own() -> None:
+    dirs, _ = screening.raw_layout(
+        {PROP: "raw", OTHER: "raw"},
+        {PROP: "raw/replays/e1-b1", OTHER: "raw/replays/e2-b1"},
+        screen=1,
+    )
+    assert dirs == {PROP: "raw/screen+e1-b1", OTHER: "raw/screen+e2-b1"}
