@@ -323,6 +323,9 @@ def plan_replay(
         targets=tests.targets,
         scheduling=scheduling,
     )
+    if plan.kept_fixture is not None and fixture_bytes is not None:
+        # Before the selection: collecting the tests of a cut run mounts it already.
+        files.write_atomic(plan.kept_fixture, fixture_bytes)
     plan = _select(plan, pool)
     limits = plan_limits(sides_plan(plan))
     plan = replace(
@@ -334,8 +337,6 @@ def plan_replay(
             "tmp_size": limits.tmp_size,
         },
     )
-    if plan.kept_fixture is not None and fixture_bytes is not None:
-        files.write_atomic(plan.kept_fixture, fixture_bytes)
     files.write_json_atomic(run_dir / "run-log.json", plan.run_log())
     return plan
 
