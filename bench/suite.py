@@ -199,6 +199,33 @@ def commit(repo: Path, files: dict[str, str], message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+# The floor runs plain pytest, without the probe: the tests that take the probe's `deps`
+# fixture get a stand-in there, so that they run (and sleep) as in a replay instead of
+# erroring at setup. In a replay the probe is importable and its own fixture serves them.
+CONFTEST = '''\
+try:
+    import orchestrator.probe.plugin  # noqa: F401  (a replay: the probe's deps fixture)
+except ImportError:
+    import pytest
+
+    class _Clock:
+        def __init__(self, start):
+            self.start, self.calls = start, 0
+
+        def __call__(self):
+            self.calls += 1
+            return self.start
+
+    class _Deps:
+        def clock(self, start=0.0):
+            return _Clock(start)
+
+    @pytest.fixture
+    def deps():
+        return _Deps()
+'''
+
+
 @dataclass(frozen=True)
 class Suite:
     repo: Path
@@ -212,7 +239,7 @@ def generate(root: Path) -> Suite:
     git(repo, "init", "-q", "-b", "main")
     files = {
         "pytest.ini": "[pytest]\ntestpaths = tests\n",
-        "conftest.py": "",
+        "conftest.py": CONFTEST,
         "suitelib/__init__.py": LIB,
         "tests/__init__.py": "",
     }

@@ -802,7 +802,7 @@ def record_in_ledger(
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
-        record_decision_once,
+        record_decisions_once,
         record_run,
         write_flake_freeze_from_replay,
     )
@@ -827,11 +827,14 @@ def record_in_ledger(
             plan.options.command,
             {"run_dir": str(plan.run_dir), "properties": len(properties)},
         )
-        for item in properties:
+        recorded = record_decisions_once(
+            store,
+            [(item.evidence, item.decision) for item in properties],
+            request.now,
+            run_id=plan.run_id,
+        )
+        for item, (event_id, new) in zip(properties, recorded, strict=True):
             evidence, decision = item.evidence, item.decision
-            event_id, new = record_decision_once(
-                store, evidence, decision, request.now, run_id=plan.run_id
-            )
             entry: dict[str, Any] = {
                 "property_id": evidence.property_id,
                 "decision_event": event_id,
