@@ -202,7 +202,7 @@ def commit(repo: Path, files: dict[str, str], message: str) -> str:
 # The floor runs plain pytest, without the probe: the tests that take the probe's `deps`
 # fixture get a stand-in there, so that they run (and sleep) as in a replay instead of
 # erroring at setup. In a replay the probe is importable and its own fixture serves them.
-CONFTEST = '''\
+CONFTEST = """\
 try:
     import orchestrator.probe.plugin  # noqa: F401  (a replay: the probe's deps fixture)
 except ImportError:
@@ -223,7 +223,7 @@ except ImportError:
     @pytest.fixture
     def deps():
         return _Deps()
-'''
+"""
 
 
 @dataclass(frozen=True)
