@@ -140,7 +140,7 @@ def replay(
             min=1,
             help="pytest workers per replay in each side's container, each running whole "
             "test modules (balanced by recorded durations). Default: the engine's CPUs "
-            "divided between the two sides, at least 1.",
+            "divided between the sides it runs at once (see --slots), at least 1.",
         ),
     ] = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
