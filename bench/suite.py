@@ -349,6 +349,16 @@ def phases(log: str, launched: float, ended: float) -> dict[str, float]:
         found[f"phase {number} containers"] = end - begin
         previous_end = end
     found["after the containers"] = ended - previous_end
+    # Inside those windows: finding the signal (before phase 2), settling the properties
+    # without it (while phase 2 runs), recording in the ledger (after the containers).
+    for name, shown in (
+        ("screening.screened", "of which the signal"),
+        ("screening.settled", "settling (beside phase 2)"),
+        ("ledger.recorded", "of which the ledger"),
+    ):
+        seconds = [event.get("seconds") for _, event in events if event.get("event") == name]
+        if seconds and isinstance(seconds[-1], int | float):
+            found[shown] = float(seconds[-1])
     return found
 
 

@@ -89,11 +89,18 @@ def write_json_many(documents: Iterable[tuple[Path, Any]], *, threads: int = 16)
     encoded = [(path, (dumps(document) + "\n").encode("utf-8")) for path, document in documents]
     if not encoded:
         return
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(encoded)))) as pool:
-        futures = [
-            pool.submit(write_atomic, path, data, sync_parent=False) for path, data in encoded
-        ]
-        for future in futures:
-            future.result()
+    for folder in sorted({path.parent for path, _ in encoded}):
+        folder.mkdir(parents=True, exist_ok=True)
+    workers = max(1, min(threads, len(encoded)))
+    # One share of the files per thread: a future per file costs more CPU than its write.
+    shares = [encoded[index::workers] for index in range(workers)]
+
+    def write_share(share: list[tuple[Path, bytes]]) -> None:
+        for path, data in share:
+            write_bytes_atomic(path, data, mode=None, sync_folder=False)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for done in [pool.submit(write_share, share) for share in shares]:
+            done.result()
     for folder in sorted({path.parent for path, _ in encoded}):
         sync_folder(folder)

@@ -27,6 +27,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -536,12 +537,18 @@ def execute(
     report = report_document(plan, properties, screening)
     report.update(extra)
     if ledger is not None:
+        started = time.perf_counter()
         report["ledger"] = record_in_ledger(
             plan,
             properties,
             ledger,
             finished_at=datetime.now(UTC),
             exit_status=report["exit_status"],
+        )
+        _log().debug(
+            "ledger.recorded",
+            properties=len(properties),
+            seconds=round(time.perf_counter() - started, 3),
         )
     files.write_json_atomic(plan.run_dir / "summary.json", report)
     return ReplayOutcome(
@@ -588,6 +595,7 @@ def screen_and_replay(
         pool=pool,
     )
     screened = first.labelled
+    started = time.perf_counter()
     named = [property_id for property_id in screened[BASE] if property_id != NO_TEST_REPORTED]
     inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay)
     # Only a property whose files differ between the sides can have a changed oracle: those
@@ -596,6 +604,12 @@ def screen_and_replay(
     screening = screen(policy, screened, oracle, base=BASE, patch=PATCH)
     unchanged = {p: pair for p, pair in inputs.items() if same_files(pair)}
     quiet = [property_id for property_id in screened[BASE] if property_id not in screening.signals]
+    _log().debug(
+        "screening.screened",
+        properties=len(screened[BASE]),
+        signals=len(screening.signals),
+        seconds=round(time.perf_counter() - started, 3),
+    )
     settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
     try:
         settling = settler.submit(
@@ -625,6 +639,7 @@ def settle(
 ) -> tuple[dict[str, OracleChange], tuple[PropertyOutcome, ...]]:
     """The oracle digests of properties whose files are the same on both sides, and the
     properties without signal decided on their screening replays, their files written."""
+    started = time.perf_counter()
     digests = compare_inputs(unchanged)
     settled = decide_all(
         plan,
@@ -636,7 +651,18 @@ def settle(
         raw_dirs=screened.raw_dirs,
     )
     write_outcomes(plan, settled)
+    _log().debug(
+        "screening.settled",
+        properties=len(settled),
+        seconds=round(time.perf_counter() - started, 3),
+    )
     return digests, settled
+
+
+def _log() -> Any:
+    from orchestrator.log import get_logger
+
+    return get_logger(__name__)
 
 
 def replay_signals(
@@ -781,9 +807,7 @@ def record_run_durations(
                 scheduling.durations_file, scheduling.repository, measured, now=now
             )
         except OSError as error:  # a record that cannot be kept never fails the run
-            from orchestrator.log import get_logger
-
-            get_logger(__name__).warning(
+            _log().warning(
                 "durations.not_recorded", path=str(scheduling.durations_file), error=str(error)
             )
 
