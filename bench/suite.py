@@ -368,10 +368,12 @@ def lanes(report: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 def one_side(suite: Suite, jobs: int, durations: Path | None) -> tuple[float, dict[str, Any]]:
     """One side alone (the patch), one replay of the whole suite with ``jobs`` workers."""
+    from orchestrator import log
     from orchestrator.adapters.docker import connect, engine_cpus, resolve_image
     from orchestrator.core.schedule import container_limits
     from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
 
+    log.configure("console", os.environ)  # warnings only: no debug lines amid the figures
     client = connect(os.environ)
     try:
         limits = container_limits(jobs, engine_cpus(client))

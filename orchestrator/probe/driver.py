@@ -15,7 +15,9 @@ N independent replays. How the process is made (`--spawn`):
   user's code afresh; what a replay's tests do to module state dies with its process.
   The driver runs with PYTHONHASHSEED pinned to the seed (`orchestrator.probe.replay`
   re-executes the interpreter once when it is not), so every child hashes strings the
-  same way.
+  same way. The code pytest's assertion rewriting makes of a module is kept for the later
+  replays (`orchestrator/probe/rewrite_cache.py`, in DIR/.rewritten/, removed at the end):
+  the module is still imported afresh by each, not rewritten again.
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
@@ -495,6 +497,11 @@ class Driver:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
         self._pytest = pytest
+        if not self.options.serve and self.options.replays > 1:
+            # Replays after the first load the test modules the first rewrote.
+            from orchestrator.probe import rewrite_cache
+
+            rewrite_cache.install(self.options.out / rewrite_cache.FOLDER)
         # Importing the plugin installs the audit hook and the sleep wrapper, inert
         # here: the meter is only on while a test body runs in a child.
         self._plugin = importlib.import_module(PLUGIN)
@@ -759,10 +766,17 @@ class Driver:
                     print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
             self.kill_child_group()
+            self._drop_rewritten()
             self._write_driver(finished=False, signal_number=stop.signum)
             return 128 + stop.signum
+        self._drop_rewritten()
         self._write_driver(finished=True, signal_number=None)
         return 0
+
+    def _drop_rewritten(self) -> None:
+        from orchestrator.probe import rewrite_cache
+
+        rewrite_cache.remove(self.options.out / rewrite_cache.FOLDER)
 
     # -- serve mode ---------------------------------------------------------------------
 
