@@ -192,6 +192,10 @@ class Evidence:
     base_oracle_digest: str | None = None
     patch_oracle_digest: str | None = None
     oracle_reasons: tuple[str, ...] = ()
+    # Screening (lanes.md, "Screening"): the first ``screened`` replays of each side were
+    # the screening pass; ``signal`` says why the property got more (empty: it did not).
+    screened: int = 0
+    signal: tuple[str, ...] = ()
     # The container's environment, a pin like the image: the variables every replay got
     # (PYTHONPATH aside) and each side's PYTHONPATH entries. Empty when not recorded.
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -199,7 +203,7 @@ class Evidence:
     tests_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "schema": EVIDENCE_SCHEMA,
             "base_rev": self.base_rev,
             "patch_rev": self.patch_rev,
@@ -222,6 +226,10 @@ class Evidence:
             "environment": dict(sorted(self.environment.items())),
             "pythonpath": {side: list(paths) for side, paths in sorted(self.pythonpath.items())},
         }
+        if self.screened:
+            doc["screened"] = self.screened
+            doc["signal"] = list(self.signal)
+        return doc
 
 
 @dataclass(frozen=True, kw_only=True)

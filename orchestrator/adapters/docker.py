@@ -351,6 +351,18 @@ def engine_info(client: docker.DockerClient) -> EngineInfo:
     )
 
 
+def engine_cpus(client: docker.DockerClient) -> int | None:
+    """How many CPUs the engine can give containers (its ``NCPU``); None when it does not
+    say (a scheduling hint only: asking never fails a run)."""
+    try:
+        value = client.info().get("NCPU")
+    except _FAILURES:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineFacts:
     """What tells engines apart and sizes their share of a run."""

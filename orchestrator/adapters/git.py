@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from orchestrator import interrupts
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
-from orchestrator.errors import GitError, InputError, UnknownRevisionError
+from orchestrator.errors import GitError, InputError, UnknownRevisionError, one_line
 
 if TYPE_CHECKING:
     import git
@@ -313,6 +313,22 @@ def checkout(
     finally:
         if scratch is not None and not (keep and complete):
             remove_scratch(scratch)
+
+
+def mainline_root(repo: Path, sha: str) -> str:
+    """The first commit of ``sha``'s first-parent history: it names the repository across
+    clones and stays the same as the history grows (merged-in histories do not move it)."""
+    import git
+
+    handle = _open_repo(repo)
+    try:
+        with handle:
+            roots = str(handle.git.rev_list("--first-parent", "--max-parents=0", sha)).split()
+    except git.GitCommandError as error:
+        raise GitError(f"git rev-list failed: {one_line(error)}") from None
+    if not roots:
+        raise GitError(f"git rev-list found no root commit of {sha}")
+    return roots[-1]
 
 
 def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:

@@ -46,7 +46,7 @@ def merge(
     RUN_DIR... is the run folder of every shard (replay's --out), in any order.
 
     Refuses (exit 2, naming the folder) shards with different pins (base, patch,
-    image ID, command, seed, test source, fixture, replays, environment), cut from
+    image ID, command, seed, test source, fixture, replays, screening, environment), cut from
     another selection, a shard missing or given twice, a property in two shards, and
     a folder that is not a finished run (no summary.json, or marked incomplete).
 
@@ -63,6 +63,11 @@ def merge(
         decisions = merged.summary.get("decisions") or []
         print_table(_COLUMNS, (_row(entry) for entry in decisions))
         shards = merged.run_log.get("merged_from") or []
+        screening = merged.summary.get("screening")
+        if isinstance(screening, Mapping) and screening.get("policy") == "screen":
+            from orchestrator.core.replay_run import screening_line
+
+            typer.echo(screening_line(screening))
         typer.echo(f"merged {len(shards)} shards, {len(decisions)} properties")
         if out is not None:
             typer.echo(f"run folder: {out}")

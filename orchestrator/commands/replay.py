@@ -111,7 +111,40 @@ def replay(
             "not carry it (checked against its origin_digest; stored beside a freeze).",
         ),
     ] = None,
-    replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 5,
+    replays: Annotated[
+        int,
+        typer.Option(
+            "--replays",
+            min=1,
+            help="Replays per side of every property with signal, its screening replays "
+            "included (with --replays-all: of every property).",
+        ),
+    ] = 5,
+    screen: Annotated[
+        int | None,
+        typer.Option(
+            "--screen",
+            min=1,
+            help="Replay every property K times per side first, then only where there is "
+            "signal (a replay not assert_pass, call counts that differ between the sides, an "
+            "oracle that changed) until it has --replays N. Default: 1 when no --property is "
+            "named, off when properties are named.",
+        ),
+    ] = None,
+    replays_all: Annotated[
+        bool,
+        typer.Option("--replays-all", help="No screening: replay every property --replays times."),
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            min=1,
+            help="pytest workers per replay in each side's container, each running whole "
+            "test modules (balanced by recorded durations). Default: the engine's CPUs "
+            "divided between the sides it runs at once (see --slots), at least 1.",
+        ),
+    ] = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
@@ -229,6 +262,10 @@ def replay(
     from facts (assert_pass, assert_fail, timeout, harness_error), decides one lane
     per property and writes evidence-<n>.json, decision-<n>.json and summary.json.
 
+    Without --property, every test is first screened (--screen, once per side), and
+    only the tests with signal are replayed until they have --replays; the others are
+    decided on their screening replays. --replays-all replays every test --replays times.
+
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
 
@@ -288,6 +325,9 @@ def replay(
         runner_id=runner_id if runner_id is not None else "local",
         out=out,
         isolation=isolation,
+        screen=screen,
+        replays_all=replays_all,
+        jobs=jobs,
         engines=check_engine_urls(engines or ()),
         slots=slots,
         shard=parse_shard(shard) if shard is not None else None,
@@ -299,9 +339,9 @@ def replay(
         test_paths=tuple(test_paths or ()),
         changed=changed,
     )
-    validate_options(options)
     now = datetime.now(UTC)
     # Every usage mistake is found here, before an engine is asked for anything.
+    validate_options(options)
     if (owner or expires) and not freeze:
         raise InputError("--owner and --expires go with --freeze")
     if freeze and not record:
@@ -384,6 +424,8 @@ def replay(
                     base_rev=plan.pins.base_rev,
                     patch_rev=plan.pins.patch_rev,
                     image_id=plan.pins.image_id,
+                    screening=plan.screen_policy.to_json(),
+                    jobs=plan.scheduling.jobs,
                 )
                 with _progress(json_logs, replays, logger) as progress:
                     outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
@@ -413,6 +455,7 @@ def replay(
         _print_tests(outcome.plan)
         if not outcome.plan.nothing_selected:
             _print_table(outcome)
+            _print_screening(outcome.report.get("screening"))
         _print_ledger(outcome.report.get("ledger"))
         typer.echo(f"run folder: {plan.run_dir}")
     _hint_writable_tree(outcome, logger)
@@ -581,6 +624,13 @@ def _hint_writable_tree(outcome: Any, logger: Any) -> None:
             hint=f"tests wrote into their read-only tree: {WRITABLE_TREE_HINT}",
             properties=touched,
         )
+
+
+def _print_screening(summary: Any) -> None:
+    from orchestrator.core.replay_run import screening_line
+
+    if summary and summary.get("policy") == "screen":
+        typer.echo(screening_line(summary))
 
 
 def _print_ledger(ledger: Any) -> None:

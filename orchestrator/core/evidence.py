@@ -206,6 +206,8 @@ def parse_evidence(doc: Any) -> Evidence:
         base_oracle_digest=optional_str(obj, "base_oracle_digest"),
         patch_oracle_digest=optional_str(obj, "patch_oracle_digest"),
         oracle_reasons=_strings(obj, "oracle_reasons"),
+        screened=optional_int(obj, "screened") or 0,
+        signal=_strings(obj, "signal"),
         environment=_environment(obj.get("environment")),
         pythonpath=_pythonpath(obj.get("pythonpath")),
         tests_from=optional_str(obj, "tests_from"),

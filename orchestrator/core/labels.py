@@ -145,23 +145,58 @@ def _encloses(parent: str, property_id: str) -> bool:
     )
 
 
-def _entry_for(tests: Sequence[Mapping[str, Any]], property_id: str) -> Mapping[str, Any] | None:
+class EntryIndex:
+    """One replay's test entries, indexed so that finding the entry of each of thousands
+    of properties does not scan every entry for each of them."""
+
+    def __init__(self, tests: Sequence[Mapping[str, Any]]) -> None:
+        self.last: dict[str, Mapping[str, Any]] = {}
+        # harness_error entries by node id, and by node id without trailing slashes (a
+        # directory), each with its position, so that enclosing nodes come out in order.
+        self.harness: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+        self.harness_dirs: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+        for position, entry in enumerate(tests):
+            nodeid = entry["nodeid"]
+            self.last[nodeid] = entry
+            if entry["label"] == Label.HARNESS_ERROR:
+                self.harness.setdefault(nodeid, []).append((position, entry))
+                self.harness_dirs.setdefault(nodeid.rstrip("/"), []).append((position, entry))
+
+    def enclosing(self, property_id: str) -> list[Mapping[str, Any]]:
+        """The harness_error entries of nodes above ``property_id`` (``_encloses``), in order."""
+        found: dict[int, Mapping[str, Any]] = {}
+        parents = set(SESSION_NODES)
+        start = property_id.find("::")
+        while start >= 0:  # a module or a class: property_id starts with parent + "::"
+            parents.add(property_id[:start])
+            start = property_id.find("::", start + 1)
+        for parent in parents:
+            for position, entry in self.harness.get(parent, ()):
+                found[position] = entry
+        slash = property_id.find("/")
+        while slash >= 0:  # a directory: property_id starts with parent.rstrip("/") + "/"
+            for position, entry in self.harness_dirs.get(property_id[:slash], ()):
+                found[position] = entry
+            slash = property_id.find("/", slash + 1)
+        return [
+            entry for position, entry in sorted(found.items()) if entry["nodeid"] != property_id
+        ]
+
+
+def _entry_for(
+    tests: Sequence[Mapping[str, Any]], property_id: str, index: EntryIndex | None = None
+) -> Mapping[str, Any] | None:
     """The entry that tells what happened to ``property_id`` in one replay.
 
     A collection error is reported against the module (or a directory, or the
     session), not the test; pytest then also reports the test as not found. The
     collection error is the cause, so it wins over that ``not_found``.
     """
-    exact = [entry for entry in tests if entry["nodeid"] == property_id]
-    above = [
-        entry
-        for entry in tests
-        if entry["label"] == Label.HARNESS_ERROR
-        and entry["nodeid"] != property_id
-        and _encloses(entry["nodeid"], property_id)
-    ]
-    if exact and not (exact[-1].get("reason") == "not_found" and above):
-        return exact[-1]
+    index = index if index is not None else EntryIndex(tests)
+    exact = index.last.get(property_id)
+    above = index.enclosing(property_id)
+    if exact is not None and not (exact.get("reason") == "not_found" and above):
+        return exact
     if above:
         return above[0]
     return None
@@ -246,8 +281,14 @@ def _from_entry(entry: Mapping[str, Any], property_id: str) -> Replay:
     )
 
 
-def label_replay(replay_file: ReplayFile, facts: ContainerFacts, property_id: str) -> Replay:
-    """The label of one property in one replay (without image/runner stamps)."""
+def label_replay(
+    replay_file: ReplayFile,
+    facts: ContainerFacts,
+    property_id: str,
+    index: EntryIndex | None = None,
+) -> Replay:
+    """The label of one property in one replay (without image/runner stamps); ``index``
+    is :class:`EntryIndex` of the replay's entries, when the caller labels many."""
     if replay_file.state == "corrupt":
         if facts.oom_killed:
             return _harness("oom", "the container hit its memory limit and was OOM-killed")
@@ -262,7 +303,7 @@ def label_replay(replay_file: ReplayFile, facts: ContainerFacts, property_id: st
         )
     if status != "completed":
         return _unfinished(facts, status, doc.get("exit_code"))
-    entry = _entry_for(_tests(doc), property_id)
+    entry = _entry_for(_tests(doc), property_id, index)
     if entry is None:
         return _harness("not_found", f"{property_id} was not collected")
     return _from_entry(entry, property_id)
@@ -275,14 +316,15 @@ def label_replays(
     runner_id: str,
 ) -> dict[str, tuple[Replay, ...]]:
     """One :class:`Replay` per property per replay, stamped with image and runner."""
+    indexes = [EntryIndex(_tests(replay_file.doc)) for replay_file, _ in observed]
     return {
         property_id: tuple(
             replace(
-                label_replay(replay_file, facts, property_id),
+                label_replay(replay_file, facts, property_id, index),
                 image_digest=facts.image_id,
                 runner_id=runner_id,
             )
-            for replay_file, facts in observed
+            for (replay_file, facts), index in zip(observed, indexes, strict=True)
         )
         for property_id in property_ids
     }

@@ -42,7 +42,7 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property, lru_cache
@@ -191,7 +191,13 @@ def oracle_slice(
         for path, text in conftests.items()
         if text is not None
     }
-    whole = {(ReasonKind.WHOLE_FILE, node.path): (_file_dump(source),), **conftest_parts}
+
+    def whole_parts() -> dict[PartKey, tuple[str, ...]]:
+        return {(ReasonKind.WHOLE_FILE, node.path): (_file_dump(source),), **conftest_parts}
+
+    # Dumping a whole module is the costliest part of a slice, and a sliced side needs it
+    # only when the other side cannot be sliced.
+    whole: Mapping[PartKey, tuple[str, ...]] = _LazyParts(whole_parts)
     analysed = _analyse_source(source)
     note = problem = ""
     if analysed is None:
@@ -199,6 +205,7 @@ def oracle_slice(
     elif not node.function.isidentifier() or not all(c.isidentifier() for c in node.classes):
         note = "not a Python test function"
     if analysed is None or note:
+        whole = whole_parts()
         return OracleSlice(
             property_id=property_id,
             path=node.path,
@@ -218,6 +225,28 @@ def oracle_slice(
         parts={**found, **conftest_parts},
         whole_file=whole,
     )
+
+
+class _LazyParts(Mapping[PartKey, tuple[str, ...]]):
+    """Parts computed the first time they are read."""
+
+    def __init__(self, make: Callable[[], Mapping[PartKey, tuple[str, ...]]]) -> None:
+        self._make = make
+        self._parts: Mapping[PartKey, tuple[str, ...]] | None = None
+
+    def _get(self) -> Mapping[PartKey, tuple[str, ...]]:
+        if self._parts is None:
+            self._parts = self._make()
+        return self._parts
+
+    def __getitem__(self, key: PartKey) -> tuple[str, ...]:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[PartKey]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 def compare_slices(base: OracleSlice, patch: OracleSlice) -> OracleChange:
@@ -303,8 +332,10 @@ def _dump(node: ast.AST) -> str:
     return ast.dump(node, annotate_fields=True, include_attributes=False)
 
 
+@lru_cache(maxsize=64)
 def _parse(source: str | bytes) -> tuple[ast.Module | None, str]:
-    """The module's AST, or None and why not (bytes honour a coding cookie)."""
+    """The module's AST, or None and why not (bytes honour a coding cookie). Cached: the
+    whole-file part and the analysis read the same tree, which nothing changes."""
     try:
         return ast.parse(source), ""
     except SyntaxError as error:
@@ -595,9 +626,14 @@ def _analyse(module: ast.Module) -> _Module:
     return _Module(scope=scope, star_import=star, testless_names=frozenset(testless))
 
 
+@lru_cache(maxsize=4096)
 def _class_scope(cls: ast.ClassDef, qualname: str, skip: str | None) -> _Scope:
     """A class in the slice: its header, attributes, hooks and fixtures always; methods and
-    nested classes only when referenced. ``skip`` is the nested class the node id enters."""
+    nested classes only when referenced. ``skip`` is the nested class the node id enters.
+
+    Cached per class node (of a cached analysis), so the many test methods of one class
+    share its items and each item's dump and references are computed once; a scope is
+    never changed once built."""
     scope = _Scope()
     setup: PartKey = (ReasonKind.CLASS_SETUP, qualname)
     header = copy.copy(cls)  # the class without its body: name, bases, decorators

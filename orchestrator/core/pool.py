@@ -104,6 +104,38 @@ def plan_batches(
     )
 
 
+def plan_batches_on(
+    property_ids: Sequence[str],
+    slots: Sequence[int],
+    durations: Mapping[str, float],
+    engine_of: Mapping[str, int],
+) -> tuple[Batch, ...]:
+    """Batches that keep each property on the engine ``engine_of`` names (the first
+    engine when it names none, or one outside the pool), cut into that engine's lanes as
+    :func:`plan_batches` cuts them. A screened property's second phase runs where its
+    screening ran: replays of one property on two runners are no evidence (lanes.md
+    row 1)."""
+    if not slots:
+        raise ValueError("a pool has at least one engine")
+    home = {p: engine_of.get(p, 0) for p in property_ids}
+    home = {p: engine if 0 <= engine < len(slots) else 0 for p, engine in home.items()}
+    batches: list[Batch] = []
+    for engine, engine_slots in enumerate(slots):
+        mine = [p for p in property_ids if home[p] == engine]
+        if not mine:
+            continue
+        for batch in plan_batches(mine, [engine_slots], durations):
+            lane = batch.key.partition("-")[2]
+            batches.append(replace(batch, key=f"e{engine + 1}-{lane}", engine=engine))
+    return tuple(batches)
+
+
+def sides_at_once(slots: int, sides: int = 2) -> int:
+    """Containers an engine runs at once: a lane's sides side by side when it has a slot
+    for each, one at a time with a single slot."""
+    return sides * lanes_for(slots) if slots >= sides else 1
+
+
 def retry(batch: Batch) -> Batch | None:
     """The batch queued again after its engine stopped answering, once; None after that.
     It keeps naming that engine until another one takes it."""

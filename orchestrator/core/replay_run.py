@@ -7,7 +7,7 @@ revisions and the image, run both sides, write the run folder, call the ledger).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +18,7 @@ from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.replay_env import SidePath
+from orchestrator.core.screening import Screening, ScreenPolicy
 from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
@@ -66,6 +67,8 @@ class ReplayOptions:
     runner_id: str = "local"
     out: Path | None = None
     isolation: str = "side"
+    screen: int | None = None  # --screen K (None: the default rule, core.screening)
+    replays_all: bool = False  # --replays-all: no screening
     env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, parsed
     pythonpath: tuple[str, ...] = ()  # --pythonpath, checked
     writable_tree: bool = False
@@ -73,10 +76,23 @@ class ReplayOptions:
     tests_from: str | None = None
     test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
     changed: bool = False  # --changed: select the tests the patch touched
+    jobs: int | None = None  # --jobs J (None: the engine's CPUs divided between its sides)
     engines: tuple[str, ...] = ()  # --engine URLs; empty: DOCKER_HOST or the local socket
     slots: int | None = None  # sides at once per engine; None: each engine's CPU count
     shard: Shard | None = None
     run_id: str | None = None  # a CI job's retry passes the same one
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scheduling:
+    """How the run spends its replays and cores, fixed when it is planned."""
+
+    screen: int = 0  # K screening replays per side; 0: every property gets N
+    jobs: int = 1  # pytest workers per replay in each side's container
+    engine_cpus: int | None = None
+    repository: str | None = None  # the key its durations are recorded under
+    durations_file: Path | None = None
+    durations: Mapping[str, float] = field(default_factory=dict)  # recorded before this run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +125,7 @@ class RunPlan:
     # The unshrunk payload's bytes (None when unknown): a flake freeze stores them beside
     # the minimal fixture, because shrinking can hide a size-dependent failure.
     origin_bytes: bytes | None = None
+    scheduling: Scheduling = field(default_factory=Scheduling)
     # Pins of the container's environment: the variables every replay gets (PYTHONPATH
     # aside), each side's import roots (relative to its tree) and its whole PYTHONPATH.
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -163,6 +180,10 @@ class RunPlan:
     def run_log(self) -> dict[str, Any]:
         return run_log_document(self)
 
+    @property
+    def screen_policy(self) -> ScreenPolicy:
+        return ScreenPolicy(screen=self.scheduling.screen, replays=self.options.replays)
+
 
 @dataclass(frozen=True, kw_only=True)
 class PropertyOutcome:
@@ -198,6 +219,16 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "probe_version": pins.probe_version,
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
+        "screening": plan.screen_policy.to_json(),
+        "jobs": plan.scheduling.jobs,
+        "engine_cpus": plan.scheduling.engine_cpus,
+        "durations": {
+            "repository": plan.scheduling.repository,
+            "file": None
+            if plan.scheduling.durations_file is None
+            else str(plan.scheduling.durations_file),
+            "known": len(plan.scheduling.durations),
+        },
         "environment": dict(plan.environment),
         "pythonpath": {side: list(paths) for side, paths in plan.pythonpath.items()},
         "pythonpath_reasons": {
@@ -231,11 +262,14 @@ def build_evidence(
     patch: Sequence[Replay],
     *,
     oracle: OracleChange | None = None,
+    screening: Screening | None = None,
     runner_id: str | None = None,
 ) -> Evidence:
-    """records.md "Evidence" for one property, with its oracle slice digests; ``runner_id``
-    names the engine that ran both its sides (default: the run's ``--runner-id``)."""
+    """records.md "Evidence" for one property, with its oracle slice digests; with
+    ``screening``, the replays it got (K, or N with signal) and why; ``runner_id`` names
+    the engine that ran both its sides (default: the run's ``--runner-id``)."""
     pins, options = plan.pins, plan.options
+    screened = screening is not None and screening.policy.enabled
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
@@ -248,12 +282,14 @@ def build_evidence(
         origin_digest=pins.origin_digest,
         oracle_changed=oracle is not None and oracle.changed,
         shrink=pins.shrink,
-        replays=options.replays,
+        replays=screening.replays_of(property_id) if screening and screened else options.replays,
         base=tuple(base),
         patch=tuple(patch),
         base_oracle_digest=None if oracle is None else oracle.base_digest,
         patch_oracle_digest=None if oracle is None else oracle.patch_digest,
         oracle_reasons=() if oracle is None else oracle.reason_texts,
+        screened=screening.policy.screen if screening and screened else 0,
+        signal=tuple(screening.signals.get(property_id, ())) if screening and screened else (),
         environment=dict(plan.environment),
         pythonpath=dict(plan.pythonpath),
         tests_from=plan.tests_from,
@@ -264,21 +300,28 @@ def decide_all(
     plan: RunPlan,
     labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
     oracle: Mapping[str, OracleChange],
+    screening: Screening | None = None,
     *,
+    only: Collection[str] | None = None,
     runners: Mapping[str, str] | None = None,
     raw_dirs: Mapping[str, str] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
-    """Evidence and a decision per property, in the order the properties were named;
-    ``runners`` and ``raw_dirs`` say which engine ran each one and where its raw files are
-    (a run on a pool of engines)."""
+    """Evidence and a decision per property, in the order the properties were named
+    (``only``: just these, each keeping its index among all); ``runners`` and
+    ``raw_dirs`` say which engine ran each one and where its raw files are (a run on a
+    pool of engines)."""
     outcomes = []
+    chosen = None if only is None else set(only)
     for index, property_id in enumerate(labelled[BASE], start=1):
+        if chosen is not None and property_id not in chosen:
+            continue
         evidence = build_evidence(
             plan,
             property_id,
             labelled[BASE][property_id],
             labelled[PATCH].get(property_id, ()),
             oracle=oracle.get(property_id),
+            screening=screening,
             runner_id=(runners or {}).get(property_id),
         )
         outcomes.append(
@@ -324,6 +367,9 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "call_deltas": call_deltas(evidence.base, evidence.patch),
         "oracle_changed": evidence.oracle_changed,
         "oracle_reasons": list(evidence.oracle_reasons),
+        "replays": evidence.replays,
+        "screened": evidence.screened,
+        "signal": list(evidence.signal),
         "tests_from": evidence.tests_from,
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
@@ -333,7 +379,9 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
     }
 
 
-def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dict[str, Any]:
+def report_document(
+    plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None = None
+) -> dict[str, Any]:
     """The replay-report/1 document (summary.json, and ``--json``). A run that selected
     nothing (``--changed``, or a shard with no part) decided nothing and blocks nothing."""
     decisions = [item.decision for item in properties]
@@ -344,7 +392,23 @@ def report_document(plan: RunPlan, properties: Sequence[PropertyOutcome]) -> dic
         "run_log": plan.run_log(),
         "exit_status": 0 if plan.nothing_selected else worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
+        "screening": screening_summary(plan, properties, screening),
     }
+
+
+def screening_summary(
+    plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None
+) -> dict[str, Any]:
+    """How many properties were screened and how many replayed N times."""
+    ids = [str(item.evidence.property_id) for item in properties]
+    if screening is not None and screening.policy.enabled:
+        return screening.summary(ids)
+    return {**plan.screen_policy.to_json(), "screened": 0, "replayed": len(ids)}
+
+
+def screening_line(summary: Mapping[str, Any]) -> str:
+    """``screened 736, replayed 3``: properties screened, and those replayed N times."""
+    return f"screened {summary.get('screened', 0)}, replayed {summary.get('replayed', 0)}"
 
 
 def label_summary(replays: Sequence[Replay]) -> str:

@@ -33,6 +33,7 @@ PINS = (
     "tests_from",
     "fixture_digest",
     "replays",
+    "screening",  # K then N where there is signal, or N for all: the same for every shard
     "environment",
 )
 BY_DURATIONS = "durations"
@@ -303,4 +304,22 @@ def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
         "exit_status": worst_exit(statuses),
         "decisions": decisions,
     }
+    screening = merged_screening(ordered)
+    if screening is not None:
+        summary["screening"] = screening
     return Merged(run_log=run_log, summary=summary, copies=tuple(copies))
+
+
+def merged_screening(runs: Sequence[ShardRun]) -> dict[str, Any] | None:
+    """The shards' ``screening`` summaries as one: the policy they share (a pin), the
+    properties screened and replayed in all of them; None when a shard has none (a run
+    folder of an earlier version)."""
+    summaries = [run.summary.get("screening") for run in runs]
+    found = [item for item in summaries if isinstance(item, Mapping)]
+    if not found or len(found) != len(summaries):
+        return None
+    merged = {key: value for key, value in found[0].items() if key not in ("screened", "replayed")}
+    for key in ("screened", "replayed"):
+        counts = [item.get(key) for item in found]
+        merged[key] = sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool))
+    return merged

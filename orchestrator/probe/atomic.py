@@ -31,14 +31,19 @@ def write_json_atomic(path: str | os.PathLike[str], document: Any) -> None:
 
 
 def write_bytes_atomic(
-    path: str | os.PathLike[str], data: bytes, *, mode: int | None = RESULT_MODE
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    mode: int | None = RESULT_MODE,
+    sync_folder: bool = True,
 ) -> None:
     """Write `data` to `path` via a temporary file in the same folder.
 
     `mode` is the file's permission bits; ``None`` means 0666 less the process umask.
     The temporary file is fsynced before the rename and the folder after it, so a
     crash mid-write leaves either the previous state or the complete file, never
-    half of one.
+    half of one. ``sync_folder=False`` leaves the folder's fsync to the caller, who
+    writes many files into it and syncs it once (:func:`sync_folder`).
     """
     target = Path(path)
     fd, temp_path = _create_temp(target, _CREATE_MODE if mode is None else 0o600)
@@ -54,7 +59,13 @@ def write_bytes_atomic(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp_path)
         raise
-    _fsync_directory(target.parent)
+    if sync_folder:
+        _fsync_directory(target.parent)
+
+
+def sync_folder(folder: str | os.PathLike[str]) -> None:
+    """Make the renames into ``folder`` durable (after writes with ``sync_folder=False``)."""
+    _fsync_directory(Path(folder))
 
 
 def _create_temp(target: Path, create_mode: int) -> tuple[int, Path]:

@@ -15,7 +15,9 @@ N independent replays. How the process is made (`--spawn`):
   user's code afresh; what a replay's tests do to module state dies with its process.
   The driver runs with PYTHONHASHSEED pinned to the seed (`orchestrator.probe.replay`
   re-executes the interpreter once when it is not), so every child hashes strings the
-  same way.
+  same way. The code pytest's assertion rewriting makes of a module is kept for the later
+  replays (`orchestrator/probe/rewrite_cache.py`, in DIR/.rewritten/, removed at the end):
+  the module is still imported afresh by each, not rewritten again.
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
@@ -32,12 +34,17 @@ DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
 SIGINT kills the running replay's group, writes driver.json with "finished": false, and
 exits 128 + signal.
 
+With `--workers J` (J > 1) each replay is J pytest sessions at once, each collecting the
+whole selection and running its share of whole modules (`orchestrator/probe/workers.py`);
+the replay's result is the merge of theirs, and a worker that dies labels only its own
+tests.
+
 With `--attach` (`orchestrator reproduce`) a replay keeps the driver's standard input,
 output and error instead of /dev/null and DIR/replay-<k>.log, so pytest's own output
 streams out as it comes and `--pdb` can talk to the terminal; on a terminal the replay's
 process group takes the foreground (a background group that reads it would be stopped,
 and Ctrl-C is meant for pytest), and the driver takes it back after. The driver then
-prints nothing of its own.
+prints nothing of its own. It replays one session at a time (not with `--workers`).
 
 Serve mode: one warm driver, many jobs
 --------------------------------------
@@ -135,6 +142,7 @@ class DriverOptions:
     seed: int
     pytest_args: tuple[str, ...]
     spawn: str = FORK
+    workers: int = 1  # pytest sessions per replay, each running its share (probe/workers.py)
     make_dirs: tuple[Path, ...] = ()
     copy_tree: tuple[Path, Path] | None = None
     serve: bool = False
@@ -195,6 +203,13 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         "exec: a new interpreter per replay",
     )
     parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="split each replay's tests by module across this many pytest sessions "
+        "(default 1; see orchestrator/probe/workers.py)",
+    )
+    parser.add_argument(
         "--make-dir",
         type=Path,
         action="append",
@@ -222,6 +237,8 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
     options = parser.parse_args(own)
     if options.serve and options.attach:
         parser.error("--attach goes with replays, not --serve")
+    if options.attach and options.workers > 1:
+        parser.error("--attach runs one pytest session per replay, not --workers")
     if options.serve:
         if options.jobs is None or options.results is None:
             parser.error("--serve needs --jobs and --results")
@@ -246,6 +263,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         seed=seed,
         pytest_args=tuple(pytest_args),
         spawn=options.spawn,
+        workers=options.workers,
         make_dirs=tuple(options.make_dir),
         copy_tree=options.copy_tree,
         serve=options.serve,
@@ -452,6 +470,7 @@ class Driver:
     def __init__(self, options: DriverOptions) -> None:
         self.options = options
         self.child_pid: int | None = None
+        self.worker_pids: list[int] = []  # the running workers of a split replay
         self.finished_jobs = 0
         self._pytest: ModuleType | None = None
         self._plugin: ModuleType | None = None
@@ -478,6 +497,11 @@ class Driver:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
         self._pytest = pytest
+        if not self.options.serve and self.options.replays > 1:
+            # Replays after the first load the test modules the first rewrote.
+            from orchestrator.probe import rewrite_cache
+
+            rewrite_cache.install(self.options.out / rewrite_cache.FOLDER)
         # Importing the plugin installs the audit hook and the sleep wrapper, inert
         # here: the meter is only on while a test body runs in a child.
         self._plugin = importlib.import_module(PLUGIN)
@@ -488,6 +512,9 @@ class Driver:
         gc.freeze()
 
     def kill_child_group(self) -> None:
+        from orchestrator.probe.workers import kill_workers
+
+        kill_workers(self)
         pid = self.child_pid
         if pid is None:
             return
@@ -559,6 +586,15 @@ class Driver:
         if job.job_id is not None:
             run["job"] = job.job_id
         return run, result
+
+    def spawn(self, job: Job, env: dict[str, str], log_path: Path) -> int:
+        """Start one pytest session (a worker of a split replay) in its own process group."""
+        pid = (
+            self._fork(job, env, log_path) if job.spawn == FORK else self._exec(job, env, log_path)
+        )
+        self.worker_pids.append(pid)
+        self.child_pid = None  # from here on killed as one of the worker_pids
+        return pid
 
     def reset_dirs(self) -> None:
         """HOME there, and (with --copy-tree) a fresh tree, for the next replay."""
@@ -724,16 +760,23 @@ class Driver:
         try:
             self.prepare()
             for k in range(1, options.replays + 1):
-                run, result = self.run_one(k)
+                run, result = self.run_one(k) if options.workers == 1 else run_split(self, k)
                 write_bytes_atomic(options.out / f"replay-{k:03d}.json", encode_run(run, result))
                 if not options.attach:
                     print(f"replay {k}/{options.replays} {run['status']}", flush=True)
         except Terminated as stop:
             self.kill_child_group()
+            self._drop_rewritten()
             self._write_driver(finished=False, signal_number=stop.signum)
             return 128 + stop.signum
+        self._drop_rewritten()
         self._write_driver(finished=True, signal_number=None)
         return 0
+
+    def _drop_rewritten(self) -> None:
+        from orchestrator.probe import rewrite_cache
+
+        rewrite_cache.remove(self.options.out / rewrite_cache.FOLDER)
 
     # -- serve mode ---------------------------------------------------------------------
 
@@ -819,6 +862,12 @@ class Driver:
         if error is not None:
             document["error"] = error
         write_json_atomic(self.options.out / "driver.json", document)
+
+
+def run_split(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:
+    from orchestrator.probe.workers import run_workers
+
+    return run_workers(driver, k)
 
 
 def _warm_inspect_cache() -> None:

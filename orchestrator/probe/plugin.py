@@ -32,6 +32,7 @@ from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
 from orchestrator.probe.atomic import write_bytes_atomic
 from orchestrator.probe.deps import Deps
 from orchestrator.probe.meter import METER, STABLE_DEPENDENCIES, install
+from orchestrator.probe.share import register_share
 
 install()
 
@@ -509,6 +510,7 @@ def pytest_configure(config: pytest.Config) -> None:
     probe = ProbeSession(config)
     config.stash[_SESSION_KEY] = probe
     config.pluginmanager.register(probe, "replay-probe-session")
+    register_share(config)  # one worker of a split replay keeps its share of the tests
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -48,6 +48,8 @@ SRC = "/src"
 TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
 OUT = "/replay/out"
 FIXTURE = "/replay/fixture.json"
+# Recorded test durations (a scheduling hint for --jobs workers), beside the fixture.
+DURATIONS = "/replay/durations.json"
 PROBE_ROOT = "/opt/orchestrator"
 # The volume path: the fixture's volume is mounted at /replay (read-only), so results go
 # to an anonymous volume beside it (a volume inside a read-only one cannot be written
@@ -58,6 +60,7 @@ VOLUME_OUT = f"{VOLUME_OUT_ROOT}/w"
 # it cannot sit under /replay (the fixture's read-only volume), so it has its own place.
 VOLUME_TREE = "/replay-tree"
 FIXTURE_NAME = "fixture.json"
+DURATIONS_NAME = "durations.json"
 
 
 class EngineRefused(Exception):
@@ -74,11 +77,13 @@ class EngineRefused(Exception):
 @dataclass(frozen=True, kw_only=True)
 class Inputs:
     """What every container of a run reads: each side's exported tree, the probe, the
-    fixture (a private copy), and, for the volume path, each of them as a tar file."""
+    fixture (a private copy), the recorded durations its workers split by (a private
+    copy, with ``--jobs``), and, for the volume path, each of them as a tar file."""
 
     trees: Mapping[str, Path]
     probe: Path
     fixture: Path | None
+    durations: Path | None = None
     tars: Mapping[str, Path] = field(default_factory=dict)  # side -> tar of its tree
     probe_tar: Path | None = None
 
@@ -126,6 +131,8 @@ class BindStaging:
         ]
         if self.inputs.fixture is not None:
             mounts.append(docker_adapter.Mount(source=self.inputs.fixture, target=FIXTURE))
+        if self.inputs.durations is not None:
+            mounts.append(docker_adapter.Mount(source=self.inputs.durations, target=DURATIONS))
         return mounts
 
     def before_start(self, container: docker_adapter.Container) -> None:
@@ -142,7 +149,7 @@ class VolumeStaging:
 
     sources: Mapping[str, str]  # side -> volume name
     probe: str
-    fixture: str | None
+    fixture: str | None  # the volume mounted at /replay: the fixture and the durations
     out_path: str = VOLUME_OUT
     scratch_volumes: tuple[str, ...] = (VOLUME_OUT_ROOT,)
     tree_path: str = VOLUME_TREE
@@ -278,10 +285,14 @@ class DockerEngine:
             f"src-{side}": tar for side, tar in inputs.tars.items()
         }
         contents["probe"] = inputs.probe_tar
-        if inputs.fixture is not None:
-            contents["fixture"] = docker_adapter.tar_of(
-                [(FIXTURE_NAME, inputs.fixture.read_bytes(), 0o444)]
-            )
+        # The fixture and the durations share the volume mounted at /replay.
+        replay_files = [
+            (name, path.read_bytes(), 0o444)
+            for name, path in ((FIXTURE_NAME, inputs.fixture), (DURATIONS_NAME, inputs.durations))
+            if path is not None
+        ]
+        if replay_files:
+            contents["fixture"] = docker_adapter.tar_of(replay_files)
         with contextlib.ExitStack() as stack:
             made = {
                 purpose: stack.enter_context(

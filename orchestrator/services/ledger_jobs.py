@@ -66,6 +66,30 @@ def record_decision_once(
     """The DECISION event, once per property and run: ``(event id, written now)``. A run
     that records a property again (a retried CI job with the same run id) gets the id of
     the first event and writes nothing."""
+    event = decision_event(evidence, decision, now, run_id=run_id)
+    if run_id is None:
+        return ledger.append_event(event), True
+    return ledger.append_decision_once(event, run_id=run_id)
+
+
+def record_decisions_once(
+    ledger: Ledger,
+    decided: Sequence[tuple[model.Evidence, model.Decision]],
+    now: datetime,
+    *,
+    run_id: str,
+) -> list[tuple[int, bool]]:
+    """:func:`record_decision_once` for every property of a run, in one statement."""
+    events = [
+        decision_event(evidence, decision, now, run_id=run_id) for evidence, decision in decided
+    ]
+    return ledger.append_decisions_once(events, run_id=run_id)
+
+
+def decision_event(
+    evidence: model.Evidence, decision: model.Decision, now: datetime, *, run_id: str | None
+) -> model.Event:
+    """The DECISION event of one property (not yet written)."""
     detail: dict[str, Any] = {
         "lane": decision.lane.value,
         "blocking": decision.blocking,
@@ -82,7 +106,7 @@ def record_decision_once(
         "shrink": None if evidence.shrink is None else evidence.shrink.to_json(),
         "run_id": run_id,
     }
-    event = model.Event(
+    return model.Event(
         id=None,
         at=now,
         kind=model.EventKind.DECISION,
@@ -90,9 +114,6 @@ def record_decision_once(
         subject=evidence.property_id,
         detail=detail,
     )
-    if run_id is None:
-        return ledger.append_event(event), True
-    return ledger.append_decision_once(event, run_id=run_id)
 
 
 def queue_infra(

@@ -8,6 +8,12 @@ as a run folder of its own (``run-log.json``, ``evidence-<n>.json``,
 ``decision-<n>.json``, each shard's ``raw/`` under ``shards/<i>/``, ``summary.json``
 last; marked ``INCOMPLETE`` until then, as a replay's), which ``orchestrator report``
 reads like any other.
+
+The test durations each shard measured (its ``durations.json``) are joined into the
+merged folder's ``durations.json``; when the shards recorded their decisions (they were
+not ``--no-record``), they are also folded into the repository's record of durations in
+the working directory (:mod:`orchestrator.services.durations`). A shard never folds its
+own: its siblings must cut the selection from the record they all read.
 """
 
 from __future__ import annotations
@@ -47,7 +53,40 @@ def merge(folders: Sequence[Path], *, out: Path | None = None) -> Merged:
     merged = merge_runs(shards, run_dir=str(out.resolve()) if out is not None else "")
     if out is not None:
         write_merged(out, merged, [Path(shard.name) for shard in shards])
+    keep_durations(shards, out=out, root=Path.cwd())
     return merged
+
+
+def keep_durations(shards: Sequence[ShardRun], *, out: Path | None, root: Path) -> None:
+    """The shards' measured durations: ``durations.json`` in the merged folder (with
+    ``out``) and, when every shard recorded its decisions, folded into the record under
+    ``root``. Durations only schedule: nothing here fails the merge."""
+    from datetime import UTC, datetime
+
+    from orchestrator.core.schedule import merge_durations
+    from orchestrator.services import durations as durations_store
+
+    described = shards[0].run_log.get("durations")
+    key = described.get("repository") if isinstance(described, Mapping) else None
+    if not isinstance(key, str) or not key:
+        return
+    measured: dict[str, float] = {}
+    for shard in shards:
+        path = Path(shard.name) / durations_store.RUN_FILE
+        measured = merge_durations(measured, durations_store.read_durations(path))
+    if not measured:
+        return
+    now = datetime.now(UTC)
+    try:
+        if out is not None:
+            durations_store.write_run_durations(out, key, measured, now=now)
+        if all("ledger" in shard.summary for shard in shards):
+            record = durations_store.store_path(root, key)
+            durations_store.record_durations(record, key, measured, now=now)
+    except OSError as error:
+        from orchestrator.log import get_logger
+
+        get_logger(__name__).warning("durations.not_recorded", error=str(error))
 
 
 def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:

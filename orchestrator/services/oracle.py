@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from orchestrator.adapters import git as git_adapter
-from orchestrator.core.oracle import OracleChange, compare_sources
+from orchestrator.core.oracle import OracleChange, compare_slices, compare_sources, oracle_slice
 from orchestrator.core.pytest_command import conftest_paths, split_node_id
 from orchestrator.core.test_files import TestOverlay
 
 Blobs = Mapping[str, bytes | None]
+Sources = tuple[bytes | None, dict[str, bytes | None]]  # a module's bytes, its conftests'
 
 
 def oracle_files(property_id: str) -> tuple[str, tuple[str, ...]]:
@@ -62,23 +63,61 @@ def read_side(
     return found
 
 
+def oracle_inputs(
+    repo: Path,
+    base_rev: str,
+    patch_rev: str,
+    property_ids: Sequence[str],
+    *,
+    overlay: TestOverlay | None = None,
+) -> dict[str, tuple[Sources, Sources]]:
+    """Property id -> the files its oracle is sliced from, on base and on patch (read in
+    one pass over each side's tree for all properties)."""
+    paths = oracle_paths(property_ids)
+    on_base = read_side(repo, base_rev, paths, overlay)
+    on_patch = read_side(repo, patch_rev, paths, overlay)
+    return inputs_from_blobs(on_base, on_patch, property_ids)
+
+
+def inputs_from_blobs(
+    base: Blobs, patch: Blobs, property_ids: Sequence[str]
+) -> dict[str, tuple[Sources, Sources]]:
+    """Property id -> its module and conftest bytes on each side. Pure."""
+
+    def side(blobs: Blobs, module: str, conftests: tuple[str, ...]) -> Sources:
+        return blobs.get(module), {path: blobs.get(path) for path in conftests}
+
+    inputs = {}
+    for property_id in property_ids:
+        module, conftests = oracle_files(property_id)
+        inputs[property_id] = (side(base, module, conftests), side(patch, module, conftests))
+    return inputs
+
+
+def same_files(inputs: tuple[Sources, Sources]) -> bool:
+    """Are a property's module and conftest files the same bytes on both sides? Its oracle
+    is then unchanged (whatever the slice), so only its digest is left to compute."""
+    return inputs[0] == inputs[1]
+
+
+def compare_inputs(inputs: Mapping[str, tuple[Sources, Sources]]) -> dict[str, OracleChange]:
+    """Each property's :class:`OracleChange` from its files on both sides. Pure."""
+    changes: dict[str, OracleChange] = {}
+    for property_id, (before, after) in inputs.items():
+        if same_files((before, after)):
+            # One slice serves both sides (a whole-suite run has thousands of these).
+            same = oracle_slice(before[0], before[1], property_id)
+            changes[property_id] = compare_slices(same, same)
+        else:
+            changes[property_id] = compare_sources(before, after, property_id)
+    return changes
+
+
 def compare_blobs(
     base: Blobs, patch: Blobs, property_ids: Sequence[str]
 ) -> dict[str, OracleChange]:
     """Property id -> its oracle on both sides, from each side's file bytes. Pure."""
-
-    def side(
-        blobs: Blobs, module: str, conftests: tuple[str, ...]
-    ) -> tuple[bytes | None, dict[str, bytes | None]]:
-        return blobs.get(module), {path: blobs.get(path) for path in conftests}
-
-    changes = {}
-    for property_id in property_ids:
-        module, conftests = oracle_files(property_id)
-        changes[property_id] = compare_sources(
-            side(base, module, conftests), side(patch, module, conftests), property_id
-        )
-    return changes
+    return compare_inputs(inputs_from_blobs(base, patch, property_ids))
 
 
 def property_oracles(
@@ -95,7 +134,4 @@ def property_oracles(
     ``gone on patch``). With ``overlay`` (``--tests-from``) both sides read the test files
     of one revision, so their slices are equal by construction.
     """
-    paths = oracle_paths(property_ids)
-    on_base = read_side(repo, base_rev, paths, overlay)
-    on_patch = read_side(repo, patch_rev, paths, overlay)
-    return compare_blobs(on_base, on_patch, property_ids)
+    return compare_inputs(oracle_inputs(repo, base_rev, patch_rev, property_ids, overlay=overlay))

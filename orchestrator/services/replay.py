@@ -4,15 +4,21 @@
 image ID on the first engine of the pool (never pulled), digests the fixture, checks a
 shrink report against it, plans the tests (``--changed``, ``--tests-from``:
 :mod:`orchestrator.services.replay_tests`; a ``--shard``'s part of them; when nothing
-names the tests and the run is cut, the tests the command collects on both revisions)
-and writes ``run-log.json`` into the run folder before any replay runs.
-``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
-spread over the pool's engines),
+names the tests and the run is cut, the tests the command collects on both revisions),
+fixes the screening policy, the workers per side and the recorded durations it schedules
+by (the one record, :mod:`orchestrator.services.durations`, which also orders and cuts
+batches and shards), and writes ``run-log.json`` into the run folder before any replay
+runs. ``execute`` replays both sides at once (:func:`orchestrator.services.sides.run_sides`,
+spread over the pool's engines): with screening, every property K times first, then only
+the properties with signal until they have N (:mod:`orchestrator.core.screening`), one
+``run_sides`` call per phase, each property's second phase on the engine of its first. It
 compares each property's oracle slice on both revisions
 (:func:`orchestrator.services.oracle.property_oracles`), builds one evidence document per
 property, decides with the pure core (:mod:`orchestrator.core.replay_run`) and writes
-``evidence-<n>.json``, ``decision-<n>.json`` and ``summary.json``. The result is a frozen
-:class:`ReplayOutcome` that other services (the ledger) build on.
+``evidence-<n>.json``, ``decision-<n>.json``, ``durations.json`` and ``summary.json``
+(and folds the measured durations into the repository's record,
+:mod:`orchestrator.services.durations`). The result is a frozen :class:`ReplayOutcome`
+that other services (the ledger) build on.
 
 Around that flow (:mod:`orchestrator.services.run_writer`): the run folder is checked
 before anything runs and marked ``INCOMPLETE`` until ``summary.json`` is written; a
@@ -25,8 +31,12 @@ complete, and a ledger that fails leaves the report whole (``recording_error``).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import files, interrupts
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.digest import NULL_DIGEST, digest
-from orchestrator.core.pool import lanes_for, narrow_targets
+from orchestrator.core.oracle import OracleChange
+from orchestrator.core.pool import lanes_for, narrow_targets, plan_batches_on, sides_at_once
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.replay_run import (
     BASE,
@@ -44,21 +55,48 @@ from orchestrator.core.replay_run import (
     PropertyOutcome,
     ReplayOptions,
     RunPlan,
+    Scheduling,
     decide_all,
     never_collected,
     report_document,
 )
+from orchestrator.core.schedule import (
+    container_limits,
+    default_jobs,
+    measured_durations,
+    order_longest_first,
+)
+from orchestrator.core.screening import (
+    RAW,
+    SECOND_PHASE,
+    RawLink,
+    Screening,
+    combine,
+    raw_layout,
+    replay_targets,
+    screen,
+    screen_replays,
+    second_phase_dir,
+)
 from orchestrator.errors import InputError, LedgerError, SchemaError
-from orchestrator.model import Decision, Evidence, Lane, ShrinkSummary
+from orchestrator.model import Decision, Evidence, Lane, Replay, ShrinkSummary
+from orchestrator.services import durations as durations_store
 from orchestrator.services import run_writer
 from orchestrator.services.engines import Pool, single_pool
-from orchestrator.services.oracle import property_oracles
+from orchestrator.services.oracle import (
+    Sources,
+    compare_inputs,
+    oracle_inputs,
+    property_oracles,
+    same_files,
+)
 from orchestrator.services.replay_tests import check_test_options, plan_tests
 from orchestrator.services.sides import (
     FIXTURE,
     ISOLATIONS,
     NO_TEST_REPORTED,
     ReplayPlan,
+    SidesOutcome,
     SideSpec,
     collect_tests,
     new_run_id,
@@ -127,6 +165,12 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 def validate_options(options: ReplayOptions) -> None:
     if options.replays < 1:
         raise InputError("--replays must be at least 1")
+    if options.screen is not None and options.screen < 1:
+        raise InputError("--screen must be at least 1 (--replays-all replays without screening)")
+    if options.screen is not None and options.replays_all:
+        raise InputError("--screen and --replays-all exclude each other")
+    if options.jobs is not None and options.jobs < 1:
+        raise InputError("--jobs must be at least 1")
     if options.timeout_s <= 0:
         raise InputError("--timeout must be a positive number of seconds")
     if options.isolation not in ISOLATIONS:
@@ -225,8 +269,6 @@ def plan_replay(
     if pool is None:
         if client is None:
             raise ValueError("plan_replay needs a client or a pool")
-        import os
-
         pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     check_test_options(options)
     pytest_args(options.command, options.property_ids)  # a bad --command is exit 2 first
@@ -267,6 +309,9 @@ def plan_replay(
         for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
     }
     run_id = run_id or options.run_id or new_run_id(now.timestamp())
+    root = default_root if default_root is not None else Path.cwd()
+    scheduling = plan_scheduling(options, pool=pool, repo=repo, base_rev=base_rev, root=root)
+    pool = replace(pool, durations=scheduling.durations)
     run_dir = run_folder(options, run_id, default_root)
     plan = RunPlan(
         run_id=run_id,
@@ -299,6 +344,7 @@ def plan_replay(
         overlay=tests.overlay,
         selection=tests.selection,
         targets=tests.targets,
+        scheduling=scheduling,
     )
     if before_containers is not None:
         before_containers()
@@ -321,6 +367,34 @@ def plan_replay(
     )
     run_writer.write_run_log(run_dir, plan.run_log())
     return plan
+
+
+def plan_scheduling(
+    options: ReplayOptions, *, pool: Pool, repo: Path, base_rev: str, root: Path
+) -> Scheduling:
+    """Screening replays, workers per side and the recorded durations of the repository
+    (the one record of durations: workers split by it, and batches and shards are cut and
+    ordered by it)."""
+    from orchestrator.adapters.docker import engine_cpus
+
+    first = pool.first
+    cpus = engine_cpus(first.client)
+    key = durations_store.repository_key(repo, base_rev)
+    store = durations_store.store_path(root, key).resolve()
+    return Scheduling(
+        screen=screen_replays(
+            options.screen,
+            replays_all=options.replays_all,
+            named=bool(options.property_ids) or options.changed,
+        ),
+        jobs=options.jobs
+        if options.jobs is not None
+        else default_jobs(cpus, sides=sides_at_once(first.slots)),
+        engine_cpus=cpus,
+        repository=key,
+        durations_file=store,
+        durations=durations_store.read_durations(store),
+    )
 
 
 def _select(plan: RunPlan, pool: Pool) -> RunPlan:
@@ -390,20 +464,36 @@ def refuse_unknown_properties(
         raise InputError(unknown_message(absent))
 
 
-def sides_plan(plan: RunPlan) -> ReplayPlan:
-    """What the engine needs to replay the plan's sides."""
+def sides_plan(
+    plan: RunPlan,
+    *,
+    replays: int | None = None,
+    property_ids: Sequence[str] | None = None,
+) -> ReplayPlan:
+    """What the engine needs to replay the plan's sides (``replays`` times each, the named
+    ``property_ids`` only when given)."""
     options = plan.options
+    scheduling = plan.scheduling
+    limits = container_limits(scheduling.jobs, scheduling.engine_cpus)
+    named = plan.property_ids if property_ids is None else tuple(property_ids)
     return ReplayPlan(
         image_id=plan.pins.image_id,
-        pytest_args=plan.pytest_args,
-        property_ids=plan.property_ids,
+        pytest_args=plan.pytest_args
+        if property_ids is None
+        else pytest_args(options.command, named),
+        property_ids=named,
         # The run folder's copy: the bytes that were digested are the bytes mounted.
         fixture=plan.kept_fixture,
-        replays=options.replays,
+        replays=options.replays if replays is None else replays,
         timeout_s=options.timeout_s,
         seed=options.seed,
         runner_id=options.runner_id,
         isolation=options.isolation,
+        memory=limits.memory,
+        pids=limits.pids,
+        cpus=limits.cpus,
+        jobs=scheduling.jobs,
+        durations=scheduling.durations_file if scheduling.jobs > 1 else None,
         interpreter=plan.pins.interpreter,
         env=options.env,
         extra_pythonpath=options.pythonpath,
@@ -458,41 +548,59 @@ def execute(
     if pool is None:
         if client is None:
             raise ValueError("execute needs a client or a pool")
-        import os
-
         from orchestrator.adapters.docker import engine_url
 
         pool = single_pool(client, url=engine_url(os.environ), runner_id=options.runner_id)
     properties: tuple[PropertyOutcome, ...] = ()
+    screening: Screening | None = None
     extra: dict[str, Any] = {}
     if not plan.nothing_selected:
-        outcome = run_sides(
-            sides_plan(plan),
-            (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev)),
-            progress=progress,
-            run_id=plan.run_id,
-            keep_raw=plan.run_dir / "raw",
-            pool=pool,
-        )
+        # Batches are cut and ordered by the run's one record of durations.
+        pool = replace(pool, durations=plan.scheduling.durations)
+        sides = (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev))
+        settled: tuple[PropertyOutcome, ...] = ()
+        if plan.screen_policy.enabled:
+            outcome, oracle, screening, settled = screen_and_replay(
+                plan, sides, pool=pool, progress=progress
+            )
+        else:
+            outcome = run_sides(
+                sides_plan(plan),
+                sides,
+                progress=progress,
+                run_id=plan.run_id,
+                keep_raw=plan.run_dir / RAW,
+                pool=pool,
+            )
+            named = [p for p in outcome.labelled[BASE] if p != NO_TEST_REPORTED]
+            oracle = property_oracles(
+                options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+            )
         labelled = outcome.labelled
         never = never_collected(labelled)
         if never:  # the user's typo, not the runner's: no evidence, no infra row
             raise InputError(unknown_message(never))
-        named = [property_id for property_id in labelled[BASE] if property_id != NO_TEST_REPORTED]
-        oracle = property_oracles(
-            options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+        done = {item.evidence.property_id for item in settled}
+        rest = decide_all(
+            plan,
+            labelled,
+            oracle,
+            screening,
+            only=[p for p in labelled[BASE] if p not in done],
+            runners=outcome.runners,
+            raw_dirs=outcome.raw_dirs,
         )
-        properties = decide_all(
-            plan, labelled, oracle, runners=outcome.runners, raw_dirs=outcome.raw_dirs
-        )
+        write_outcomes(plan, rest)
+        properties = tuple(sorted((*settled, *rest), key=lambda item: item.index))
         if plan.engines:
             extra["engines"] = [dict(engine) for engine in outcome.engines]
         if outcome.attempts:
             extra["attempts"] = [attempt.to_json() for attempt in outcome.attempts]
-    for item in properties:
-        run_writer.write_json(plan.run_dir, f"evidence-{item.index}.json", item.evidence.to_json())
-        run_writer.write_json(plan.run_dir, f"decision-{item.index}.json", item.decision.to_json())
-    report = report_document(plan, properties)
+        # --no-record writes the run folder only: durations go into the record with the
+        # ledger. A shard keeps its own: its siblings must cut the selection from the same
+        # record (``orchestrator merge`` folds the shards' durations in).
+        record_run_durations(plan, labelled, keep=ledger is not None and plan.shard is None)
+    report = report_document(plan, properties, screening)
     report.update(extra)
     report, recording_error = complete_and_record(plan, properties, report, ledger)
     return ReplayOutcome(
@@ -598,6 +706,265 @@ def open_ledger_for_run(url: str) -> PendingLedger:
     return PendingLedger(url)
 
 
+def write_outcomes(plan: RunPlan, outcomes: Sequence[PropertyOutcome]) -> None:
+    """``evidence-<n>.json`` and ``decision-<n>.json`` of each property."""
+    run_writer.write_json_many(
+        plan.run_dir,
+        (
+            document
+            for item in outcomes
+            for document in (
+                (f"evidence-{item.index}.json", item.evidence.to_json()),
+                (f"decision-{item.index}.json", item.decision.to_json()),
+            )
+        ),
+    )
+
+
+def screen_and_replay(
+    plan: RunPlan,
+    sides: Sequence[SideSpec],
+    *,
+    pool: Pool,
+    progress: Progress | None,
+) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
+    """Screen every property K times per side, then replay those with signal until they
+    have N replays per side, each on the engine of its screening.
+
+    Returns both phases as one outcome (K, or N replays per property; the engine of each
+    property; its raw folder), every property's oracle, the screening, and the properties
+    without signal already decided and written: their evidence is complete after
+    screening, so they are settled (their oracle digests computed, decided, written) while
+    the ones with signal replay.
+    """
+    options, pins = plan.options, plan.pins
+    policy = plan.screen_policy
+    first = run_sides(
+        sides_plan(plan, replays=policy.screen),
+        sides,
+        progress=progress,
+        run_id=plan.run_id,
+        keep_raw=plan.run_dir / RAW,
+        pool=pool,
+    )
+    screened = first.labelled
+    started = time.perf_counter()
+    named = [property_id for property_id in screened[BASE] if property_id != NO_TEST_REPORTED]
+    inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay)
+    # Only a property whose files differ between the sides can have a changed oracle: those
+    # are sliced now, for the signal; the others only need their digests, later.
+    oracle = compare_inputs({p: pair for p, pair in inputs.items() if not same_files(pair)})
+    screening = screen(policy, screened, oracle, base=BASE, patch=PATCH)
+    unchanged = {p: pair for p, pair in inputs.items() if same_files(pair)}
+    quiet = [property_id for property_id in screened[BASE] if property_id not in screening.signals]
+    _log().debug(
+        "screening.screened",
+        properties=len(screened[BASE]),
+        signals=len(screening.signals),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
+    try:
+        settling = settler.submit(
+            settle,
+            plan,
+            screened=first,
+            unchanged=unchanged,
+            oracle=oracle,
+            screening=screening,
+            quiet=quiet,
+        )
+        outcome = replay_signals(plan, screening, first, sides, pool=pool, progress=progress)
+        digests, settled = settling.result()
+    finally:
+        settler.shutdown(wait=False, cancel_futures=True)
+    return outcome, {**digests, **oracle}, screening, settled
+
+
+def settle(
+    plan: RunPlan,
+    *,
+    screened: SidesOutcome,
+    unchanged: Mapping[str, tuple[Sources, Sources]],
+    oracle: Mapping[str, OracleChange],
+    screening: Screening,
+    quiet: Sequence[str],
+) -> tuple[dict[str, OracleChange], tuple[PropertyOutcome, ...]]:
+    """The oracle digests of properties whose files are the same on both sides, and the
+    properties without signal decided on their screening replays, their files written."""
+    started = time.perf_counter()
+    digests = compare_inputs(unchanged)
+    settled = decide_all(
+        plan,
+        screened.labelled,
+        {**digests, **oracle},
+        screening,
+        only=quiet,
+        runners=screened.runners,
+        raw_dirs=screened.raw_dirs,
+    )
+    write_outcomes(plan, settled)
+    _log().debug(
+        "screening.settled",
+        properties=len(settled),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    return digests, settled
+
+
+def _log() -> Any:
+    from orchestrator.log import get_logger
+
+    return get_logger(__name__)
+
+
+def replay_signals(
+    plan: RunPlan,
+    screening: Screening,
+    first: SidesOutcome,
+    sides: Sequence[SideSpec],
+    *,
+    pool: Pool,
+    progress: Progress | None,
+) -> SidesOutcome:
+    """The second phase: N - K replays of the properties with signal, longest first (their
+    screening replays and the recorded durations say how long), each on the engine that
+    screened it, after their K. Its raw files join the screening's (:func:`raw_layout`)."""
+    screened = first.labelled
+    if not screening.signals or screening.more == 0:
+        return replace(first, labelled=combine(screened, {}, screening))
+    known = {**plan.scheduling.durations, **measured_durations(screened)}
+    ordered = order_longest_first(list(screening.signals), known)
+    targeted = tuple(
+        replace(side, targets=replay_targets(ordered, screened[side.name])) for side in sides
+    )
+    engine_of_runner: dict[str, int] = {}
+    for engine in pool.engines:
+        engine_of_runner.setdefault(engine.runner_id, engine.index)
+    engine_of = {p: engine_of_runner.get(first.runners.get(p, ""), 0) for p in ordered}
+    slots = [engine.slots for engine in pool.engines]
+    second = run_sides(
+        sides_plan(plan, replays=screening.more, property_ids=ordered),
+        targeted,
+        progress=progress,
+        run_id=plan.run_id,
+        keep_raw=plan.run_dir / RAW / SECOND_PHASE,
+        pool=replace(pool, durations=known),
+        batches=plan_batches_on(ordered, slots, known, engine_of),
+    )
+    attempts = tuple(
+        replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir)) for attempt in second.attempts
+    )
+    later = {p: second_phase_dir(raw_dir) for p, raw_dir in second.raw_dirs.items()}
+    dirs, links = raw_layout(
+        {p: first.raw_dirs.get(p, RAW) for p in later}, later, screen=screening.policy.screen
+    )
+    link_raw(plan.run_dir, links, sides=[side.name for side in sides])
+    drop_second_phase(plan.run_dir, keep=[attempt.raw_dir for attempt in attempts])
+    return SidesOutcome(
+        labelled=combine(screened, second.labelled, screening),
+        runners=first.runners,
+        raw_dirs={**first.raw_dirs, **dirs},
+        attempts=(*first.attempts, *attempts),
+        engines=combined_engines(first.engines, second.engines),
+    )
+
+
+def link_raw(run_dir: Path, links: Sequence[RawLink], *, sides: Sequence[str]) -> None:
+    """Give each link's replay files their place in its target folder (hard links: the
+    bytes are not copied; a copy where the file system refuses). Never overwrites."""
+    from orchestrator.adapters.results import replay_file_name
+
+    for link in links:
+        for side in sides:
+            source = run_dir / link.source / side
+            if not source.is_dir():
+                continue
+            target = run_dir / link.target / side
+            target.mkdir(parents=True, exist_ok=True)
+            for path in sorted(source.iterdir()):
+                number = _replay_number(path.name)
+                if number is None or (link.upto is not None and number > link.upto):
+                    continue
+                dest = target / replay_file_name(number + link.offset)
+                if dest.exists():
+                    continue
+                try:
+                    os.link(path, dest)
+                except OSError:
+                    shutil.copyfile(path, dest)
+
+
+def drop_second_phase(run_dir: Path, *, keep: Sequence[str]) -> None:
+    """Remove ``raw/replays`` once its files were linked where they belong, but for the
+    folders of attempts (an engine that went away) that the run folder names."""
+    root = run_dir / RAW / SECOND_PHASE
+    if not root.is_dir():
+        return
+    kept = {(run_dir / folder).resolve() for folder in keep}
+    if not kept:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir():
+        if entry.resolve() not in kept:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def combined_engines(
+    first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """Each engine as both phases saw it: its batches of both (the second's under
+    ``replays/``), the first phase's properties (it decided them), and the second phase's
+    status when that went wrong."""
+    later = {entry.get("url"): entry for entry in second}
+    engines = []
+    for entry in first:
+        merged = dict(entry)
+        again = later.get(entry.get("url"))
+        if again is not None:
+            merged["batches"] = [
+                *(entry.get("batches") or ()),
+                *(f"{SECOND_PHASE}/{key}" for key in again.get("batches") or ()),
+            ]
+            if merged.get("status") == "ok" and again.get("status") != "ok":
+                merged["status"], merged["detail"] = again.get("status"), again.get("detail")
+            merged["image_shipped"] = entry.get("image_shipped") or again.get("image_shipped")
+        engines.append(merged)
+    return tuple(engines)
+
+
+def _replay_number(name: str) -> int | None:
+    stem = name.removeprefix("replay-").removesuffix(".json")
+    if name.startswith("replay-") and name.endswith(".json") and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def record_run_durations(
+    plan: RunPlan, labelled: Mapping[str, Mapping[str, Sequence[Replay]]], *, keep: bool
+) -> None:
+    """What the run measured: ``durations.json`` in its folder and, with ``keep``, folded
+    into the repository's record."""
+    scheduling = plan.scheduling
+    if scheduling.repository is None:
+        return
+    measured = measured_durations(labelled)
+    now = datetime.now(UTC)
+    durations_store.write_run_durations(plan.run_dir, scheduling.repository, measured, now=now)
+    if keep and scheduling.durations_file is not None and measured:
+        try:
+            durations_store.record_durations(
+                scheduling.durations_file, scheduling.repository, measured, now=now
+            )
+        except OSError as error:  # a record that cannot be kept never fails the run
+            _log().warning(
+                "durations.not_recorded", path=str(scheduling.durations_file), error=str(error)
+            )
+
+
 def record_in_ledger(
     plan: RunPlan,
     properties: Sequence[PropertyOutcome],
@@ -612,7 +979,7 @@ def record_in_ledger(
     from orchestrator.services.ledger_jobs import (
         open_ledger,
         queue_infra,
-        record_decision_once,
+        record_decisions_once,
         record_run,
         write_flake_freeze_from_replay,
     )
@@ -641,11 +1008,14 @@ def record_in_ledger(
             plan.options.command,
             {"run_dir": str(plan.run_dir), "properties": len(properties)},
         )
-        for item in properties:
+        recorded = record_decisions_once(
+            store,
+            [(item.evidence, item.decision) for item in properties],
+            request.now,
+            run_id=plan.run_id,
+        )
+        for item, (event_id, new) in zip(properties, recorded, strict=True):
             evidence, decision = item.evidence, item.decision
-            event_id, new = record_decision_once(
-                store, evidence, decision, request.now, run_id=plan.run_id
-            )
             entry: dict[str, Any] = {
                 "property_id": evidence.property_id,
                 "decision_event": event_id,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,18 @@ def write_json(run_dir: Path, name: str, document: Any) -> None:
         reason = write_reason(error)
         raise LocalWriteError(
             reason, f"cannot write {path}: {error.strerror or error} ({reason})"
+        ) from None
+
+
+def write_json_many(run_dir: Path, documents: Iterable[tuple[str, Any]]) -> None:
+    """Many documents of a run under way (``files.write_json_many``: overlapping writes,
+    one folder sync); a failed write is one :class:`LocalWriteError`."""
+    try:
+        files.write_json_many((run_dir / name, document) for name, document in documents)
+    except OSError as error:
+        reason = write_reason(error)
+        raise LocalWriteError(
+            reason, f"cannot write into {run_dir}: {error.strerror or error} ({reason})"
         ) from None
 
 

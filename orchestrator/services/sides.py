@@ -73,6 +73,7 @@ from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.services.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
 from orchestrator.services.engines import (
+    DURATIONS,
     FIXTURE,
     OUT,
     PROBE_ROOT,
@@ -104,7 +105,7 @@ STARTUP_SLACK_S = 15.0
 PER_REPLAY_SLACK_S = 2.0
 
 # The container's paths live in services.engines; kept importable from here.
-__all__ = ["FIXTURE", "OUT", "PROBE_ROOT", "SRC", "TREE"]
+__all__ = ["DURATIONS", "FIXTURE", "OUT", "PROBE_ROOT", "SRC", "TREE"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -151,6 +152,10 @@ class ReplayPlan:
     pids: int = 256
     cpus: float = 1.0
     tmp_size: str = "64m"  # the /tmp tmpfs
+    # pytest workers per replay (the driver's --workers), and the recorded durations they
+    # split the tests by (core.schedule); limits are the caller's to scale with jobs.
+    jobs: int = 1
+    durations: Path | None = None
     # The interpreter that runs the driver; None: the image's label says (else python3).
     interpreter: str | None = None
     env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, after the replay's own
@@ -199,6 +204,7 @@ def driver_command(
         out,
         "--seed",
         str(plan.seed),
+        *(("--workers", str(plan.jobs)) if plan.jobs > 1 else ()),
         *made,
         *copy,
         "--",
@@ -224,7 +230,10 @@ def side_pythonpath(paths: Sequence[str]) -> tuple[str, ...]:
 
 def replay_environment(plan: ReplayPlan, pythonpath: Sequence[str] = ()) -> dict[str, str]:
     """The container's whole environment: only the replay's own variables. Pure."""
-    return {**replay_variables(plan), "PYTHONPATH": ":".join(side_pythonpath(pythonpath))}
+    env = {**replay_variables(plan), "PYTHONPATH": ":".join(side_pythonpath(pythonpath))}
+    if plan.jobs > 1 and plan.durations is not None:
+        env["REPLAY_DURATIONS"] = DURATIONS  # a scheduling hint: where the workers split
+    return env
 
 
 def tree_pythonpath(tree: Path, extra: Sequence[str] = ()) -> replay_env.SidePath:
@@ -276,11 +285,16 @@ def writable_tree_tmpfs(tree: Path) -> str:
 
 
 def side_mounts(
-    tree: Path, out_dir: Path, fixture_copy: Path | None, *, writable_tree: bool = False
+    tree: Path,
+    out_dir: Path,
+    fixture_copy: Path | None,
+    *,
+    writable_tree: bool = False,
+    durations_copy: Path | None = None,
 ) -> list[docker_adapter.Mount]:
     """What a side's container sees: its tree (read-only) at SRC (with ``writable_tree``
     at TREE, copied to SRC per replay), the probe beside it, the folder the driver writes
-    its results into, and the fixture (read-only)."""
+    its results into, the fixture and the recorded durations (read-only)."""
     mounts = [
         docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
         docker_adapter.Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
@@ -288,6 +302,8 @@ def side_mounts(
     ]
     if fixture_copy is not None:
         mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
+    if durations_copy is not None:
+        mounts.append(docker_adapter.Mount(source=durations_copy, target=DURATIONS))
     return mounts
 
 
@@ -305,14 +321,23 @@ def side_container_config(
     command: Sequence[str] | None = None,
     targets: Sequence[str] | None = None,
     staging: Staging | None = None,
+    durations_copy: Path | None = None,
 ) -> dict[str, Any]:
     """The one builder of a side's container (``replay`` and ``reproduce`` both use it):
     the pinned image, the mounts, only the replay's environment (``pythonpath``: the side's
-    import roots), the limits, the tmpfs a writable tree is copied into, no network.
-    ``command`` replaces the driver's (``reproduce`` runs the driver with ``docker exec``
-    in a container that idles, so that it can be kept for more)."""
+    import roots), the limits, the tmpfs a writable tree is copied into, no network; with
+    ``plan.jobs`` above 1 the driver's ``--workers`` and the durations they split by
+    (``durations_copy``, or the staging's). ``command`` replaces the driver's
+    (``reproduce`` runs the driver with ``docker exec`` in a container that idles, so that
+    it can be kept for more)."""
     if staging is None:  # bind mounts of this machine's folders
-        mounts = side_mounts(tree, out_dir, fixture_copy, writable_tree=plan.writable_tree)
+        mounts = side_mounts(
+            tree,
+            out_dir,
+            fixture_copy,
+            writable_tree=plan.writable_tree,
+            durations_copy=durations_copy,
+        )
         out, tree_path = OUT, TREE
         scratch_volumes: tuple[str, ...] = ()
     else:  # the engine's own way in: bind mounts, or volumes on an engine elsewhere
@@ -376,6 +401,8 @@ def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
         raise InputError("--replays must be at least 1")
     if plan.timeout_s <= 0:
         raise InputError("--timeout must be positive")
+    if plan.jobs < 1:
+        raise InputError("--jobs must be at least 1")
     names = [side.name for side in sides]
     if not names or len(set(names)) != len(names):
         raise InputError("sides must have distinct names")
@@ -497,6 +524,7 @@ class _Run:
     done: threading.Event = field(default_factory=threading.Event)  # exports may go
     live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
     fixture_copy: Path | None = None
+    durations_copy: Path | None = None
     scratch: list[Path] = field(default_factory=list)
     # Written by the export and engine threads, read after they finished.
     trees: dict[str, Path] = field(default_factory=dict)
@@ -886,6 +914,18 @@ def _copy_fixture(run: _Run, fixture: Path) -> Path:
     return private_fixture(run.make_scratch("fixture"), data)
 
 
+def _copy_durations(run: _Run, durations: Path) -> Path | None:
+    """A world-readable copy of the recorded durations; None when there is none to read
+    (the workers then split by count: durations never decide a label)."""
+    copy = run.make_scratch("durations") / "durations.json"
+    try:
+        shutil.copyfile(durations, copy)
+    except OSError:
+        return None
+    copy.chmod(0o644)
+    return copy
+
+
 def replay_sides(
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
@@ -936,9 +976,12 @@ def run_sides(
     run_id: str | None = None,
     keep_raw: Path | None = None,
     pool: Pool | None = None,
+    batches: Sequence[Batch] | None = None,
 ) -> SidesOutcome:
     """:func:`replay_sides`, with what a pool adds: which engine ran each property, the
-    attempts of engines that went away, and how each engine fared."""
+    attempts of engines that went away, and how each engine fared. ``batches`` are the
+    plan's properties already cut (default: :func:`~orchestrator.core.pool.plan_batches`
+    by the pool's durations)."""
     validate_plan(plan, sides)
     if pool is None:
         if client is None:
@@ -961,9 +1004,12 @@ def run_sides(
             log.warning("engine.sweep_failed", engine=engine.url)
     git_adapter.sweep_scratch()
 
-    batches = plan_batches(
-        plan.property_ids, [engine.slots for engine in pool.engines], pool.durations
-    )
+    if batches is None:
+        batches = plan_batches(
+            plan.property_ids, [engine.slots for engine in pool.engines], pool.durations
+        )
+    if not batches:
+        raise ValueError("run_sides needs at least one batch")
     run = _Run(
         plan=plan,
         sides=tuple(sides),
@@ -981,6 +1027,8 @@ def run_sides(
     try:
         if plan.fixture is not None:
             run.fixture_copy = _copy_fixture(run, plan.fixture)
+        if plan.jobs > 1 and plan.durations is not None:
+            run.durations_copy = _copy_durations(run, plan.durations)
         if pool.volumes:
             run.probe_tar = write_tar(
                 probe_package(), run.make_scratch("probe") / "probe.tar", arcname="orchestrator"
@@ -1065,6 +1113,7 @@ def _dispatcher(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]
         trees=dict(run.trees),
         probe=probe_package(),
         fixture=run.fixture_copy,
+        durations=run.durations_copy,
         tars=dict(run.tars),
         probe_tar=run.probe_tar,
     )

@@ -103,6 +103,20 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
     for raw_dir in raw_dirs:
         assert f"{raw_dir}/base/replay-001.json" in (documents.raw or {})
 
+    # Screened (no --property names the tests): a property with signal had its second
+    # phase on the engine that screened it, and replay k of either phase is in its folder.
+    replayed = [evidence for evidence in two.evidence() if evidence.get("signal")]
+    assert replayed  # the patch's extra clock read, at least
+    assert {(e["replays"], e["screened"]) for e in replayed} == {(2, 1)}
+    assert two.summary()["screening"]["replayed"] == len(replayed)
+    for entry in two.summary()["decisions"]:
+        for side in ("base", "patch"):
+            for k in range(1, entry["replays"] + 1):
+                assert f"{entry['raw_dir']}/{side}/replay-{k:03d}.json" in (documents.raw or {})
+    assert not (two.out / "raw" / "replays").exists()
+    replays = {entry["property_id"]: entry["replays"] for entry in two.summary()["decisions"]}
+    assert replays == {e["property_id"]: e["replays"] for e in one.summary()["decisions"]}
+
 
 def test_the_image_is_shipped_to_a_new_engine_on_first_use_and_not_again(
     tmp_path: Path,

@@ -73,6 +73,12 @@ def test_three_shards_merged_give_the_unsharded_runs_lanes_and_exit_status(
     document = json.loads(merged.stdout)
     assert {d["property_id"]: d["lane"] for d in document["decisions"]} == whole.lanes()
     assert document["exit_status"] == whole.exit_code
+    # Each shard screened its part: the counts add up to the whole run's, and every
+    # property's evidence declares the replays it got, as in the unsharded run.
+    assert document["screening"]["screened"] == whole.summary()["screening"]["screened"]
+    assert document["screening"]["replayed"] == whole.summary()["screening"]["replayed"]
+    replays = {d["property_id"]: d["replays"] for d in document["decisions"]}
+    assert replays == {d["property_id"]: d["replays"] for d in whole.summary()["decisions"]}
 
     # The merged folder is a run folder: report reads it, each replay linked to its raw file.
     page = tmp_path / "page.html"
@@ -101,6 +107,7 @@ def test_three_shards_merged_give_the_unsharded_runs_lanes_and_exit_status(
     table = merge(*(shard.out for shard in shards))
     assert table.returncode == 1
     assert f"merged 3 shards, {example_tests()} properties" in table.stdout
+    assert f"screened {example_tests()}, replayed " in table.stdout
 
 
 def test_merge_refuses_mismatched_pins_a_missing_or_repeated_shard_and_an_unfinished_one(

@@ -76,3 +76,26 @@ def test_writers_at_once_record_one_decision(ledger_url: str) -> None:
     assert len({event_id for event_id, _ in results}) == 1
     with Ledger.open(ledger_url) as store:
         assert len(decisions(store)) == 1
+
+
+def test_a_whole_runs_decisions_in_one_statement_are_recorded_once(ledger: Ledger) -> None:
+    found = [evidence(property_id=f"tests/test_m.py::test_{n}") for n in range(700)]
+    decided = [(item, decide(item)) for item in found]
+    # One property recorded before (a retried job that got that far): kept, not written again.
+    first_id, _ = ledger_jobs.record_decision_once(ledger, *decided[3], NOW, run_id="ci-1")
+    recorded = ledger_jobs.record_decisions_once(ledger, decided, NOW, run_id="ci-1")
+    assert len(recorded) == len(decided)
+    assert recorded[3] == (first_id, False)
+    assert [new for index, (_, new) in enumerate(recorded) if index != 3] == [True] * 699
+    events = {event.id: event for event in decisions(ledger)}
+    assert len(events) == 700
+    for (event_id, _), (item, decision) in zip(recorded, decided, strict=True):
+        assert events[event_id].subject == item.property_id
+        assert events[event_id].code == decision.code
+        assert events[event_id].detail["run_id"] == "ci-1"
+    # Again (the whole job retried): every id comes back, nothing is written.
+    assert ledger_jobs.record_decisions_once(ledger, decided, NOW, run_id="ci-1") == [
+        (event_id, False) for event_id, _ in recorded
+    ]
+    assert len(decisions(ledger)) == 700
+    assert ledger_jobs.record_decisions_once(ledger, [], NOW, run_id="ci-1") == []

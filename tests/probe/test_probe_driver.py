@@ -542,3 +542,33 @@ def test_encoded_run_is_the_run_with_the_result_spliced_in(result):
 )
 def test_the_entry_module_pins_the_hash_seed_fork_mode_needs(argv, environ, wanted):
     assert wanted_hash_seed(argv, environ) == wanted
+
+
+def test_later_replays_load_the_code_the_first_rewrote(tmp_path):
+    # An assert on a tuple makes pytest warn while it rewrites the module: only the replay
+    # that rewrote it says so. Labels and assertion ids are the same in every replay.
+    write(
+        tmp_path,
+        "test_rewrite.py",
+        """
+        def test_always_true():
+            assert (1 == 2, "a tuple is always true")
+
+        def test_fails():
+            assert [1, 2] == [1, 3]
+        """,
+    )
+    out = tmp_path / "out"
+    env = driver_env(PYTHONDONTWRITEBYTECODE="1")
+    completed = run_driver(tmp_path, out, "test_rewrite.py", replays=3, env=env)
+    assert completed.returncode == 0, completed.stderr
+    logs = [(out / f"replay-{k:03d}.log").read_text() for k in (1, 2, 3)]
+    assert ["assertion is always true" in log for log in logs] == [True, False, False]
+    results = [load(out / f"replay-{k:03d}.json")["result"]["tests"] for k in (1, 2, 3)]
+    for tests in results:
+        assert [(t["nodeid"], t["label"], t["assertion_id"]) for t in tests] == [
+            (t["nodeid"], t["label"], t["assertion_id"]) for t in results[0]
+        ]
+    assert "assert [1, 2] == [1, 3]" in logs[2]  # the rewritten assert explains itself
+    assert not (out / ".rewritten").exists()
+    assert not list(tmp_path.rglob("__pycache__"))

@@ -196,7 +196,7 @@ def test_whole_command_without_properties_one_container_per_replay(tmp_path, rep
         tmp_path,
         "--repo", str(repo.path), "--base", repo.base, "--patch", repo.same,
         "--image", "orchestrator-runner:latest", "--command", "python -m pytest -q tests/",
-        "--fixture", str(repo.fixture), "--seed", "7", "--replays", "2",
+        "--fixture", str(repo.fixture), "--seed", "7", "--replays", "2", "--replays-all",
         "--isolation", "container", "--out", str(out), "--json",
     )  # fmt: skip
     assert result.code == 0, result.stderr

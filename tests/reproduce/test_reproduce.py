@@ -234,6 +234,28 @@ def test_a_flaky_replay_may_not_come_out_the_same_and_says_so(recorded, cli, doc
     assert_removed(docker_client, cli, done)
 
 
+def test_a_run_made_with_workers_is_reproduced_in_one_session(tmp_path, cli, docker_client):
+    # --jobs 2 split each replay of the whole suite across two pytest workers (and the
+    # limits scaled with them); reproducing one property runs it alone, in one session.
+    repo = build_example(tmp_path / "example")
+    run_dir = tmp_path / "run"
+    report = replay(
+        cli, repo, run_dir, "extra-clock-read",
+        "--jobs", "2", "--replays-all", "--replays", "1", "--fixture", str(repo.fixture),
+    )  # fmt: skip
+    assert report["run_log"]["jobs"] == 2
+    assert labels(report, BUDGET_PROPERTY, "patch") == ["assert_fail"]
+    raw = json.loads((run_dir / "raw" / "patch" / "replay-001.json").read_text())
+    assert raw["workers"] == 2  # the run really was split
+    done = cli.run("reproduce", str(run_dir), BUDGET_PROPERTY, "--side", "patch")
+    assert done.code == 0, done.stderr
+    assert "1 failed" in done.stdout
+    assert table_row(done.stdout, "now") == ["assert_fail at tests/test_budget.py:11"]
+    assert table_row(done.stdout, "reproduced") == ["yes"]
+    assert "--workers" not in done.stdout
+    assert_removed(docker_client, cli, done)
+
+
 def test_a_run_made_with_tests_from_is_reproduced_with_the_same_overlay(
     tmp_path, cli, docker_client, runner_image_id
 ):

@@ -173,6 +173,53 @@ def test_an_image_mismatch_leaves_no_verdict_standing(
     )
 
 
+# ---------------------------------------------------------------- the entry index
+
+NODE_PARTS = st.sampled_from(["", "/", "tests", "tests/", "tests/a.py", "tests/a.py::T", "b.py"])
+
+
+def naive_entry_for(tests, property_id):
+    """The linear scan the index replaces (labels.py before EntryIndex)."""
+    exact = [entry for entry in tests if entry["nodeid"] == property_id]
+    above = [
+        entry
+        for entry in tests
+        if entry["label"] == "harness_error"
+        and entry["nodeid"] != property_id
+        and labels._encloses(entry["nodeid"], property_id)
+    ]
+    if exact and not (exact[-1].get("reason") == "not_found" and above):
+        return exact[-1]
+    if above:
+        return above[0]
+    return None
+
+
+@st.composite
+def node_ids(draw):
+    parent = draw(NODE_PARTS)
+    child = draw(st.sampled_from(["", "::t", "::T::t", "/c.py::t", "::t[a::b]", "<session>"]))
+    return parent + child
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "nodeid": node_ids(),
+                "label": st.sampled_from(["assert_pass", "harness_error"]),
+                "reason": st.sampled_from([None, "not_found", "collection_error"]),
+            }
+        ),
+        max_size=12,
+    ),
+    node_ids(),
+)
+def test_the_entry_index_finds_what_a_scan_of_every_entry_finds(tests, property_id):
+    index = labels.EntryIndex(tests)
+    assert labels._entry_for(tests, property_id, index) is naive_entry_for(tests, property_id)
+
+
 def _run_doc(result: dict[str, Any], status: str = "completed") -> dict[str, Any]:
     return {"schema": RUN_SCHEMA, "replay": 1, "status": status, "result": result}
 

@@ -14,6 +14,7 @@ from orchestrator.core.shards import (
     check_shards,
     merge_runs,
     merged_run_id,
+    merged_screening,
     shard_record,
     worst_exit,
 )
@@ -58,7 +59,7 @@ def test_shards_in_any_order_come_back_in_shard_order():
 
 
 @pytest.mark.parametrize(
-    "pin", ["base_rev", "patch_rev", "image_digest", "command", "seed", "tests_from"]
+    "pin", ["base_rev", "patch_rev", "image_digest", "command", "seed", "tests_from", "screening"]
 )
 def test_different_pins_are_refused_naming_the_folder_and_the_pin(pin):
     with pytest.raises(InputError, match=rf"shard-2: {pin} .* not shards of one run"):
@@ -123,3 +124,46 @@ def test_the_merged_run_renumbers_files_and_moves_raw_folders():
 def test_the_merged_exit_status_is_the_worst(statuses):
     expected = 1 if 1 in statuses else 3 if 3 in statuses else 0
     assert worst_exit(statuses) == expected
+
+
+def screened_shard(index: int, screened: int, replayed: int) -> ShardRun:
+    run = shard(index, screening={"policy": "screen", "screen": 1, "replays": 2})
+    summary = {
+        **run.summary,
+        "screening": {
+            "policy": "screen",
+            "screen": 1,
+            "replays": 2,
+            "screened": screened,
+            "replayed": replayed,
+        },
+    }
+    return ShardRun(name=run.name, run_log=run.run_log, summary=summary)
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=3, max_size=3))
+def test_screened_shards_merge_and_their_counts_add_up(counts):
+    runs = [screened_shard(i, s, r) for i, (s, r) in enumerate(counts, start=1)]
+    merged = merge_runs(check_shards(runs), run_dir="merged")
+    assert merged.summary["screening"] == {
+        "policy": "screen",
+        "screen": 1,
+        "replays": 2,
+        "screened": sum(s for s, _ in counts),
+        "replayed": sum(r for _, r in counts),
+    }
+    assert merged.run_log["screening"] == {"policy": "screen", "screen": 1, "replays": 2}
+
+
+def test_a_shard_screened_under_another_policy_is_refused():
+    other = shard(2, screening={"policy": "replays_all", "screen": 0, "replays": 2})
+    with pytest.raises(InputError, match=r"shard-2: screening .* not shards of one run"):
+        check_shards([screened_shard(1, 3, 1), other, screened_shard(3, 2, 0)])
+
+
+def test_shards_of_an_earlier_version_merge_without_a_screening_count():
+    assert merged_screening([shard(1), screened_shard(2, 1, 1)]) is None
+    assert (
+        "screening"
+        not in merge_runs(check_shards([shard(1), shard(2), shard(3)]), run_dir="m").summary
+    )

@@ -12,8 +12,10 @@ from orchestrator.core.pool import (
     lanes_for,
     longest_first,
     plan_batches,
+    plan_batches_on,
     retry,
     runner_ids,
+    sides_at_once,
     weights,
 )
 from orchestrator.core.shards import Shard, parse_shard, partition, shard_record
@@ -158,3 +160,30 @@ def test_a_shard_is_i_of_n(text, index, count):
 def test_a_shard_outside_1_to_n_is_bad_input(text):
     with pytest.raises(InputError, match="--shard"):
         parse_shard(text)
+
+
+@given(selections(), slot_lists, st.data())
+def test_batches_on_given_engines_keep_each_property_on_its_engine(selection, slots, data):
+    ids, durations = selection
+    engine_of = {p: data.draw(st.integers(-1, len(slots))) for p in ids}
+    batches = plan_batches_on(ids, slots, durations, engine_of)
+    home = {p: e if 0 <= e < len(slots) else 0 for p, e in engine_of.items()}
+    placed = [p for batch in batches for p in batch.property_ids]
+    assert sorted(placed) == sorted(ids)  # each property once
+    for batch in batches:
+        assert batch.property_ids
+        assert {home[p] for p in batch.property_ids} == {batch.engine}
+        assert batch.key.startswith(f"e{batch.engine + 1}-b")
+    assert len({batch.key for batch in batches}) == len(batches)
+    for engine, engine_slots in enumerate(slots):
+        assert sum(b.engine == engine for b in batches) <= lanes_for(engine_slots)
+
+
+def test_batches_on_one_engine_are_its_lanes_as_plan_batches_cuts_them():
+    ids = [f"tests/test_a.py::test_{n}" for n in range(6)]
+    assert plan_batches_on(ids, [4], {}, {}) == plan_batches(ids, [4], {})
+
+
+@pytest.mark.parametrize(("slots", "at_once"), [(1, 1), (2, 2), (3, 2), (4, 4), (16, 16)])
+def test_sides_at_once_are_two_per_lane_or_one_with_a_single_slot(slots, at_once):
+    assert sides_at_once(slots) == at_once

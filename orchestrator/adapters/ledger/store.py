@@ -163,6 +163,58 @@ class Ledger:
             ).scalar_one()
             return int(existing), False
 
+    def append_decisions_once(
+        self, event_rows: Sequence[model.Event], *, run_id: str
+    ) -> list[tuple[int, bool]]:
+        """:meth:`append_decision_once` for many decision events of run ``run_id`` in one
+        statement (a whole suite's decisions): ``(event id, written now)`` for each, in
+        order. The unique index decides as for one."""
+        if not event_rows:
+            return []
+        values = [
+            {
+                "at": row.at,
+                "kind": row.kind.value,
+                "code": row.code,
+                "subject": row.subject,
+                "detail": canonical(dict(row.detail)),
+                "run_id": run_id,
+            }
+            for row in event_rows
+        ]
+        with self._tx.write() as conn:
+            statement = (
+                _dialect_insert(conn, EVENTS)
+                .on_conflict_do_nothing(
+                    index_elements=[EVENTS.c.run_id, EVENTS.c.subject],
+                    index_where=text(DECISION_PER_RUN),
+                )
+                .returning(EVENTS.c.subject, EVENTS.c.id)
+            )
+            inserted = {str(row.subject): int(row.id) for row in conn.execute(statement, values)}
+            subjects = [str(row.subject) for row in event_rows]
+            missing = sorted(set(subjects) - inserted.keys())
+            existing: dict[str, int] = {}
+            for start in range(0, len(missing), 500):  # bound the statement's parameters
+                existing.update(
+                    (str(row.subject), int(row.id))
+                    for row in conn.execute(
+                        select(EVENTS.c.subject, EVENTS.c.id).where(
+                            EVENTS.c.kind == model.EventKind.DECISION.value,
+                            EVENTS.c.run_id == run_id,
+                            EVENTS.c.subject.in_(missing[start : start + 500]),
+                        )
+                    )
+                )
+        results: list[tuple[int, bool]] = []
+        for subject in subjects:
+            if subject in inserted:
+                results.append((inserted.pop(subject), True))
+                existing[subject] = results[-1][0]  # the same subject again: not new
+            else:
+                results.append((existing[subject], False))
+        return results
+
     def events(
         self,
         *,

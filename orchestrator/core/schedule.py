@@ -1,0 +1,169 @@
+"""Scheduling from recorded durations: what runs where, and in which order. Pure.
+
+Durations are milliseconds per pytest node id, measured by earlier replays of the same
+repository (``orchestrator.services.durations`` keeps them). A test without a record costs
+the average of the known tests among those being scheduled (every test the same when none
+is known).
+
+- :func:`order_longest_first`: node ids by decreasing recorded duration (LPT order), so
+  that the end of a run is not one long test on one core;
+- :func:`split_by_module`: J lists of whole modules, placed longest first into the
+  least-loaded list (LPT); the probe's workers split a replay with this very function
+  (it lives in ``orchestrator/probe/schedule.py``, standard library only, and is
+  re-exported here);
+- :func:`shard`: list ``index`` of ``count`` of that split (``--shard I/N``);
+- :func:`measured_durations` / :func:`merge_durations`: what a run measured, folded into
+  what was recorded before;
+- :func:`default_jobs` and :func:`container_limits`: how many pytest workers a side runs
+  and the container limits that go with them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.errors import SchemaError
+from orchestrator.model import Label, Replay
+from orchestrator.probe.schedule import (
+    UNKNOWN_COST_MS,
+    assign_longest_first,
+    bin_costs,
+    estimated_costs,
+    longest_first,
+    module_costs,
+    module_of,
+    split_by_module,
+)
+
+__all__ = [
+    "DURATIONS_SCHEMA",
+    "UNKNOWN_COST_MS",
+    "ContainerLimits",
+    "assign_longest_first",
+    "bin_costs",
+    "container_limits",
+    "default_jobs",
+    "durations_document",
+    "estimated_costs",
+    "longest_first",
+    "measured_durations",
+    "merge_durations",
+    "module_costs",
+    "module_of",
+    "order_longest_first",
+    "parse_durations_document",
+    "shard",
+    "split_by_module",
+]
+
+DURATIONS_SCHEMA = "replay-durations/1"
+# One worker's share of the container (the replay defaults before --jobs existed).
+MEMORY_PER_JOB_MB = 512
+PIDS_PER_JOB = 256
+CPUS_PER_JOB = 1.0
+
+
+def order_longest_first(test_ids: Sequence[str], durations: Mapping[str, float]) -> tuple[str, ...]:
+    """``test_ids`` by decreasing recorded duration; unknown ones at the average, ties in
+    the given order."""
+    return longest_first(estimated_costs(test_ids, durations))
+
+
+def shard(
+    test_ids: Sequence[str], durations: Mapping[str, float], index: int, count: int
+) -> tuple[str, ...]:
+    """Shard ``index`` (1-based) of ``count``: the tests :func:`split_by_module` puts in
+    that list, in the given order. The shards of one input are disjoint and cover it."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index} is not in 1..{count}")
+    return split_by_module(test_ids, durations, count)[index - 1]
+
+
+def default_jobs(engine_cpus: int | None, sides: int = 2) -> int:
+    """The engine's CPUs divided between the sides that run at once, at least 1."""
+    if not engine_cpus or engine_cpus < 1:
+        return 1
+    return max(1, engine_cpus // max(1, sides))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerLimits:
+    memory: str
+    pids: int
+    cpus: float
+
+
+def container_limits(jobs: int, engine_cpus: int | None) -> ContainerLimits:
+    """Limits of a side's container running ``jobs`` workers: memory and pids per worker,
+    one CPU per worker, never more CPUs than the engine has (it refuses more)."""
+    jobs = max(1, jobs)
+    cpus = CPUS_PER_JOB * jobs
+    if engine_cpus:
+        cpus = min(cpus, float(engine_cpus))
+    return ContainerLimits(
+        memory=f"{MEMORY_PER_JOB_MB * jobs}m", pids=PIDS_PER_JOB * jobs, cpus=cpus
+    )
+
+
+def measured_durations(
+    labelled: Mapping[str, Mapping[str, Sequence[Replay]]],
+) -> dict[str, float]:
+    """Property id -> milliseconds this run measured: per side the median of its completed
+    replays' ``duration_ms``, then the longer side (a patch may slow a test down).
+    Properties without a completed, timed replay are left out."""
+    measured: dict[str, float] = {}
+    for per_property in labelled.values():
+        for property_id, replays in per_property.items():
+            times = [
+                float(replay.duration_ms)
+                for replay in replays
+                if replay.duration_ms is not None
+                and Label.is_completed(replay.label)
+                and replay.duration_ms >= 0
+            ]
+            if not times:
+                continue
+            median = round(statistics.median(times), 3)
+            measured[property_id] = max(median, measured.get(property_id, 0.0))
+    return measured
+
+
+def merge_durations(
+    previous: Mapping[str, float], measured: Mapping[str, float]
+) -> dict[str, float]:
+    """What was recorded, with this run's measurements replacing the tests it measured
+    (a run that selected a few tests keeps the rest). Sorted by node id."""
+    merged = dict(previous)
+    merged.update(measured)
+    return dict(sorted(merged.items()))
+
+
+def durations_document(
+    repository: str, durations: Mapping[str, float], updated_at: datetime
+) -> dict[str, Any]:
+    """The ``replay-durations/1`` document (docs/records.md)."""
+    return {
+        "schema": DURATIONS_SCHEMA,
+        "repository": repository,
+        "updated_at": updated_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "durations_ms": dict(sorted(durations.items())),
+    }
+
+
+def parse_durations_document(document: Any) -> dict[str, float]:
+    """Node id -> milliseconds of a ``replay-durations/1`` document; ``SchemaError`` when
+    it is not one. Entries that are not non-negative numbers are dropped."""
+    if not isinstance(document, Mapping) or document.get("schema") != DURATIONS_SCHEMA:
+        raise SchemaError(f"not a {DURATIONS_SCHEMA} document")
+    entries = document.get("durations_ms")
+    if not isinstance(entries, Mapping):
+        raise SchemaError(f"{DURATIONS_SCHEMA}: durations_ms is not an object")
+    return {
+        str(key): float(value)
+        for key, value in entries.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    }
