@@ -199,8 +199,7 @@ def plan_replay(
     """Pin both revisions, the image, the fixture and the selection; write run-log.json.
     No replay runs yet (a collection may, to cut a run whose tests are not named)."""
     from orchestrator.adapters.docker import engine_url, resolve_image
-    from orchestrator.core.project_image import interpreter_from_labels
-    from orchestrator.core.replay_env import replay_variables
+    from orchestrator.core.replay_env import interpreter_from_labels, replay_variables
 
     validate_options(options)
     if pool is None:
