@@ -35,6 +35,7 @@ from packaging.utils import (
 )
 
 from orchestrator.core.digest import digest
+from orchestrator.core.replay_env import LABEL_PYTHON  # read by replays (replay_env)
 from orchestrator.errors import InputError
 
 REPORT_SCHEMA = "project-image/1"
@@ -49,7 +50,6 @@ WHEELS_DIR = "wheels"  # in the build context
 # Labels on a project image (and the build stage that installs the wheels).
 LABEL_PROJECT_IMAGE = "orchestrator.project-image"  # "1": how doctor finds project images
 LABEL_PROJECT = "orchestrator.project"
-LABEL_PYTHON = "orchestrator.python"  # the interpreter that runs the probe driver
 LABEL_VENV = "orchestrator.venv"
 LABEL_PACKAGES = "orchestrator.packages"  # "name==version ..." sorted
 LABEL_EXCLUDED = "orchestrator.excluded"  # wheels of the project itself, left out
@@ -726,13 +726,6 @@ def image_tag(project: str | None, inputs: str) -> str:
 
 def packages_from_label(value: str | None) -> tuple[str, ...]:
     return tuple((value or "").split())
-
-
-def interpreter_from_labels(labels: Mapping[str, str] | None) -> str:
-    """The interpreter that runs the probe driver: a project image's venv python, else
-    the image's ``python3``."""
-    value = (labels or {}).get(LABEL_PYTHON, "").strip()
-    return value if value.startswith("/") else "python3"
 
 
 def report_document(

@@ -7,6 +7,8 @@
   Hypothesis's example database in the tmpfs instead of the tree) and ``--env KEY=VALUE``.
   ``TZ`` is unset unless ``--env TZ=...`` sets it. These variables are pins: the run log
   and the evidence record them, since a test may behave differently under another ``TZ``.
+- The interpreter that runs the probe driver: a project image's label names its venv's
+  python, any other image gets ``python3``.
 - Each side's ``PYTHONPATH``: the package importable from the side's own tree, before the
   probe: ``--pythonpath`` folders, pytest's ``pythonpath`` ini option, and a ``src/``
   layout (from ``pyproject.toml``'s or ``setup.cfg``'s package discovery, or a ``src/``
@@ -41,9 +43,22 @@ _RESERVED = {
     "REPLAY_RESULT": "the driver sets it",
 }
 
+# A project image's label naming the interpreter that runs the probe driver (its venv's).
+LABEL_PYTHON = "orchestrator.python"
+
 # The files whose contents decide a side's PYTHONPATH (read at the side's revision).
 INI_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 SRC = "src"
+
+
+# ---------------------------------------------------------------- interpreter
+
+
+def interpreter_from_labels(labels: Mapping[str, str] | None) -> str:
+    """The interpreter that runs the probe driver: a project image's venv python, else
+    the image's ``python3``."""
+    value = (labels or {}).get(LABEL_PYTHON, "").strip()
+    return value if value.startswith("/") else "python3"
 
 
 # ---------------------------------------------------------------- variables

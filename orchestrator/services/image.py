@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import interrupts
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core import project_image as core
+from orchestrator.core.replay_env import LABEL_PYTHON
 from orchestrator.errors import InfrastructureError, InputError
 from orchestrator.log import get_logger
 
@@ -354,7 +355,7 @@ def project_images(client: DockerClient) -> list[dict[str, Any]]:
                 "tags": list(pin.tags),
                 "project": labels.get(core.LABEL_PROJECT) or None,
                 "packages": list(core.packages_from_label(labels.get(core.LABEL_PACKAGES))),
-                "interpreter": labels.get(core.LABEL_PYTHON),
+                "interpreter": labels.get(LABEL_PYTHON),
             }
         )
     return found

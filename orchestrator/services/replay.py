@@ -262,8 +262,7 @@ def plan_replay(
     container starts (a collection) and before the run folder is written: the command
     waits there for the ledger it opened meanwhile."""
     from orchestrator.adapters.docker import engine_url, resolve_image
-    from orchestrator.core.project_image import interpreter_from_labels
-    from orchestrator.core.replay_env import replay_variables
+    from orchestrator.core.replay_env import interpreter_from_labels, replay_variables
 
     validate_options(options)
     if pool is None:

@@ -263,7 +263,7 @@ def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> repla
 def interpreter_of(client: DockerClient, image_id: str) -> str:
     """The driver's interpreter for an image: its label's venv python, else python3. An
     image the engine cannot show is left to the containers to report (as their labels)."""
-    from orchestrator.core.project_image import interpreter_from_labels
+    from orchestrator.core.replay_env import interpreter_from_labels
 
     try:
         labels = docker_adapter.resolve_image(client, image_id).labels

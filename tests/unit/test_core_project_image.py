@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.core import project_image as core
+from orchestrator.core import replay_env
 from orchestrator.errors import InputError
 
 PYPROJECT = """\
@@ -216,9 +217,10 @@ def test_labels_list_the_pins_and_name_the_interpreter():
         project="p", wheels=wheels, excluded=(), apt=("git",), base_image_id="sha256:x"
     )
     assert labels[core.LABEL_PACKAGES] == "foo-bar==2.0"
-    assert core.interpreter_from_labels(labels) == core.VENV_PYTHON
-    assert core.interpreter_from_labels({}) == "python3"
-    assert core.interpreter_from_labels({core.LABEL_PYTHON: "relative/python"}) == "python3"
+    assert replay_env.interpreter_from_labels(labels) == core.VENV_PYTHON
+    assert replay_env.interpreter_from_labels({}) == "python3"
+    relative = {replay_env.LABEL_PYTHON: "relative/python"}
+    assert replay_env.interpreter_from_labels(relative) == "python3"
 
 
 def test_pip_targets_the_images_python_when_it_differs():
