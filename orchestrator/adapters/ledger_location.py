@@ -22,11 +22,6 @@ def default_ledger_url(root: Path) -> str:
     return f"sqlite:///{(root / '.replay' / 'ledger.db').resolve()}"
 
 
-def ledger_url(option: str | None, env: Mapping[str, str], root: Path) -> str:
-    """For callers outside the command line: the option, the variable, the default."""
-    return option or env.get(ENV_VAR) or default_ledger_url(root)
-
-
 def lock_wait_s(env: Mapping[str, str]) -> float:
     """``$ORCHESTRATOR_LEDGER_WAIT_S`` when it is a number of seconds (>= 0), else 60."""
     import math

@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from orchestrator import model
@@ -24,16 +23,10 @@ from orchestrator.adapters.ledger import (
     RunRecord,
     WriteOutcome,
 )
-from orchestrator.adapters.ledger_location import ledger_url
 from orchestrator.core.records import flake_freeze_from_replay
 
 EXPORT_SCHEMA = "freeze-export/1"
 OPENED = "timing_debt_opened"
-
-
-def open_ledger(option: str | None, env: Mapping[str, str], root: Path) -> Ledger:
-    """Open the ledger named by ``--ledger``, ``$ORCHESTRATOR_LEDGER`` or the default file."""
-    return Ledger.open(ledger_url(option, env, root))
 
 
 def _labels(replays: Sequence[model.Replay]) -> list[str]:

@@ -974,9 +974,8 @@ def record_in_ledger(
 ) -> dict[str, Any]:
     """Record the run and each decision (and queue infra cases, and try freezes) in the
     ledger, in one transaction."""
-    from orchestrator.adapters.ledger import display_url
+    from orchestrator.adapters.ledger import Ledger, display_url
     from orchestrator.services.ledger_jobs import (
-        open_ledger,
         queue_infra,
         record_decisions_once,
         record_run,
@@ -996,7 +995,7 @@ def record_in_ledger(
     with contextlib.ExitStack() as opened:
         store = request.store
         if store is None:
-            store = opened.enter_context(open_ledger(request.url, {}, Path.cwd()))
+            store = opened.enter_context(Ledger.open(request.url))
         opened.enter_context(store.transaction())
         record_run(
             store,

@@ -71,7 +71,6 @@ from orchestrator.services.sides import (
     TREE,
     ReplayPlan,
     SideSpec,
-    _terminate_as_interrupt,
     container_name,
     driver_command,
     private_fixture,
@@ -80,6 +79,7 @@ from orchestrator.services.sides import (
     replay_variables,
     side_container_config,
     side_deadline_s,
+    terminate_as_interrupt,
 )
 
 if TYPE_CHECKING:
@@ -342,7 +342,7 @@ def reproduce(
         )
     results = []
     try:
-        with _terminate_as_interrupt():  # a SIGTERM removes what a Ctrl-C would
+        with terminate_as_interrupt():  # a SIGTERM removes what a Ctrl-C would
             for side in plan.sides:
                 results.append(
                     _reproduce_side(

@@ -38,9 +38,9 @@ from orchestrator.services.serve import JobRun, WarmContainer
 from orchestrator.services.sides import (
     ReplayPlan,
     SideSpec,
-    _terminate_as_interrupt,
     new_run_id,
     pytest_arguments,
+    terminate_as_interrupt,
 )
 from orchestrator.services.tests_from import plan_test_overlay, resolve_tests_from
 
@@ -273,7 +273,7 @@ def shrink_test(
 
     started = time.monotonic()
     with (
-        _terminate_as_interrupt(),
+        terminate_as_interrupt(),
         WarmContainer(
             plan.replay_plan(), side, client=client, run_id=run_id or new_run_id()
         ) as warm,

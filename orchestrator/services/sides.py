@@ -444,7 +444,7 @@ class _DeferredSignals:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """While sides run (or a replay is reproduced), SIGTERM (a CI cancelling the job) cleans
     up like Ctrl-C.
 
@@ -1033,7 +1033,7 @@ def run_sides(
             run.probe_tar = write_tar(
                 probe_package(), run.make_scratch("probe") / "probe.tar", arcname="orchestrator"
             )
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             for side in sides:
                 ready, finished = exported[side.name]
                 thread = threading.Thread(
