@@ -24,7 +24,7 @@ def _replay(built, tmp_path, *extra: str):
 
 def test_a_writable_tree_replay_decides_every_test(built, tmp_path):
     done, out = _replay(
-        built, tmp_path, "--replays", "2", "--writable-tree",
+        built, tmp_path, "--replays", "2", "--replays-all", "--writable-tree",
         "--env", "TZ=Europe/Paris", "--env", "EXPECTED_TZ=Europe/Paris",
     )  # fmt: skip
     report = done.json()
