@@ -97,6 +97,9 @@ def main() -> int:
             options.image,
             "--replays",
             str(options.replays),
+            # Engines against engines: every test N times, as when these figures were
+            # first taken (a run of the whole suite is screened by default since).
+            "--replays-all",
             "--timeout",
             "60",
             "--slots",

@@ -553,7 +553,10 @@ def report(options, times, replayed, mismatches, jobs_times, same_labels) -> Non
         else:
             print(f"{name:<58}{bar}{median(samples):8.2f}  [{shown}]")
     print()
-    print(f"(s)/(f) = {s / f:.2f}x   (a)/(f) = {a / f:.2f}x   (a)/(s) = {a / s:.2f}x  (medians)")
+    shown = f"(s)/(f) = {s / f:.2f}x"
+    if times["a"]:
+        shown += f"   (a)/(f) = {a / f:.2f}x   (a)/(s) = {a / s:.2f}x"
+    print(f"{shown}  (medians)")
     # Within a round the variants ran back to back, under about the same outside load.
     for name, top in (("(s)/(f)", times["s"]), ("(a)/(f)", times["a"])):
         ratios = [x / y for x, y in zip(top, times["f"], strict=False)]
