@@ -23,6 +23,8 @@ def _replay(built, tmp_path, *extra: str):
 
 
 def test_a_writable_tree_replay_decides_every_test(built, tmp_path):
+    # --replays-all: every test twice, each replay in a fresh copy of the tree (a whole
+    # suite is otherwise screened once, and only tests with signal get their second).
     done, out = _replay(
         built, tmp_path, "--replays", "2", "--replays-all", "--writable-tree",
         "--env", "TZ=Europe/Paris", "--env", "EXPECTED_TZ=Europe/Paris",
