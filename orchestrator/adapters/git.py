@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,22 +75,34 @@ def resolve_rev(repo: Path, rev: str) -> str:
 
 
 def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | None]:
-    """The bytes of each path at commit ``sha`` (``None`` when the path is absent).
+    """The bytes of each path at commit ``sha`` (``None`` when the path is absent)."""
+    return read_blobs_at(repo, [(sha, paths)])[0]
+
+
+def read_blobs_at(
+    repo: Path, wanted: Sequence[tuple[str, Iterable[str]]]
+) -> list[dict[str, bytes | None]]:
+    """For each ``(sha, paths)`` of ``wanted``, in order, the bytes of each path at that
+    commit (``None`` when absent), all through one handle on the repository (opening one
+    starts git's own reader processes).
 
     Read whole under a shield (a few small blobs): GitPython streams them from one
     long-lived ``git cat-file``, and a stream cut by Ctrl-C complains from its finalizer
     at exit (a traceback after the one line)."""
-    found: dict[str, bytes | None] = {}
+    results: list[dict[str, bytes | None]] = []
     with interrupts.shielded():
         handle = _open_repo(repo)
         with handle:
-            tree = handle.commit(sha).tree
-            for path in paths:
-                try:
-                    found[path] = tree[path].data_stream.read()
-                except KeyError:
-                    found[path] = None
-    return found
+            for sha, paths in wanted:
+                tree = handle.commit(sha).tree
+                found: dict[str, bytes | None] = {}
+                for path in paths:
+                    try:
+                        found[path] = tree[path].data_stream.read()
+                    except KeyError:
+                        found[path] = None
+                results.append(found)
+    return results
 
 
 def list_tree(repo: Path, sha: str) -> dict[str, str]:

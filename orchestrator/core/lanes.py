@@ -259,3 +259,15 @@ def _decide(evidence: Evidence) -> Decision:
         "flake_queue_eligible",
         [f"{states}: the same assertion both passes and fails ({_format_ids(patch_ids)})"],
     )
+
+
+# Exit statuses by how bad they are: 1 (blocking) beats 3 (undecided) beats 0.
+_EXIT_RANK = {0: 0, 3: 1, 1: 2}
+
+
+def worst_exit_status(statuses: Sequence[int]) -> int | None:
+    """The worst of several runs' exit statuses (an unknown one ranks as undecided);
+    None when there is none."""
+    if not statuses:
+        return None
+    return max(statuses, key=lambda status: _EXIT_RANK.get(status, 1))

@@ -64,6 +64,22 @@ def longest_first(property_ids: Sequence[str], durations: Mapping[str, float]) -
     return tuple(sorted(dict.fromkeys(property_ids), key=lambda p: (-weight[p], p)))
 
 
+def assign_longest_first(
+    property_ids: Sequence[str], bins: int, durations: Mapping[str, float]
+) -> dict[str, int]:
+    """Property -> bin index: longest-processing-time first, each property (longest
+    recorded duration first) into the bin with the least work so far, the lowest index
+    on ties. Lanes of a pool and shards of a CI matrix are both cut this way."""
+    weight = weights(property_ids, durations)
+    loads = [0.0] * bins
+    owner: dict[str, int] = {}
+    for property_id in longest_first(property_ids, durations):
+        target = min(range(bins), key=lambda index: (loads[index], index))
+        loads[target] += weight[property_id]
+        owner[property_id] = target
+    return owner
+
+
 def plan_batches(
     property_ids: Sequence[str], slots: Sequence[int], durations: Mapping[str, float]
 ) -> tuple[Batch, ...]:
@@ -85,13 +101,10 @@ def plan_batches(
         for engine, engine_slots in enumerate(slots)
         if lane < lanes_for(engine_slots)
     ]
-    weight = weights(property_ids, durations)
-    loads = [0.0] * len(lanes)
+    owner = assign_longest_first(property_ids, len(lanes), durations)
     members: list[set[str]] = [set() for _ in lanes]
-    for property_id in longest_first(property_ids, durations):
-        target = min(range(len(lanes)), key=lambda index: (loads[index], index))
-        loads[target] += weight[property_id]
-        members[target].add(property_id)
+    for property_id, lane_index in owner.items():
+        members[lane_index].add(property_id)
     order = list(dict.fromkeys(property_ids))
     return tuple(
         Batch(

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.digest import digest
-from orchestrator.core.pool import longest_first, weights
+from orchestrator.core.lanes import worst_exit_status
+from orchestrator.core.pool import assign_longest_first
 from orchestrator.errors import InputError
+from orchestrator.model import Lane
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 # What must be equal for shards to be parts of one run (run-log.json field names).
@@ -72,14 +74,8 @@ def partition(
     """All ``count`` parts, each in the selection's order; every property in exactly one."""
     selection = list(dict.fromkeys(property_ids))
     known = {p: durations[p] for p in selection if p in durations}
-    owner: dict[str, int] = {}
     if known:
-        weight = weights(selection, known)
-        loads = [0.0] * count
-        for property_id in longest_first(selection, known):
-            target = min(range(count), key=lambda index: (loads[index], index))
-            loads[target] += weight[property_id]
-            owner[property_id] = target
+        owner = assign_longest_first(selection, count, known)
     else:
         dealt = sorted(selection, key=lambda p: (_hash(p), p))
         owner = {p: index % count for index, p in enumerate(dealt)}
@@ -195,10 +191,8 @@ def check_shards(runs: Sequence[ShardRun]) -> tuple[ShardRun, ...]:
 
 def worst_exit(statuses: Sequence[int]) -> int:
     """1 (blocking) beats 3 (undecided) beats 0; nothing at all is undecided."""
-    if not statuses:
-        return 3
-    order = {0: 0, 3: 1, 1: 2}
-    return max(statuses, key=lambda status: order.get(status, 1))
+    worst = worst_exit_status(statuses)
+    return Lane.INFRA_QUEUE.exit_status if worst is None else worst
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,16 +51,23 @@ def read_side(
 ) -> dict[str, bytes | None]:
     """The bytes of ``paths`` on one side's tree: at ``rev``, except that with an overlay
     every test file is as it is at the overlay's revision (absent there: absent)."""
+    return read_sides(repo, [rev], paths, overlay)[0]
+
+
+def read_sides(
+    repo: Path, revs: Sequence[str], paths: Sequence[str], overlay: TestOverlay | None = None
+) -> list[dict[str, bytes | None]]:
+    """:func:`read_side` for each of ``revs``, in order, in one read of the repository."""
     if not paths:
-        return {}
-    if overlay is None:
-        return git_adapter.read_blobs(repo, rev, paths)
-    tests = [path for path in paths if overlay.takes(path)]
-    others = [path for path in paths if not overlay.takes(path)]
-    found = git_adapter.read_blobs(repo, rev, others) if others else {}
-    if tests:
-        found.update(git_adapter.read_blobs(repo, overlay.rev, tests))
-    return found
+        return [{} for _ in revs]
+    tests = [path for path in paths if overlay is not None and overlay.takes(path)]
+    others = [path for path in paths if path not in tests]
+    wanted: list[tuple[str, Sequence[str]]] = [(rev, others) for rev in revs]
+    if overlay is not None and tests:
+        wanted.append((overlay.rev, tests))  # the same on every side
+    found = git_adapter.read_blobs_at(repo, wanted)
+    overlaid = found[len(revs)] if len(found) > len(revs) else {}
+    return [{**side, **overlaid} for side in found[: len(revs)]]
 
 
 def oracle_inputs(
@@ -72,10 +79,9 @@ def oracle_inputs(
     overlay: TestOverlay | None = None,
 ) -> dict[str, tuple[Sources, Sources]]:
     """Property id -> the files its oracle is sliced from, on base and on patch (read in
-    one pass over each side's tree for all properties)."""
+    one pass over both sides' trees for all properties)."""
     paths = oracle_paths(property_ids)
-    on_base = read_side(repo, base_rev, paths, overlay)
-    on_patch = read_side(repo, patch_rev, paths, overlay)
+    on_base, on_patch = read_sides(repo, [base_rev, patch_rev], paths, overlay)
     return inputs_from_blobs(on_base, on_patch, property_ids)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.core.lanes import worst_exit_status
 from orchestrator.core.pytest_command import split_node_id
 from orchestrator.errors import SchemaError
 from orchestrator.model import REPORT_SCHEMA, Lane
@@ -266,11 +267,7 @@ def sorted_properties(runs: Sequence[RunView]) -> list[PropertyView]:
 
 def worst_exit(runs: Sequence[RunView]) -> int | None:
     """The worst exit status of the runs (1 blocking beats 3 undecided beats 0)."""
-    statuses = [run.exit_status for run in runs if run.exit_status is not None]
-    if not statuses:
-        return None
-    order = {0: 0, 3: 1, 1: 2}
-    return max(statuses, key=lambda status: order.get(status, 1))
+    return worst_exit_status([run.exit_status for run in runs if run.exit_status is not None])
 
 
 # ---------------------------------------------------------------- reading
