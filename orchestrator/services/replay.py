@@ -937,7 +937,7 @@ def combined_engines(
 
 def _replay_number(name: str) -> int | None:
     stem = name.removeprefix("replay-").removesuffix(".json")
-    if name.startswith("replay-") and name.endswith(".json") and stem.isdigit():
+    if name.startswith("replay-") and name.endswith(".json") and re.fullmatch(r"[0-9]+", stem):
         return int(stem)
     return None
 
