@@ -14,6 +14,21 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.adapters.ledger_location import ENV_VAR, default_ledger_url
+from orchestrator.core.bounds import (
+    MAX_INPUT_BYTES,
+    MAX_JOBS,
+    MAX_REPLAYS,
+    MAX_SHRINK_ATTEMPTS,
+    MAX_SLOTS,
+    describe_bytes,
+)
+
+__all__ = ["MAX_JOBS", "MAX_REPLAYS", "MAX_SHRINK_ATTEMPTS", "MAX_SLOTS"]
+
+# --fixture and every other JSON file a command reads ----------------------------------
+
+INPUT_FILE_RULE = f"a regular file, not a link, at most {describe_bytes(MAX_INPUT_BYTES)}"
+FIXTURE_HELP = f"JSON fixture, mounted read-only, as $REPLAY_FIXTURE ({INPUT_FILE_RULE})."
 
 # --ledger -------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    FIXTURE_HELP,
+    MAX_REPLAYS,
     RUNNER_IMAGE,
     TESTS_FROM_HELP,
     ImageOption,
@@ -54,9 +56,11 @@ def accept(
     image: ImageOption = RUNNER_IMAGE,
     fixture: Annotated[
         Path | None,
-        typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
+        typer.Option("--fixture", help=FIXTURE_HELP),
     ] = None,
-    replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 3,
+    replays: Annotated[
+        int, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
+    ] = 3,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the acceptance/1 JSON document.")

@@ -17,6 +17,10 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    FIXTURE_HELP,
+    MAX_JOBS,
+    MAX_REPLAYS,
+    MAX_SLOTS,
     TESTS_FROM_HELP,
     EnvOption,
     ImageOption,
@@ -85,7 +89,7 @@ def replay(
     test_paths: TestPathOption = None,
     fixture: Annotated[
         Path | None,
-        typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
+        typer.Option("--fixture", help=FIXTURE_HELP),
     ] = None,
     shrink_report: Annotated[
         Path | None,
@@ -116,6 +120,7 @@ def replay(
         typer.Option(
             "--replays",
             min=1,
+            max=MAX_REPLAYS,
             help="Replays per side of every property with signal, its screening replays "
             "included (with --replays-all: of every property).",
         ),
@@ -125,10 +130,11 @@ def replay(
         typer.Option(
             "--screen",
             min=1,
+            max=MAX_REPLAYS,
             help="Replay every property K times per side first, then only where there is "
             "signal (a replay not assert_pass, call counts that differ between the sides, an "
-            "oracle that changed) until it has --replays N. Default: 1 when no --property is "
-            "named, off when properties are named.",
+            "oracle that changed) until it has --replays N (K <= N). Default: 1 when no "
+            "--property is named, off when properties are named.",
         ),
     ] = None,
     replays_all: Annotated[
@@ -140,6 +146,7 @@ def replay(
         typer.Option(
             "--jobs",
             min=1,
+            max=MAX_JOBS,
             help="pytest workers per replay in each side's container, each running whole "
             "test modules (balanced by recorded durations). Default: the engine's CPUs "
             "divided between the sides it runs at once (see --slots), at least 1.",
@@ -175,6 +182,7 @@ def replay(
         typer.Option(
             "--slots",
             min=1,
+            max=MAX_SLOTS,
             help="Sides each engine runs at once (a property takes two). Default: the "
             "engine's CPU count.",
             show_default=False,

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orchestrator.commands._options import DEFAULT_TIMEOUT_S, OptionalImageOption, TimeoutOption
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    INPUT_FILE_RULE,
+    MAX_SHRINK_ATTEMPTS,
+    OptionalImageOption,
+    TimeoutOption,
+)
 
 if TYPE_CHECKING:
     from orchestrator.core.shrink import Property, ShrinkReport
@@ -72,7 +78,8 @@ def shrink(
     fixture: Annotated[
         str,
         typer.Argument(
-            metavar="FIXTURE", help="The failing JSON fixture, or - for standard input."
+            metavar="FIXTURE",
+            help=f"The failing JSON fixture, or - for standard input ({INPUT_FILE_RULE}).",
         ),
     ],
     *,
@@ -127,7 +134,10 @@ def shrink(
     attempts: Annotated[
         int,
         typer.Option(
-            "--attempts", min=1, help="Shrink this many times; stable only if all agree (>= 2)."
+            "--attempts",
+            min=1,
+            max=MAX_SHRINK_ATTEMPTS,
+            help="Shrink this many times; stable only if all agree (>= 2).",
         ),
     ] = 2,
     out: Annotated[
