@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, Literal
 
 import structlog
 
@@ -40,19 +40,55 @@ def _stderr_logger_factory(*_args: object) -> _StderrLogger:
     return _StderrLogger()
 
 
-def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = False) -> None:
+TextFilter = Callable[[str], str]
+# Values that hold several lines on purpose: each line is filtered, the breaks are kept.
+_MULTI_LINE_KEYS = frozenset({"exception", "traceback"})
+
+
+def filtering_values(text_filter: TextFilter) -> structlog.typing.Processor:
+    """A processor that passes every text value of a log line through ``text_filter``
+    (the command line gives ``core.text_safety.terminal_safe``: a node id or message from
+    the tree under test never writes a control sequence nor starts a line of its own)."""
+
+    def processor(
+        _logger: object, _name: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key, value in event.items():
+            if isinstance(value, str):
+                if key in _MULTI_LINE_KEYS:
+                    event[key] = "\n".join(text_filter(line) for line in value.split("\n"))
+                else:
+                    event[key] = text_filter(value)
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                event[key] = type(value)(text_filter(item) for item in value)
+        return event
+
+    return processor
+
+
+def configure(
+    requested: LogFormat,
+    env: Mapping[str, str],
+    verbose: bool = False,
+    *,
+    console_filter: TextFilter | None = None,
+) -> None:
+    """Console lines pass each text value through ``console_filter`` when given; JSON
+    lines need no filter (JSON escapes every control character)."""
     fmt = resolve_format(requested, env)
-    renderer: structlog.typing.Processor
+    renderers: list[structlog.typing.Processor]
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=True)
+        renderers = [structlog.processors.JSONRenderer(sort_keys=True)]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        renderers = [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
+        if console_filter is not None:
+            renderers.insert(0, filtering_values(console_filter))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.DEBUG if verbose else logging.INFO

@@ -34,6 +34,7 @@ from orchestrator.core.reports.view import (
     sorted_properties,
     worst_exit,
 )
+from orchestrator.core.text_safety import terminal_safe_lines
 from orchestrator.model import Lane
 
 # (symbol, CSS class, words): a symbol per label so the strip reads in greyscale too.
@@ -147,7 +148,9 @@ CSP = (
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    """HTML-escaped, and every control character and bidi override (which a browser
+    would act on: reorder the text around it) as a visible escape; line breaks kept."""
+    return escape(terminal_safe_lines(str(text)), quote=True)
 
 
 def _lane_class(lane: str) -> str:
@@ -295,7 +298,7 @@ def _row(item: PropertyView, *, show_run: bool) -> str:
     run = f'<span class="run-id">{_e(item.run)}</span>' if show_run else ""
     return (
         f'<article class="prop" data-lane="{_e(item.lane)}" data-kind="{item.kind.value}" '
-        f'data-key="{_e(item.property_id.lower())}">'
+        f'data-key="{escape(item.property_id.lower(), quote=True)}">'
         f"<header>{badge(item.lane, item.kind)}"
         f'<span class="code">{_e(item.code)}</span>'
         f'<code class="nid">{_e(item.property_id)}</code>{run}</header>'
