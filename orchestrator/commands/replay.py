@@ -30,6 +30,7 @@ from orchestrator.commands._options import (
     TimeoutOption,
     WritableTreeOption,
 )
+from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
@@ -536,7 +537,7 @@ def _replay_and_shrink(
         _print_table(result.deciding)
         _print_ledger(result.report.get("ledger"))
         if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
-            typer.echo(f"shrink: {result.outcome}: {result.message}")
+            echo_line(f"shrink: {result.outcome}: {result.message}")
         typer.echo(f"run folder: {result.report['run_dir']}")
     logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
     return result
@@ -578,7 +579,7 @@ def _progress(
 def _print_tests(plan: Any) -> None:
     """Above the table: what --changed selected, and whose tests were the oracle."""
     if plan.selection is not None:
-        typer.echo(f"changed: {plan.selection.summary()}")
+        echo_line(f"changed: {plan.selection.summary()}")
     overlay = plan.overlay
     if overlay is not None:
         count = len(overlay.files)
@@ -611,7 +612,7 @@ def _print_table(outcome: Any) -> None:
     for item in outcome.properties:
         if item.decision.code == "oracle_changed":
             reasons = "; ".join(item.decision.reasons)
-            typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
+            echo_line(f"oracle changed: {item.evidence.property_id}: {reasons}")
 
 
 def _hint_writable_tree(outcome: Any, logger: Any) -> None:
@@ -638,7 +639,7 @@ def _print_screening(summary: Any) -> None:
     from orchestrator.core.replay_run import screening_line
 
     if summary and summary.get("policy") == "screen":
-        typer.echo(screening_line(summary))
+        echo_line(screening_line(summary))
 
 
 def _print_ledger(ledger: Any) -> None:
@@ -646,12 +647,12 @@ def _print_ledger(ledger: Any) -> None:
         return
     for entry in ledger["entries"]:
         if entry.get("freeze_id") is not None:
-            typer.echo(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
+            echo_line(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
         elif entry.get("freeze_refusals"):
             refused = ", ".join(entry["freeze_refusals"])
-            typer.echo(f"no freeze for {entry['property_id']}: {refused}")
+            echo_line(f"no freeze for {entry['property_id']}: {refused}")
         elif entry.get("infra_queue_id") is not None:
-            typer.echo(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
+            echo_line(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
     recorded = "" if ledger.get("recorded", True) else " (not recorded)"
     typer.echo(f"ledger: {ledger['url']}{recorded}")
 

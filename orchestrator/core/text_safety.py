@@ -50,3 +50,17 @@ def terminal_safe_lines(text: str) -> str:
     """Like :func:`terminal_safe`, but the line breaks (``\\n``) of a text meant to hold
     several lines (an assertion's message) are kept."""
     return "\n".join(terminal_safe(line) for line in text.split("\n"))
+
+
+_UNSAFE_BYTES = bytes(range(0x20)).replace(b"\n", b"").replace(b"\t", b"") + b"\x7f"
+_BYTE_ESCAPES = {byte: f"\\x{byte:02x}".encode("ascii") for byte in _UNSAFE_BYTES}
+
+
+def terminal_safe_bytes(data: bytes) -> bytes:
+    """A chunk of a process's output (read as it comes, so a character may be cut in two)
+    with every C0 control but newline and tab, and DEL, as a visible ``\\xNN``: no ESC,
+    OSC, BEL or CR reaches the terminal. Bytes of UTF-8 multibyte characters (0x80 and
+    above) are left as they are, so a cut character is never broken further."""
+    if not any(byte in _BYTE_ESCAPES for byte in data):
+        return data
+    return b"".join(_BYTE_ESCAPES.get(byte, bytes((byte,))) for byte in data)
