@@ -298,7 +298,7 @@ def _row(item: PropertyView, *, show_run: bool) -> str:
     run = f'<span class="run-id">{_e(item.run)}</span>' if show_run else ""
     return (
         f'<article class="prop" data-lane="{_e(item.lane)}" data-kind="{item.kind.value}" '
-        f'data-key="{escape(item.property_id.lower(), quote=True)}">'
+        f'data-key="{_e(item.property_id.lower())}">'
         f"<header>{badge(item.lane, item.kind)}"
         f'<span class="code">{_e(item.code)}</span>'
         f'<code class="nid">{_e(item.property_id)}</code>{run}</header>'
