@@ -159,8 +159,10 @@ def check_shards(runs: Sequence[ShardRun]) -> tuple[ShardRun, ...]:
                     f"{_shown(theirs)}: not cut from one selection"
                 )
     count = first.shard.get("count")
-    if not isinstance(count, int) or count < 1:
-        raise InputError(f"{first.name}: run-log.json: shard count is not a positive number")
+    if not isinstance(count, int) or not 1 <= count <= MAX_SHARDS:
+        raise InputError(
+            f"{first.name}: run-log.json: shard count is not a number from 1 to {MAX_SHARDS}"
+        )
     by_index: dict[int, ShardRun] = {}
     for run in runs:
         index = run.shard.get("index")

@@ -218,3 +218,14 @@ def test_the_service_refuses_a_huge_count_too(tmp_path):
     options = ReplayOptions(repo=tmp_path, base="a", patch="b", image="i", replays=10**9)
     with pytest.raises(InputError, match="--replays 1000000000: must be between 1 and 1000"):
         validate_options(options)
+
+
+def test_a_run_folder_claiming_a_billion_shards_is_refused_before_counting_them():
+    from orchestrator.core.shards import ShardRun, check_shards
+    from orchestrator.errors import InputError
+
+    run = ShardRun(
+        name="run-a", run_log={"shard": {"index": 1, "count": 10**9}}, summary={"decisions": []}
+    )
+    with pytest.raises(InputError, match="shard count is not a number from 1 to 1000"):
+        check_shards([run])

@@ -7,7 +7,12 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.text_safety import UNSAFE, terminal_safe, terminal_safe_lines
+from orchestrator.core.text_safety import (
+    UNSAFE,
+    terminal_safe,
+    terminal_safe_bytes,
+    terminal_safe_lines,
+)
 
 HOSTILE = st.sampled_from(
     ["\x1b[2J", "\x1b]0;pwned\x07", "\x07", "\r", "\n", "\t", "\x00", "\x7f", "\x85", "\x9b",
@@ -64,3 +69,14 @@ def test_known_sequences_are_written_as_escapes():
 def test_a_multi_line_text_keeps_only_its_line_breaks(lines):
     safe = terminal_safe_lines("\n".join(lines))
     assert safe.split("\n") == [terminal_safe(line) for line in lines]
+
+
+@given(data=st.binary())
+def test_a_streamed_chunk_keeps_no_control_byte_but_newline_and_tab(data):
+    safe = terminal_safe_bytes(data)
+    assert not any((byte < 0x20 and byte not in b"\n\t") or byte == 0x7F for byte in safe)
+    assert safe.count(b"\n") == data.count(b"\n")
+
+
+def test_a_streamed_escape_sequence_is_shown_not_run():
+    assert terminal_safe_bytes(b"\x1b[2J\x1b]0;t\x07ok\r\n") == b"\\x1b[2J\\x1b]0;t\\x07ok\\x0d\n"
