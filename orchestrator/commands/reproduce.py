@@ -150,7 +150,10 @@ def _write_output(chunk: bytes) -> None:
 
 
 def _note(text: str) -> None:
-    echo_line(text)
+    """A note of several lines (the commands of a side): its line breaks kept."""
+    from orchestrator.core.text_safety import terminal_safe_lines
+
+    typer.echo(terminal_safe_lines(text))
 
 
 def _safe_output(text: str) -> str:
