@@ -19,6 +19,10 @@ MAX_SHARDS = 1000  # --shard I/N: N
 # digest's FILE, an admission request, an evidence file): read whole, parsed whole, kept
 # in the run folder and mounted into every container.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+# A document of a run folder that report, merge and reproduce read (summary.json,
+# run-log.json, evidence, decisions): written by the tool, but a folder can come from a
+# downloaded CI artifact.
+MAX_RUN_DOCUMENT_BYTES = 1024 * 1024 * 1024
 
 
 def count_problem(flag: str, value: int, *, maximum: int, minimum: int = 1) -> str | None:

@@ -8,6 +8,7 @@ at the deadline) and whose own peak memory stays small.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -229,3 +230,15 @@ def test_a_run_folder_claiming_a_billion_shards_is_refused_before_counting_them(
     )
     with pytest.raises(InputError, match="shard count is not a number from 1 to 1000"):
         check_shards([run])
+
+
+def test_a_fifo_in_a_downloaded_run_folder_is_refused_without_blocking(workspace):
+    folder = workspace.parent / "artifact"
+    folder.mkdir()
+    decision = {"property_id": "t.py::t", "lane": "no_freeze", "code": "not_reproduced",
+                "evidence_file": "evidence-1.json"}  # fmt: skip
+    summary = {"schema": "replay-report/1", "run_id": "r", "decisions": [decision]}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    os.mkfifo(folder / "evidence-1.json")
+    done = run_cli("report", str(folder), "--markdown", cwd=workspace, deadline_s=60)
+    assert_refused_early(workspace, done, "evidence-1.json: a FIFO, not a regular file")
