@@ -11,7 +11,10 @@ that runs. :func:`terminal_safe` writes every such character as a visible escape
   (U+0080-U+009F) as ``\\n``, ``\\r``, ``\\t`` or ``\\xNN``;
 - bidi embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E,
   U+200F, U+061C), the line and paragraph separators (U+2028, U+2029) and lone
-  surrogates (which no terminal can encode) as ``\\uNNNN``.
+  surrogates (which no terminal can encode) as ``\\uNNNN``;
+- a leading ``::`` (blanks before it aside) as ``\\x3a:``: printed at the start of a line
+  of a GitHub Actions log (a table's first cell), it would be a workflow command the
+  tree wrote (``::stop-commands::``, ``::add-mask::``, a forged ``::error``).
 
 Everything else is kept as it is, backslashes too: a node id with nothing to escape prints
 as itself (it can be copied into ``--property``), and an escaped one reads as pytest's own
@@ -41,9 +44,11 @@ def _escape(match: re.Match[str]) -> str:
 def terminal_safe(text: str) -> str:
     """``text`` on one line with no character a terminal, a log or a table would act on:
     each such character written as a visible escape (the rest unchanged)."""
-    if UNSAFE.search(text) is None:
-        return text
-    return UNSAFE.sub(_escape, text)
+    safe = text if UNSAFE.search(text) is None else UNSAFE.sub(_escape, text)
+    blanks = len(safe) - len(safe.lstrip())  # the runner trims every Unicode blank
+    if safe.startswith("::", blanks):
+        return f"{safe[:blanks]}\\x3a{safe[blanks + 1 :]}"
+    return safe
 
 
 def terminal_safe_lines(text: str) -> str:

@@ -41,6 +41,10 @@ HOSTILE_IDS = [
     "c1\x9bcsi",
     "del\x7f",
 ]
+# A folder whose node ids start with a GitHub workflow command: a table row starting with
+# it would stop every later annotation of the step, or forge one.
+COMMAND_FOLDER = "::stop-commands::pwned"
+COMMAND_TEST = "import lib\n\n\ndef test_command():\n    assert lib.ok()\n"
 INI = """\
 [pytest]
 disable_test_id_escaping_and_forfeit_all_rights_to_community_support = true
@@ -63,7 +67,12 @@ def test_hostile(value):
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     root = tmp_path_factory.mktemp("hostile-ids")
     repo = init(root / "repo")
-    files = {"pytest.ini": INI, "lib.py": "def ok():\n    return True\n", "tests/test_t.py": TESTS}
+    files = {
+        "pytest.ini": INI,
+        "lib.py": "def ok():\n    return True\n",
+        "tests/test_t.py": TESTS,
+        f"{COMMAND_FOLDER}/test_c.py": COMMAND_TEST,
+    }
     base = commit(repo, files, "base")
     patch = commit(repo, {"lib.py": "def ok():\n    return False\n"}, "patch")
     return repo, base, patch
@@ -116,13 +125,16 @@ def test_hostile_ids_and_messages_never_reach_a_terminal_raw(
     decisions = report["decisions"]
     # The ids went through as the tree wrote them (--json and the run folder keep them).
     ids = {d["property_id"].partition("[")[2].removesuffix("]") for d in decisions}
-    assert ids == set(HOSTILE_IDS)
+    assert ids == {*HOSTILE_IDS, ""}
+    assert f"{COMMAND_FOLDER}/test_c.py::test_command" in {d["property_id"] for d in decisions}
 
     for name, text in (("stdout", stdout), ("stderr", stderr)):
         assert unsafe(text) == [], name
     rows = [line for line in stdout.splitlines() if "test_hostile[" in line]
     assert len(rows) == len(HOSTILE_IDS)  # one row per property, none forged
     assert not any(line.lstrip().startswith(FORGED) for line in stdout.splitlines())
+    assert not any(line.lstrip().startswith("::") for line in stdout.splitlines())
+    assert "\\x3a:stop-commands::pwned/test_c.py::test_command" in stdout
     assert "\\x1b[2J\\x1b[31mred" in stdout  # shown, as a visible escape
 
     markdown = summary.read_text(encoding="utf-8")
@@ -130,11 +142,12 @@ def test_hostile_ids_and_messages_never_reach_a_terminal_raw(
     table_rows = [line for line in markdown.splitlines() if "test_hostile[" in line]
     assert len(table_rows) == len(HOSTILE_IDS)
     assert all(line.startswith("| ") for line in table_rows)
+    assert not any(line.lstrip().startswith("::") for line in markdown.splitlines())
 
     xml_text = junit.read_text(encoding="utf-8")
     assert unsafe(xml_text) == []
     cases = ET.fromstring(xml_text).findall(".//testcase")
-    assert len(cases) == len(HOSTILE_IDS)
+    assert len(cases) == len(HOSTILE_IDS) + 1
     for case in cases:
         system_out = case.findtext("system-out") or ""
         assert sum(line.startswith("property: ") for line in system_out.splitlines()) == 1
@@ -145,5 +158,5 @@ def test_hostile_ids_and_messages_never_reach_a_terminal_raw(
     annotated = run("report", str(out), "--annotations", cwd=tmp_path)
     lines = annotated.stdout.decode("utf-8").splitlines()
     assert unsafe(annotated.stdout.decode("utf-8")) == []
-    assert len(lines) == len(HOSTILE_IDS)
+    assert len(lines) == len(HOSTILE_IDS) + 1  # one per blocking property, no other command
     assert all(line.startswith("::error ") for line in lines)

@@ -41,7 +41,9 @@ def test_the_output_holds_no_control_character_and_is_one_line(text):
     safe.encode("utf-8")  # printable on any UTF-8 terminal: no lone surrogate
 
 
-@given(text=st.text().filter(lambda t: UNSAFE.search(t) is None))
+@given(
+    text=st.text().filter(lambda t: UNSAFE.search(t) is None and not t.lstrip().startswith("::"))
+)
 def test_text_with_nothing_to_escape_prints_as_itself(text):
     assert terminal_safe(text) == text
 
@@ -80,3 +82,14 @@ def test_a_streamed_chunk_keeps_no_control_byte_but_newline_and_tab(data):
 
 def test_a_streamed_escape_sequence_is_shown_not_run():
     assert terminal_safe_bytes(b"\x1b[2J\x1b]0;t\x07ok\r\n") == b"\\x1b[2J\\x1b]0;t\\x07ok\\x0d\n"
+
+
+@given(head=st.text(alphabet=" \u00a0\u2003\u3000\u202f", max_size=3), rest=texts)
+def test_no_output_line_starts_a_github_workflow_command(head, rest):
+    for text in (f"{head}::{rest}", f"{head}::stop-commands::{rest}"):
+        assert not terminal_safe(text).lstrip().startswith("::")
+
+
+def test_a_workflow_command_in_a_node_id_is_shown_not_run():
+    assert terminal_safe("::add-mask::x/t.py::t") == "\\x3a:add-mask::x/t.py::t"
+    assert terminal_safe("tests/t.py::t") == "tests/t.py::t"
