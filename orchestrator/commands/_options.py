@@ -20,6 +20,7 @@ from orchestrator.core.bounds import (
     MAX_REPLAYS,
     MAX_SHRINK_ATTEMPTS,
     MAX_SLOTS,
+    MAX_TIMEOUT_S,
     describe_bytes,
 )
 
@@ -67,14 +68,15 @@ MIN_TIMEOUT_S = 0.1
 
 
 def seconds(value: Any) -> float:
-    """A finite number of seconds, at least ``MIN_TIMEOUT_S`` (nan and inf are refused)."""
+    """A number of seconds from ``MIN_TIMEOUT_S`` to ``MAX_TIMEOUT_S`` (nan, inf and
+    anything past a day are refused)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         number = math.nan
-    if not math.isfinite(number) or number < MIN_TIMEOUT_S:
+    if not math.isfinite(number) or not MIN_TIMEOUT_S <= number <= MAX_TIMEOUT_S:
         raise typer.BadParameter(
-            f"{value!r} is not a number of seconds (finite, at least {MIN_TIMEOUT_S:g})"
+            f"{value!r} is not a number of seconds (from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g})"
         )
     return number
 
@@ -86,7 +88,7 @@ TimeoutOption = Annotated[
         metavar="SECONDS",
         parser=seconds,
         help="Seconds one replay (a budget sample is one) may take; past it the replay is "
-        f"killed and labelled timeout. At least {MIN_TIMEOUT_S:g}.",
+        f"killed and labelled timeout. From {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a day).",
     ),
 ]
 

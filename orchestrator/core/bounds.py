@@ -15,6 +15,9 @@ MAX_SHRINK_ATTEMPTS = 20  # shrink --attempts: each is a whole shrink
 MAX_JOBS = 1024  # --jobs: pytest workers per replay
 MAX_SLOTS = 1024  # --slots: sides an engine runs at once
 MAX_SHARDS = 1000  # --shard I/N: N
+# --timeout: one replay (a whole-suite one included) past a day is a typo; a timeout the
+# container's clock cannot hold would label every replay harness_error.
+MAX_TIMEOUT_S = 24 * 3600.0
 # A JSON payload given as a file (--fixture, shrink's FIXTURE, --shrink-report, --origin,
 # digest's FILE, an admission request, an evidence file): read whole, parsed whole, kept
 # in the run folder and mounted into every container.

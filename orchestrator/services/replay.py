@@ -164,7 +164,13 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 def validate_options(options: ReplayOptions) -> None:
-    from orchestrator.core.bounds import MAX_JOBS, MAX_REPLAYS, MAX_SLOTS, screen_problem
+    from orchestrator.core.bounds import (
+        MAX_JOBS,
+        MAX_REPLAYS,
+        MAX_SLOTS,
+        MAX_TIMEOUT_S,
+        screen_problem,
+    )
 
     if options.replays < 1:
         raise InputError("--replays must be at least 1")
@@ -184,8 +190,10 @@ def validate_options(options: ReplayOptions) -> None:
         raise InputError("--screen and --replays-all exclude each other")
     if options.jobs is not None and options.jobs < 1:
         raise InputError("--jobs must be at least 1")
-    if options.timeout_s <= 0:
-        raise InputError("--timeout must be a positive number of seconds")
+    if not 0 < options.timeout_s <= MAX_TIMEOUT_S:
+        raise InputError(
+            f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}"
+        )
     if options.isolation not in ISOLATIONS:
         raise InputError(f"--isolation must be one of: {', '.join(ISOLATIONS)}")
     if options.shrink_report is not None and options.fixture is None:

@@ -69,6 +69,7 @@ HUGE_COUNTS = {
     "replay --jobs": (["--jobs", HUGE], "--jobs"),
     "replay --slots": (["--slots", HUGE], "--slots"),
     "replay --shard": (["--shard", f"1/{HUGE}"], "--shard"),
+    "replay --timeout": (["--timeout", "1e308"], "--timeout"),
 }
 
 
