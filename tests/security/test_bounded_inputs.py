@@ -23,7 +23,7 @@ from orchestrator.core.bounds import FileKind
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
 
-from cli_process import run_cli, tree_of
+from cli_process import Finished, run_cli, tree_of
 from replay_gitrepo import commit, init
 
 # What a refusal may cost: the interpreter, Typer and the command modules, far below
@@ -48,7 +48,7 @@ def repo_of(workspace: Path) -> str:
     return str(workspace.parent / "repo")
 
 
-def assert_refused_early(workspace: Path, done, *named: str) -> None:  # type: ignore[no-untyped-def]
+def assert_refused_early(workspace: Path, done: Finished, *named: str) -> None:
     assert not done.killed, "blocked until the deadline"
     assert done.code == 2, done.stderr
     line = done.error_line
