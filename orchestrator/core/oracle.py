@@ -893,7 +893,7 @@ def may_inherit_from_elsewhere(source: str | bytes | None) -> bool:
     for cls in scope.classes.values():
         for base in cls.bases:
             parts = _dotted_parts(base)
-            if parts is None:
+            if parts is None or _testless(base, analysed):
                 continue
             bound = scope.by_name.get(parts[0], [])
             if (bound and all(item.import_binding for item in bound)) or (
@@ -926,6 +926,18 @@ def inherited_modules(path: str, modules: ProjectModules) -> tuple[frozenset[str
             if found is not None:
                 pending.append(found)
     return frozenset(resolver.used - {path}), frozenset(resolver.wanted - {path})
+
+
+def _testless(base: ast.expr, module: _Module) -> bool:
+    """A base known to define no tests: ``object``, ``unittest.TestCase``."""
+    if isinstance(base, ast.Name):
+        return base.id == "object" or base.id in module.testless_names
+    return (
+        isinstance(base, ast.Attribute)
+        and isinstance(base.value, ast.Name)
+        and base.value.id == "unittest"
+        and base.attr in TESTLESS_BASES
+    )
 
 
 # One piece of a slice and the module whose names it refers to.
@@ -1030,18 +1042,8 @@ class _Slicer:
                         else f"{where[0]}::{defined.name}"
                     )
                     pending.append((defined, label, None, where))
-                elif not self._testless(base, home[1]):
+                elif not _testless(base, home[1]):
                     self.external_base = True
-
-    def _testless(self, base: ast.expr, module: _Module) -> bool:
-        if isinstance(base, ast.Name):
-            return base.id == "object" or base.id in module.testless_names
-        return (
-            isinstance(base, ast.Attribute)
-            and isinstance(base.value, ast.Name)
-            and base.value.id == "unittest"
-            and base.attr in TESTLESS_BASES
-        )
 
     # -- closing over references
 
