@@ -43,6 +43,7 @@ NO_OVERLAY: Mapping[str, Any] = {
     "tests_from": None,
     "tests_from_ref": None,
     "rule_for_tests": None,
+    "overlay_summary": None,
     "overlaid_files": [],
     "overlay_removed": {},
 }

@@ -23,6 +23,9 @@ from orchestrator.core.test_files import (
     rule_for_tests,
 )
 from orchestrator.errors import InputError, UnknownRevisionError
+from orchestrator.log import get_logger
+
+log = get_logger(__name__)
 
 
 def normal_test_paths(test_paths: Sequence[str]) -> tuple[str, ...]:
@@ -77,7 +80,9 @@ def plan_test_overlay(
             f"--test-path {missing[0]}: no such file or folder on any side "
             f"({', '.join([ref, *sides])})"
         )
-    rule = rule_for_tests(property_ids, command_paths, test_paths)
+    rule = rule_for_tests(
+        property_ids, command_paths, test_paths, trees=[tests_tree, *side_trees.values()]
+    )
     overlay = plan_overlay(
         ref=ref, rev=rev, rule=rule, tests_tree=tests_tree, side_trees=side_trees
     )
@@ -85,6 +90,14 @@ def plan_test_overlay(
         is_test_module_name(path.rsplit("/", 1)[-1]) or path in rule.files for path in overlay.files
     ):
         raise InputError(f"--tests-from {ref} ({rev[:12]}): no test module there to take")
+    log.info(
+        "tests_from.overlay",
+        tests_from=ref,
+        rev=rev,
+        folders=[*rule.folders, *rule.extra],
+        files=len(overlay.files),
+        summary=overlay.summary(),
+    )
     return overlay
 
 
