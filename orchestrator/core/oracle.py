@@ -903,6 +903,21 @@ def may_inherit_from_elsewhere(source: str | bytes | None) -> bool:
     return False
 
 
+def imported_class(
+    base: ast.expr, path: str, source: str | bytes, modules: ProjectModules
+) -> tuple[str, str] | None:
+    """The other project module, and the name there, of the class ``base`` names in the
+    module at ``path`` through its imports; None when it is defined in the module itself or
+    the source cannot tell. Pure."""
+    analysed = _analyse_source(source)
+    if analysed is None:
+        return None
+    found = _Resolver(modules).base(base, (path, analysed))
+    if found is None or found[1][0] == path:
+        return None
+    return found[1][0], found[0].name
+
+
 def inherited_modules(path: str, modules: ProjectModules) -> tuple[frozenset[str], frozenset[str]]:
     """The other project modules the classes of the module at ``path`` inherit from,
     transitively: those ``modules.sources`` holds and those it would still have to read.
