@@ -90,15 +90,19 @@ def plan_test_overlay(
         is_test_module_name(path.rsplit("/", 1)[-1]) or path in rule.files for path in overlay.files
     ):
         raise InputError(f"--tests-from {ref} ({rev[:12]}): no test module there to take")
+    return overlay
+
+
+def log_overlay(overlay: TestOverlay) -> None:
+    """One log line saying what was laid over (once the input was found good)."""
     log.info(
         "tests_from.overlay",
-        tests_from=ref,
-        rev=rev,
-        folders=[*rule.folders, *rule.extra],
+        tests_from=overlay.ref,
+        rev=overlay.rev,
+        folders=[*overlay.rule.folders, *overlay.rule.extra],
         files=len(overlay.files),
         summary=overlay.summary(),
     )
-    return overlay
 
 
 def missing_at_tests_from(oracle: Mapping[str, OracleChange]) -> tuple[str, ...]:
