@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from orchestrator.core.test_files import (
     TestFileRule,
+    is_test_file_name,
+    is_test_module_name,
     missing_test_paths,
     normal_path,
     outer_test_folder,
@@ -181,3 +183,21 @@ def test_an_overlaid_tree_has_the_chosen_tests_and_the_sides_code(side, tests, e
     applied = {p: b for p, b in side.items() if p not in plan.remove}
     applied.update({p: tests[p] for p in plan.write})
     assert applied == after
+
+
+whole_tree_paths = st.sampled_from(
+    ["lib.py", "tests/__init__.py", "tests/test_a.py", "tests/helpers.py", "tests/data/x.json",
+     "src/pkg/tests/test_b.py", "src/pkg/tests/util.py", "src/pkg/mod.py", "pkg/test_c.py",
+     "pkg/util.py", "testing/helpers.py", "docs/index.md", "conftest.py"]
+)  # fmt: skip
+
+
+@given(st.lists(st.lists(whole_tree_paths, max_size=8), min_size=1, max_size=3))
+def test_without_paths_a_file_is_taken_exactly_when_a_test_module_shares_its_test_folder(trees):
+    rule = rule_for_tests((), (), (), trees=trees)
+    modules = {p for tree in trees for p in tree if is_test_module_name(p.rsplit("/", 1)[-1])}
+    for path in {p for tree in trees for p in tree}:
+        folder = outer_test_folder(path)
+        shared = folder is not None and any(outer_test_folder(m) == folder for m in modules)
+        named = is_test_file_name(path.rsplit("/", 1)[-1])
+        assert rule.matches(path) == (shared or named), (path, rule)
