@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property, lru_cache
+from pathlib import PurePosixPath
 
 from orchestrator.core.digest import digest
 from orchestrator.core.imports import (
@@ -847,7 +848,9 @@ class _Resolver:
             if len(parts) == 1:  # a star import may bind it: the last one wins
                 for star in reversed(module.star_imports):
                     origin = absolute_module(star.module, star.level, path, self.modules.files)
-                    found = None if origin is None else self._class_in(origin, parts[0], depth)
+                    found = (
+                        None if origin is None else self._class_in(origin, parts[0], depth, path)
+                    )
                     if found is not None:
                         return found
             return None
@@ -861,18 +864,26 @@ class _Resolver:
                 return None
             name = node.names[0].name
             if not attributes:
-                return self._class_in(origin, name, depth)
-            return self._class_in(".".join([origin, name, *attributes[:-1]]), parts[-1], depth)
+                return self._class_in(origin, name, depth, path)
+            dotted = ".".join([origin, name, *attributes[:-1]])
+            return self._class_in(dotted, parts[-1], depth, path)
         if not isinstance(node, ast.Import) or not attributes:
             return None
         alias = node.names[0]
         prefix = [alias.name] if alias.asname else [parts[0]]
-        return self._class_in(".".join([*prefix, *attributes[:-1]]), parts[-1], depth)
+        return self._class_in(".".join([*prefix, *attributes[:-1]]), parts[-1], depth, path)
 
     def _class_in(
-        self, module_name: str, name: str, depth: int
+        self, module_name: str, name: str, depth: int, importer: str
     ) -> tuple[ast.ClassDef, _Home] | None:
-        for path in module_paths(module_name, self.modules.files):
+        # Where two files answer to the name, the one nearest the importer first (pytest
+        # puts the test's own folder first on sys.path).
+        here = PurePosixPath(importer).parent.parts
+        candidates = sorted(
+            module_paths(module_name, self.modules.files),
+            key=lambda path: (-_shared(PurePosixPath(path).parent.parts, here), path),
+        )
+        for path in candidates:
             analysed = self.analysed(path)
             if analysed is None:
                 continue
@@ -881,6 +892,16 @@ class _Resolver:
                 self.used.add(path)
                 return found
         return None
+
+
+def _shared(first: tuple[str, ...], second: tuple[str, ...]) -> int:
+    """How many leading folders two paths share."""
+    count = 0
+    for one, other in zip(first, second, strict=False):
+        if one != other:
+            break
+        count += 1
+    return count
 
 
 def may_inherit_from_elsewhere(source: str | bytes | None) -> bool:

@@ -289,3 +289,18 @@ def test_importing_a_submodule_of_a_bound_package_leaves_a_plain_use_alone(
     assert executed(base)[root] is executed(patch)[root]
     found = compare_sources((uses(root, base), {}), (uses(root, patch), {}), "t.py::test_x")
     assert not found.changed, (base, patch)
+
+
+def test_of_two_modules_with_one_name_the_one_beside_the_test_is_followed():
+    mixin = "class M:\n    def test_m(self):\n        assert 1\n"
+    files = {
+        "other/mixins.py": mixin,
+        "tests/mixins.py": mixin,
+        "tests/test_x.py": "import unittest\nfrom mixins import M\n\n\n"
+        "class TestX(M, unittest.TestCase):\n    pass\n",
+    }
+    node_id = "tests/test_x.py::TestX::test_m"
+    far = {**files, "other/mixins.py": mixin.replace("1", "2")}
+    near = {**files, "tests/mixins.py": mixin.replace("1", "2")}
+    assert not change(files, far, node_id).changed
+    assert change(files, near, node_id).reason_texts == ("test body",)
