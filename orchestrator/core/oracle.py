@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property, lru_cache
-from pathlib import PurePosixPath
+from typing import Any
 
 from orchestrator.core.digest import digest
 from orchestrator.core.imports import (
@@ -99,6 +99,9 @@ class ProjectModules:
 
     files: frozenset[str] = frozenset()
     sources: Mapping[str, str | bytes | None] = field(default_factory=dict)
+    # The bases already resolved against these modules (the many tests of one class ask
+    # the same question); never part of what the value is.
+    resolved: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 NO_MODULES = ProjectModules()
@@ -246,7 +249,7 @@ def oracle_slice(
             note=note,
             problem=problem,
         )
-    found = _Slicer(analysed, node, _Resolver(modules)).parts()
+    found = _Slicer(analysed, node, _Resolver(modules, memo=True)).parts()
     if found is None:
         return OracleSlice(property_id=property_id, path=node.path, status=SliceStatus.ABSENT)
     return OracleSlice(
@@ -817,8 +820,9 @@ class _Resolver:
     """Finds the class a base names, in its own module or, through the imports that bind
     it, in another module of the project (as ``sys.path`` would load it)."""
 
-    def __init__(self, modules: ProjectModules) -> None:
+    def __init__(self, modules: ProjectModules, *, memo: bool = False) -> None:
         self.modules = modules
+        self.memo = memo  # keep answers in ``modules.resolved`` (what was read is not tracked)
         self.wanted: set[str] = set()  # modules it would read that it was not given
         self.used: set[str] = set()  # modules it read a class from
 
@@ -834,6 +838,16 @@ class _Resolver:
         self, base: ast.expr, home: _Home, depth: int = 0
     ) -> tuple[ast.ClassDef, _Home] | None:
         """The class ``base`` names in ``home``'s scope; None when the source cannot tell."""
+        if depth or not self.memo:
+            return self._base(base, home, depth)
+        key = (home[0], home[1], base)
+        memo = self.modules.resolved
+        if key not in memo:
+            memo[key] = self._base(base, home, depth)
+        found: tuple[ast.ClassDef, _Home] | None = memo[key]
+        return found
+
+    def _base(self, base: ast.expr, home: _Home, depth: int) -> tuple[ast.ClassDef, _Home] | None:
         parts = _dotted_parts(base)
         if parts is None or depth > MAX_REEXPORTS:
             return None
@@ -878,10 +892,10 @@ class _Resolver:
     ) -> tuple[ast.ClassDef, _Home] | None:
         # Where two files answer to the name, the one nearest the importer first (pytest
         # puts the test's own folder first on sys.path).
-        here = PurePosixPath(importer).parent.parts
+        here = importer.split("/")[:-1]
         candidates = sorted(
             module_paths(module_name, self.modules.files),
-            key=lambda path: (-_shared(PurePosixPath(path).parent.parts, here), path),
+            key=lambda path: (-_shared(path.split("/")[:-1], here), path),
         )
         for path in candidates:
             analysed = self.analysed(path)
@@ -894,7 +908,7 @@ class _Resolver:
         return None
 
 
-def _shared(first: tuple[str, ...], second: tuple[str, ...]) -> int:
+def _shared(first: Sequence[str], second: Sequence[str]) -> int:
     """How many leading folders two paths share."""
     count = 0
     for one, other in zip(first, second, strict=False):

@@ -158,13 +158,19 @@ def same_files(inputs: tuple[Sources, Sources]) -> bool:
     return inputs[0][:3] == inputs[1][:3]
 
 
-def _modules(sources: Sources) -> ProjectModules:
-    return ProjectModules(files=sources[3], sources=sources[2])
-
-
 def compare_inputs(inputs: Mapping[str, tuple[Sources, Sources]]) -> dict[str, OracleChange]:
     """Each property's :class:`OracleChange` from its files on both sides. Pure."""
     changes: dict[str, OracleChange] = {}
+    # The properties of one module share its base-class modules: one value for them all
+    # keeps what was resolved once (the sources are held so that their ids stay theirs).
+    shared: dict[tuple[int, int], tuple[ProjectModules, Sources]] = {}
+
+    def _modules(sources: Sources) -> ProjectModules:
+        key = (id(sources[2]), id(sources[3]))
+        if key not in shared:
+            shared[key] = (ProjectModules(files=sources[3], sources=sources[2]), sources)
+        return shared[key][0]
+
     for property_id, (before, after) in inputs.items():
         if same_files((before, after)):
             # One slice serves both sides (a whole-suite run has thousands of these).
