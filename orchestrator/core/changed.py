@@ -286,6 +286,7 @@ class Selection:
         return {
             "mode": "changed",
             "candidates": len(self.candidates),
+            "test_modules": len(self.modules),
             "selected": list(self.selected),
             "oracle_changed": list(self.oracle_changed),
             "importing_changed": list(self.importing),

@@ -307,7 +307,7 @@ def test_changed_selects_what_the_patch_touched(tmp_path, history):
     selection = fix.report["run_log"]["selection"]
     assert selection["changed_modules"] == ["lib.py", "tests/test_lib.py"]
     assert selection["importing_changed"] == ["tests/test_lib.py", "tests/test_other.py"]
-    assert selection["candidates"] == 6
+    assert (selection["candidates"], selection["test_modules"]) == (6, 2)
     assert len(selection["selected"]) == 6  # lib.py changed: both modules import it
     assert lanes(fix.report)[NEW] == ("reject_run", "oracle_changed")
     assert fix.report["run_log"]["targets"]["base"] == [
