@@ -172,3 +172,85 @@ def assert_no_host_bytes(run: Run, *secrets: bytes) -> None:
     for blob in outputs:
         for needle in needles:
             assert needle not in blob
+
+
+# ---------------------------------------------------------------- the attacks
+
+# The results folder wherever a driver is told to write it; the attack kills its driver
+# (the replay's parent) so that the tool finds what the test left there.
+SWAP_AND_KILL = """\
+import os, signal
+
+def run():
+    for folder in ("/replay-out", "/replay/out"):
+        if os.path.isdir(folder):
+            for index in range(1, 4):
+                target = os.path.join(folder, "replay-%03d.json" % index)
+                try:
+                    os.unlink(target)
+                except OSError:
+                    pass
+                {make}
+    os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+def swap_attack(make: str) -> str:
+    return SWAP_AND_KILL.replace("{make}", make)
+
+
+FILL_DISK = """\
+import os
+
+def run():
+    chunk = b"x" * (1024 * 1024)
+    for folder in ("/replay-out", "/replay/out", "/tmp", os.path.expanduser("~")):
+        try:
+            with open(os.path.join(folder, "fill"), "wb") as handle:
+                for _ in range(4096):  # 4 GiB, if nothing stops it
+                    handle.write(chunk)
+        except OSError:
+            pass
+"""
+
+
+FLOOD = """\
+import os
+
+def run():
+    chunk = b"\\x1b[2J" + b"y" * (1024 * 1024)  # no newline anywhere
+    for _ in range(192):
+        os.write(1, chunk)
+    try:  # the container's own log, through its init's standard output
+        with open("/proc/1/fd/1", "wb") as log:
+            for _ in range(64):
+                log.write(chunk)
+    except OSError:
+        pass
+"""
+
+
+FLOOD_INI = {"pytest.ini": "[pytest]\naddopts = -s -p no:cacheprovider\n"}
+HUGE_RESULT = "open(target, 'w').write('{\"pad\": \"' + 'x' * (40 * 1024 * 1024) + '\"}')"
+BOMB_BYTES = 96 * 1024 * 1024
+BOMB_CAP = {"ORCHESTRATOR_MAX_TREE_BYTES": str(64 * 1024 * 1024)}
+
+# name -> (the patch's attack.py, extra files of the patch)
+ATTACKS: dict[str, tuple[str, dict[str, str]]] = {
+    "symlink /etc/shadow": (swap_attack("os.symlink('/etc/shadow', target)"), {}),
+    "symlink /proc/self/environ": (swap_attack("os.symlink('/proc/self/environ', target)"), {}),
+    "fifo": (swap_attack("os.mkfifo(target)"), {}),
+    "/dev/zero": (swap_attack("os.symlink('/dev/zero', target)"), {}),
+    "40 MiB result": (swap_attack(HUGE_RESULT), {}),
+    "disk fill": (FILL_DISK, {}),
+    "log flood": (FLOOD, FLOOD_INI),
+}
+
+
+def bomb_repo(root: Path) -> Repo:
+    """A patch that adds :data:`BOMB_BYTES` of zeros (packed to some 100 KiB)."""
+    repo = hostile_repo(root, "def run():\n    return 2\n")
+    blob = git(repo.path, "hash-object", "-w", "--stdin", stdin=b"\0" * BOMB_BYTES)
+    git(repo.path, "update-index", "--add", "--cacheinfo", f"100644,{blob},data/zeros.bin")
+    git(repo.path, "commit", "-q", "-m", "a bomb")
+    return Repo(path=repo.path, base=repo.base, patch=git(repo.path, "rev-parse", "HEAD"))

@@ -13,39 +13,24 @@ from pathlib import Path
 
 import pytest
 from hostile_repo import (
+    BOMB_CAP,
+    FILL_DISK,
+    FLOOD,
+    FLOOD_INI,
+    HUGE_RESULT,
     PROPERTY,
     assert_no_host_bytes,
+    bomb_repo,
     folder_bytes,
-    git,
     hostile_repo,
     replay,
+    swap_attack,
 )
 
 pytestmark = pytest.mark.docker
 
-# The results folder wherever a driver is told to write it; the attack kills its driver
-# (the replay's parent) so that the tool finds what the test left there.
-SWAP_AND_KILL = """\
-import os, signal
-
-def run():
-    for folder in ("/replay-out", "/replay/out"):
-        if os.path.isdir(folder):
-            for index in range(1, 4):
-                target = os.path.join(folder, "replay-%03d.json" % index)
-                try:
-                    os.unlink(target)
-                except OSError:
-                    pass
-                {make}
-    os.kill(os.getppid(), signal.SIGKILL)
-"""
 PEAK_RSS_KB = 400 * 1024  # the CLI's own peak: some 100 MiB normally
 RUN_DIR_BYTES = 2 * 1024 * 1024
-
-
-def swap_attack(make: str) -> str:
-    return SWAP_AND_KILL.replace("{make}", make)
 
 
 def host_secret() -> bytes:
@@ -97,27 +82,11 @@ def test_a_result_that_is_dev_zero_costs_the_host_no_memory(tmp_path):
 
 def test_a_huge_result_file_is_refused_and_never_copied(tmp_path):
     # 40 MiB of valid-looking JSON: over the per-file cap, under the folder's tmpfs.
-    make = "open(target, 'w').write('{\"pad\": \"' + 'x' * (40 * 1024 * 1024) + '\"}')"
-    repo = hostile_repo(tmp_path, swap_attack(make))
+    repo = hostile_repo(tmp_path, swap_attack(HUGE_RESULT))
     run = replay(tmp_path, repo)
     assert_unsafe(run)
     assert folder_bytes(run.run_dir) < RUN_DIR_BYTES
     assert run.max_rss_kb < PEAK_RSS_KB
-
-
-FILL_DISK = """\
-import os
-
-def run():
-    chunk = b"x" * (1024 * 1024)
-    for folder in ("/replay-out", "/replay/out", "/tmp", os.path.expanduser("~")):
-        try:
-            with open(os.path.join(folder, "fill"), "wb") as handle:
-                for _ in range(4096):  # 4 GiB, if nothing stops it
-                    handle.write(chunk)
-        except OSError:
-            pass
-"""
 
 
 def test_filling_the_results_folder_and_tmp_stops_at_their_caps(tmp_path):
@@ -131,28 +100,8 @@ def test_filling_the_results_folder_and_tmp_stops_at_their_caps(tmp_path):
     assert run.max_rss_kb < PEAK_RSS_KB
 
 
-FLOOD = """\
-import os
-
-def run():
-    chunk = b"\\x1b[2J" + b"y" * (1024 * 1024)  # no newline anywhere
-    for _ in range(192):
-        os.write(1, chunk)
-    try:  # the container's own log, through its init's standard output
-        with open("/proc/1/fd/1", "wb") as log:
-            for _ in range(64):
-                log.write(chunk)
-    except OSError:
-        pass
-"""
-
-
 def test_a_flood_of_output_without_newlines_is_bounded(tmp_path, docker_client):
-    repo = hostile_repo(
-        tmp_path,
-        FLOOD,
-        extra={"pytest.ini": "[pytest]\naddopts = -s -p no:cacheprovider\n"},
-    )
+    repo = hostile_repo(tmp_path, FLOOD, extra=FLOOD_INI)
     run = replay(tmp_path, repo)
     assert run.code in (0, 1, 3), run.stderr.decode()[-2000:]
     assert run.max_rss_kb < PEAK_RSS_KB
@@ -161,15 +110,9 @@ def test_a_flood_of_output_without_newlines_is_bounded(tmp_path, docker_client):
 
 
 def test_a_compression_bomb_in_git_is_refused_before_it_is_written(tmp_path):
-    repo = hostile_repo(tmp_path, "def run():\n    return 2\n")
-    # 96 MiB of zeros, some 100 KiB packed, against a cap of 64 MiB set by the CI owner
-    # (the default, 2 GiB, works the same: sizes come from object headers, not exports).
-    blob = git(repo.path, "hash-object", "-w", "--stdin", stdin=b"\0" * (96 * 1024 * 1024))
-    git(repo.path, "update-index", "--add", "--cacheinfo", f"100644,{blob},data/zeros.bin")
-    git(repo.path, "commit", "-q", "-m", "a bomb")
-    bomb = git(repo.path, "rev-parse", "HEAD")
-    bombed = type(repo)(path=repo.path, base=repo.base, patch=bomb)
-    run = replay(tmp_path, bombed, json_out=False, env={"ORCHESTRATOR_MAX_TREE_BYTES": "67108864"})
+    # 96 MiB of zeros against a cap of 64 MiB the CI owner set (the default, 2 GiB, works
+    # the same way: sizes come from the objects' headers, nothing is unpacked).
+    run = replay(tmp_path, bomb_repo(tmp_path), json_out=False, env=BOMB_CAP)
     assert run.code == 2, run.stderr.decode()[-2000:]
     assert b"over the cap" in run.stderr
     assert folder_bytes(run.scratch) == 0
