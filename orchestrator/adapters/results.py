@@ -7,7 +7,8 @@ driver ends, the tool runs :data:`READER_SCRIPT` in the same container (``docker
 reader ``lstat``s every top-level entry, opens regular files with ``O_NOFOLLOW |
 O_NONBLOCK`` (a FIFO never blocks it, a symlink is never followed) and writes a tar
 to its standard output: one member ``out/<name>`` per regular file under the cap, and
-a last member ``report.json`` listing every entry (name, kind, size) and the
+a last member ``report.json`` listing every entry of a wanted name
+(name, kind, size) and the
 container's OOM-kill count. The host reads that stream with byte caps
 (:func:`read_results_stream`) and decides with :mod:`orchestrator.core.result_files`.
 
@@ -37,8 +38,8 @@ _REPORT_BYTES = 1024 * 1024
 # Runs in the container with the image's Python (stdlib only). argv: folder, file cap,
 # entry limit. Kept small: it is read by a reviewer, not imported.
 READER_SCRIPT = r"""
-import io, json, os, stat, sys, tarfile
-out, cap, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import io, json, os, re, stat, sys, tarfile
+out, cap, limit, wanted = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 KINDS = ((stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "fifo"),
          (stat.S_ISDIR, "directory"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"),
          (stat.S_ISSOCK, "socket"))
@@ -59,6 +60,8 @@ except OSError:
 tar = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")
 entries = []
 for name in sorted(names):
+    if not re.fullmatch(wanted, name):
+        continue
     path = os.path.join(out, name)
     try:
         info = os.lstat(path)
@@ -110,7 +113,12 @@ tar.close()
 """
 
 
-def reader_command(interpreter: str, folder: str) -> list[str]:
+# The names the host asks for: the driver's results and the collection's; the driver's
+# other files there (a replay's output, its rewrite cache) stay in the container.
+WANTED = r"replay-[0-9]{3}\.json|collected\.json"
+
+
+def reader_command(interpreter: str, folder: str, wanted: str = WANTED) -> list[str]:
     """The reader's command line in the container. Pure."""
     return [
         interpreter,
@@ -121,6 +129,7 @@ def reader_command(interpreter: str, folder: str) -> list[str]:
         folder,
         str(result_files.FILE_BYTES),
         str(result_files.ENTRIES),
+        wanted,
     ]
 
 
@@ -203,7 +212,9 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
     oom = report.get("oom_kill")
     oom_kill = oom if isinstance(oom, int) and not isinstance(oom, bool) else None
     raw_entries = report["entries"]
-    problem = result_files.folder_problem(len(raw_entries) + (1 if report.get("more") else 0))
+    # The reader stops listing past the limit, wanted names or not: refused whole.
+    seen = result_files.ENTRIES + 1 if report.get("more") is True else len(raw_entries)
+    problem = result_files.folder_problem(seen)
     if problem is not None:
         return ResultsRead(problem=problem, oom_kill=oom_kill)
     files: dict[str, bytes] = {}
