@@ -133,7 +133,8 @@ def test_a_sides_container_mounts_nothing_writable_and_results_go_to_a_capped_tm
     )
     assert all(mount["mode"] == "ro" for mount in config["volumes"].values())
     assert config["tmpfs"][sides.OUT] == sides.RESULTS_TMPFS
-    assert "size=67108864" in sides.RESULTS_TMPFS and "uid=1000" in sides.RESULTS_TMPFS
+    assert "size=67108864" in sides.RESULTS_TMPFS
+    assert "uid=1000" in sides.RESULTS_TMPFS
     assert sides.SRC in config["tmpfs"]  # the writable tree's copy
     assert config["command"] == ["sleep", "infinity"]
 

@@ -115,7 +115,8 @@ def test_a_folder_with_too_many_entries_is_refused_whole(tmp_path):
     for index in range(result_files.ENTRIES + 1):
         (tmp_path / f"f{index}").write_text("x")
     read = _read_back(tmp_path)
-    assert read.problem is not None and "entries" in read.problem
+    assert read.problem is not None
+    assert "entries" in read.problem
     assert read.files == {}
 
 
