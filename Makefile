@@ -53,7 +53,7 @@ engine:
 	@scripts/ensure-docker
 
 # Prints the runner image ID (sha256:...) on stdout; progress goes to stderr.
-image: engine
+image: venv engine
 	@scripts/build-images
 
 # The ledger tests start a throwaway PostgreSQL server: make sure its binaries exist.

@@ -13,7 +13,7 @@ from orchestrator.commands._options import image_reference
 
 image_app = typer.Typer(
     name="image",
-    help="Runner images for projects that have dependencies.",
+    help="The runner image, and runner images for projects that have dependencies.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -130,6 +130,51 @@ def build(
         reused=report["reused"],
         packages=len(report["packages"]),
     )
+    typer.echo(dumps(report) if as_json else report["image_id"])
+
+
+@image_app.command("runner")
+def runner(
+    *,
+    base_image: Annotated[
+        str | None,
+        typer.Option(
+            "--base-image",
+            metavar="REF",
+            parser=image_reference,
+            help="Build on this local image (python3, pytest and useradd; never pulled) "
+            "instead of the base made offline from Debian's packages.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the runner-image/1 JSON document.")
+    ] = False,
+) -> None:
+    """Build (or reuse) the runner image, orchestrator-runner:latest; print its image ID.
+
+    The recipe ships inside the package, so no checkout is needed. The base
+    (orchestrator-base) is made offline with mmdebstrap from this machine's apt sources
+    and `docker import` (needs root, mmdebstrap and the docker command); the runner adds
+    a user on it with the engine's classic builder, with no network. Each image is tagged
+    by a digest of its recipe (orchestrator-runner:ctx-<12 hex>): when that tag exists
+    nothing is built.
+    """
+    from orchestrator.adapters.docker import connect
+    from orchestrator.files import dumps
+    from orchestrator.log import get_logger
+    from orchestrator.services.runner_image import RunnerImageOptions, build_runner_image
+
+    logger = get_logger("orchestrator.image")
+    client = connect(os.environ)
+    try:
+        report = build_runner_image(
+            client,
+            RunnerImageOptions(base_image=base_image),
+            env=os.environ,
+            on_line=lambda line: logger.info("runner_image.build", line=line),
+        )
+    finally:
+        client.close()
     typer.echo(dumps(report) if as_json else report["image_id"])
 
 
