@@ -91,23 +91,46 @@ def build(
 
     The tag (orchestrator-project/<name>:<digest>) digests everything that went in: a
     second build with the same inputs reuses the image. Its labels list the pinned
-    packages. Replay with `orchestrator replay --image <ID>`.
+    packages. Replay with `orchestrator replay --image <ID>`, or with no --image: a replay
+    of the project picks the newest image made for it.
+
+    Defaults come from [tool.orchestrator.image-build] in pyproject.toml at --rev
+    (requirements, extras, groups, pip, apt, python-image); an option given here replaces
+    that key.
     """
     from orchestrator.adapters.docker import connect
+    from orchestrator.core.project_config import ImageBuildInputs, image_build_inputs
     from orchestrator.files import dumps
     from orchestrator.log import get_logger
     from orchestrator.services.image import ImageOptions, build_image, plan_image
+    from orchestrator.services.project_config import load_config
 
     logger = get_logger("orchestrator.image")
+
+    def given(values: list[str] | None) -> tuple[str, ...] | None:
+        return tuple(values) if values else None
+
+    # [tool.orchestrator.image-build] at --rev; an option given here replaces its key.
+    inputs = image_build_inputs(
+        load_config(repo, rev).config,
+        ImageBuildInputs(
+            requirements=given(requirements),
+            extras=given(extras),
+            groups=given(groups),
+            pip=given(pip),
+            apt=given(apt),
+            python_image=python_image,
+        ),
+    )
     options = ImageOptions(
         repo=repo,
         rev=rev,
-        requirements=tuple(requirements or ()),
-        extras=tuple(extras or ()),
-        groups=tuple(groups or ()),
-        pip=tuple(pip or ()),
-        apt=tuple(apt or ()),
-        python_image=python_image,
+        requirements=inputs.requirements or (),
+        extras=inputs.extras or (),
+        groups=inputs.groups or (),
+        pip=inputs.pip or (),
+        apt=inputs.apt or (),
+        python_image=inputs.python_image,
     )
     plan = plan_image(options, cwd=Path.cwd())  # every usage mistake is found here
     for note in plan.requirements.notes:
