@@ -13,7 +13,7 @@ from orchestrator.commands._options import image_reference
 
 image_app = typer.Typer(
     name="image",
-    help="The runner image, and runner images for projects that have dependencies.",
+    help="The runner image, and images for projects with dependencies.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
