@@ -26,6 +26,25 @@ from fixtures.build_example import (  # noqa: E402
     build_example,
 )
 
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": "/nonexistent",
+    "PATH": "/usr/bin:/bin",
+}
+CONFIGURED_PYPROJECT = """\
+[project]
+name = "configured-example"
+version = "0"
+
+[tool.orchestrator]
+test-paths = ["checks"]
+replays = 3
+"""
+
 
 def run(command: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
     return subprocess.run(
@@ -193,3 +212,28 @@ def test_the_wheel_installed_outside_the_checkout_builds_the_image_and_replays(
     report = json.loads(replayed.stdout)
     lanes = {item["decision"]["lane"] for item in report["decisions"]}
     assert lanes == {scenario.lane}
+
+    # A repository that configures itself: base and patch are the whole command line.
+    configured = tmp_path / "configured"
+    configured.mkdir()
+    assert run(["git", "init", "-q", "-b", "main"], cwd=configured, env=GIT_ENV).returncode == 0
+    (configured / "pyproject.toml").write_text(CONFIGURED_PYPROJECT)
+    (configured / "checks").mkdir()
+    (configured / "checks" / "test_one.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    for args in (("add", "-A"), ("commit", "-q", "-m", "base"), ("checkout", "-q", "-b", "f")):
+        assert run(["git", *args], cwd=configured, env=GIT_ENV).returncode == 0
+    (configured / "README").write_text("a change beside the tests\n")
+    for args in (("add", "-A"), ("commit", "-q", "-m", "patch")):
+        assert run(["git", *args], cwd=configured, env=GIT_ENV).returncode == 0
+    simple = run(
+        [str(orchestrator), "replay", "--base", "main", "--patch", "HEAD", "--no-record"],
+        cwd=configured,
+        env={**env, "CI": "1"},
+    )
+    assert simple.returncode == 0, simple.stderr
+    assert "checks/test_one.py::test_one" in simple.stdout
+    (run_dir,) = (configured / ".replay" / "runs").iterdir()
+    log = json.loads((run_dir / "run-log.json").read_text())
+    assert log["command"] == "pytest -q checks"
+    assert log["replays"] == 3
+    assert log["image_digest"] == runner_image_id
