@@ -24,7 +24,7 @@ from orchestrator.core.project_image import (
     read_metadata,
 )
 from orchestrator.core.runner_image import RUNNER_LATEST
-from orchestrator.errors import InputError
+from orchestrator.errors import GitError, InputError
 from orchestrator.log import get_logger
 
 log = get_logger(__name__)
@@ -35,7 +35,7 @@ METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 @dataclass(frozen=True, kw_only=True)
 class LoadedConfig:
     config: core.ProjectConfig
-    rev: str  # the full SHA it was read at
+    rev: str | None  # the full SHA it was read at (None: nothing to read)
     project: str | None  # the project's name, for its image
 
 
@@ -50,8 +50,13 @@ def _text(data: bytes | None, path: str, rev: str) -> str | None:
 
 def load_config(repo: Path, rev: str) -> LoadedConfig:
     """``[tool.orchestrator]`` and the project's name at ``rev`` (pinned here)."""
-    sha = git_adapter.resolve_rev(repo, rev)
-    blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
+    try:
+        sha = git_adapter.resolve_rev(repo, rev)
+        blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
+    except (InputError, GitError):
+        # No repository or no such revision: the command's own checks say so, in their
+        # order (a usage mistake first); there is no configuration to read.
+        return LoadedConfig(config=core.ProjectConfig(), rev=None, project=None)
     texts = {path: _text(blobs[path], path, sha) for path in METADATA_FILES}
     try:
         config = core.parse_config(texts["pyproject.toml"])
