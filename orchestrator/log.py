@@ -7,6 +7,7 @@ Logs go to standard error so that standard output stays the command's result
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ LogFormat = Literal["auto", "console", "json"]
 # structlog (with rich and asyncio behind it) takes a large part of a start-up: it is
 # imported when the first line is logged, not before. `configure` is remembered until then.
 _pending: tuple[Literal["console", "json"], bool] | None = None
+_pending_lock = threading.Lock()
 
 
 def resolve_format(requested: LogFormat, env: Mapping[str, str]) -> Literal["console", "json"]:
@@ -71,11 +73,12 @@ def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = Fals
     have loaded it to capture lines), else when the first line is logged."""
     global _pending
     fmt = resolve_format(requested, env)
-    if "structlog" in sys.modules:
-        _pending = None
-        _apply(fmt, verbose)
-    else:
-        _pending = (fmt, verbose)
+    with _pending_lock:
+        if "structlog" in sys.modules:
+            _pending = None
+            _apply(fmt, verbose)
+        else:
+            _pending = (fmt, verbose)
 
 
 def is_json(requested: LogFormat, env: Mapping[str, str]) -> bool:
@@ -87,9 +90,13 @@ def _structlog() -> Any:
     import structlog
 
     if _pending is not None:
-        fmt, verbose = _pending
-        _pending = None
-        _apply(fmt, verbose)
+        # Sides log from threads: none may log through an unconfigured structlog (whose
+        # default prints to stdout) while another applies the configuration.
+        with _pending_lock:
+            if _pending is not None:
+                fmt, verbose = _pending
+                _apply(fmt, verbose)
+                _pending = None
     return structlog
 
 

@@ -72,3 +72,22 @@ def test_read_commands_import_the_ledger_and_nothing_else_heavy(args, tmp_path):
     assert "sqlalchemy" in loaded  # they did read the ledger
     allowed = {"sqlalchemy", "asyncio"}  # SQLAlchemy imports asyncio itself
     assert loaded.isdisjoint(set(HEAVY) - allowed), sorted(loaded & (set(HEAVY) - allowed))
+
+
+def test_the_first_logged_line_loads_structlog_configured_as_asked():
+    program = """\
+import sys
+from orchestrator import log
+logger = log.get_logger("orchestrator.test")
+log.configure("json", {})
+assert "structlog" not in sys.modules
+logger.info("hello", answer=42)
+assert "structlog" in sys.modules
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # logs go to stderr, never onto a command's output
+    line = json.loads(done.stderr)
+    assert (line["event"], line["answer"], line["level"]) == ("hello", 42, "info")
