@@ -6,14 +6,17 @@ Logs go to standard error so that standard output stays the command's result
 
 from __future__ import annotations
 
-import logging
 import sys
+import threading
 from collections.abc import Mapping
-from typing import Literal
-
-import structlog
+from typing import Any, Literal
 
 LogFormat = Literal["auto", "console", "json"]
+
+# structlog (with rich and asyncio behind it) takes a large part of a start-up: it is
+# imported when the first line is logged, not before. `configure` is remembered until then.
+_pending: tuple[Literal["console", "json"], bool] | None = None
+_pending_lock = threading.Lock()
 
 
 def resolve_format(requested: LogFormat, env: Mapping[str, str]) -> Literal["console", "json"]:
@@ -40,8 +43,11 @@ def _stderr_logger_factory(*_args: object) -> _StderrLogger:
     return _StderrLogger()
 
 
-def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = False) -> None:
-    fmt = resolve_format(requested, env)
+def _apply(fmt: Literal["console", "json"], verbose: bool) -> None:
+    import logging
+
+    import structlog
+
     renderer: structlog.typing.Processor
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer(sort_keys=True)
@@ -62,8 +68,58 @@ def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = Fals
     )
 
 
+def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = False) -> None:
+    """Set the format and level; applied now when structlog is loaded (a test harness may
+    have loaded it to capture lines), else when the first line is logged."""
+    global _pending
+    fmt = resolve_format(requested, env)
+    with _pending_lock:
+        if "structlog" in sys.modules:
+            _pending = None
+            _apply(fmt, verbose)
+        else:
+            _pending = (fmt, verbose)
+
+
 def is_json(requested: LogFormat, env: Mapping[str, str]) -> bool:
     return resolve_format(requested, env) == "json"
 
 
-get_logger = structlog.get_logger
+def _structlog() -> Any:
+    global _pending
+    import structlog
+
+    if _pending is not None:
+        # Sides log from threads: none may log through an unconfigured structlog (whose
+        # default prints to stdout) while another applies the configuration.
+        with _pending_lock:
+            if _pending is not None:
+                fmt, verbose = _pending
+                _apply(fmt, verbose)
+                _pending = None
+    return structlog
+
+
+class _Logger:
+    """What ``get_logger`` hands out: structlog's logger, loaded at its first use."""
+
+    __slots__ = ("_args", "_bound", "_values")
+
+    def __init__(self, args: tuple[Any, ...], values: dict[str, Any]) -> None:
+        self._args = args
+        self._values = values
+        self._bound: Any = None
+
+    def _logger(self) -> Any:
+        if self._bound is None:
+            # structlog's own lazy proxy: it follows later configure() calls.
+            self._bound = _structlog().get_logger(*self._args, **self._values)
+        return self._bound
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger(), name)
+
+
+def get_logger(*args: Any, **initial_values: Any) -> Any:
+    """A structlog logger (``info``, ``debug``, ``warning``, ``bind``...), imported lazily."""
+    return _Logger(args, initial_values)

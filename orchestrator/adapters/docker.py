@@ -6,7 +6,7 @@ Everything the Docker SDK and its transport raise (``docker.errors.*``,
 one :class:`~orchestrator.errors.EngineError` with a ``reason`` (``engine_gone``,
 ``docker_api``, ``image_not_found``); no other module names an SDK exception.
 
-The tool never pulls: an image is either present locally (built by ``make image``)
+The tool never pulls: an image is either present locally (``orchestrator image runner``)
 or an :class:`~orchestrator.errors.ImageNotFoundError`; another engine of a pool that
 lacks it gets it from the first engine (:func:`ship_image`: ``save`` streamed into
 ``load``, its ID checked). Sources reach an engine that cannot see this machine's
@@ -281,7 +281,8 @@ def connect(
     except _FAILURES as error:
         raise EngineUnavailableError(
             f"no Docker engine answers at {url} ({_unreachable_reason(error)}); "
-            "start one with scripts/ensure-docker (or `make engine`)"
+            "start one (e.g. `sudo systemctl start docker`; in a checkout, `make engine`) "
+            "or point DOCKER_HOST at one"
         ) from None
 
 
@@ -299,8 +300,9 @@ def resolve_image(client: docker.DockerClient, ref: str) -> ImagePin:
         image = client.images.get(ref)
     except docker.errors.ImageNotFound:
         raise ImageNotFoundError(
-            f"image {ref} is not present on the engine (the tool never pulls); "
-            "build it with `make image`"
+            f"image {ref} is not present on the engine (the tool never pulls); build it: "
+            "`orchestrator image runner` makes the runner image, `orchestrator image build` "
+            "a project's"
         ) from None
     except _FAILURES as error:
         raise EngineError(
@@ -1405,6 +1407,13 @@ def import_rootfs(
             str(tarball), repository=repository, tag=name, changes=list(changes)
         )
         return resolve_image(client, tag).id
+
+
+def tag_image(client: docker.DockerClient, image_id: str, tag: str) -> None:
+    """Point ``tag`` (``repository:name``) at ``image_id`` (moved from another image)."""
+    repository, _, name = tag.rpartition(":")
+    with _translated(client):
+        client.api.tag(image_id, repository, name, force=True)
 
 
 def run_command(

@@ -64,16 +64,16 @@ def seconds(value: Any) -> float:
     return number
 
 
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        metavar="SECONDS",
-        parser=seconds,
-        help="Seconds one replay (a budget sample is one) may take; past it the replay is "
-        f"killed and labelled timeout. At least {MIN_TIMEOUT_S:g}.",
-    ),
-]
+_TIMEOUT = typer.Option(
+    "--timeout",
+    metavar="SECONDS",
+    parser=seconds,
+    help="Seconds one replay (a budget sample is one) may take; past it the replay is "
+    f"killed and labelled timeout. At least {MIN_TIMEOUT_S:g}.",
+)
+TimeoutOption = Annotated[float, _TIMEOUT]
+OptionalTimeoutOption = Annotated[float | None, _TIMEOUT]
+"""``--timeout`` for a command whose default comes from the project's configuration."""
 
 # --image --------------------------------------------------------------------------------
 
