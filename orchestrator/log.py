@@ -6,14 +6,18 @@ Logs go to standard error so that standard output stays the command's result
 
 from __future__ import annotations
 
-import logging
 import sys
+import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Literal
 
-import structlog
-
 LogFormat = Literal["auto", "console", "json"]
+
+# structlog (with rich and asyncio behind it) takes a large part of a start-up: it is
+# imported when the first line is logged, not before. `configure` is remembered until then.
+TextFilter = Callable[[str], str]
+_pending: tuple[Literal["console", "json"], bool, TextFilter | None] | None = None
+_pending_lock = threading.Lock()
 
 
 def resolve_format(requested: LogFormat, env: Mapping[str, str]) -> Literal["console", "json"]:
@@ -40,12 +44,13 @@ def _stderr_logger_factory(*_args: object) -> _StderrLogger:
     return _StderrLogger()
 
 
-TextFilter = Callable[[str], str]
 # Values that hold several lines on purpose: each line is filtered, the breaks are kept.
 _MULTI_LINE_KEYS = frozenset({"exception", "traceback"})
 
 
-def filtering_values(text_filter: TextFilter) -> structlog.typing.Processor:
+def filtering_values(
+    text_filter: TextFilter,
+) -> Callable[[object, str, MutableMapping[str, Any]], MutableMapping[str, Any]]:
     """A processor that passes every text value of a log line through ``text_filter``
     (the command line gives ``core.text_safety.terminal_safe``: a node id or message from
     the tree under test never writes a control sequence nor starts a line of its own)."""
@@ -66,16 +71,13 @@ def filtering_values(text_filter: TextFilter) -> structlog.typing.Processor:
     return processor
 
 
-def configure(
-    requested: LogFormat,
-    env: Mapping[str, str],
-    verbose: bool = False,
-    *,
-    console_filter: TextFilter | None = None,
+def _apply(
+    fmt: Literal["console", "json"], verbose: bool, console_filter: TextFilter | None
 ) -> None:
-    """Console lines pass each text value through ``console_filter`` when given; JSON
-    lines need no filter (JSON escapes every control character)."""
-    fmt = resolve_format(requested, env)
+    import logging
+
+    import structlog
+
     renderers: list[structlog.typing.Processor]
     if fmt == "json":
         renderers = [structlog.processors.JSONRenderer(sort_keys=True)]
@@ -98,8 +100,66 @@ def configure(
     )
 
 
+def configure(
+    requested: LogFormat,
+    env: Mapping[str, str],
+    verbose: bool = False,
+    *,
+    console_filter: TextFilter | None = None,
+) -> None:
+    """Set the format and level; applied now when structlog is loaded (a test harness may
+    have loaded it to capture lines), else when the first line is logged. Console lines
+    pass each text value through ``console_filter`` when given; JSON lines need none
+    (JSON escapes every control character)."""
+    global _pending
+    fmt = resolve_format(requested, env)
+    with _pending_lock:
+        if "structlog" in sys.modules:
+            _pending = None
+            _apply(fmt, verbose, console_filter)
+        else:
+            _pending = (fmt, verbose, console_filter)
+
+
 def is_json(requested: LogFormat, env: Mapping[str, str]) -> bool:
     return resolve_format(requested, env) == "json"
 
 
-get_logger = structlog.get_logger
+def _structlog() -> Any:
+    global _pending
+    import structlog
+
+    if _pending is not None:
+        # Sides log from threads: none may log through an unconfigured structlog (whose
+        # default prints to stdout) while another applies the configuration.
+        with _pending_lock:
+            if _pending is not None:
+                fmt, verbose, console_filter = _pending
+                _apply(fmt, verbose, console_filter)
+                _pending = None
+    return structlog
+
+
+class _Logger:
+    """What ``get_logger`` hands out: structlog's logger, loaded at its first use."""
+
+    __slots__ = ("_args", "_bound", "_values")
+
+    def __init__(self, args: tuple[Any, ...], values: dict[str, Any]) -> None:
+        self._args = args
+        self._values = values
+        self._bound: Any = None
+
+    def _logger(self) -> Any:
+        if self._bound is None:
+            # structlog's own lazy proxy: it follows later configure() calls.
+            self._bound = _structlog().get_logger(*self._args, **self._values)
+        return self._bound
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger(), name)
+
+
+def get_logger(*args: Any, **initial_values: Any) -> Any:
+    """A structlog logger (``info``, ``debug``, ``warning``, ``bind``...), imported lazily."""
+    return _Logger(args, initial_values)

@@ -81,16 +81,16 @@ def seconds(value: Any) -> float:
     return number
 
 
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        metavar="SECONDS",
-        parser=seconds,
-        help="Seconds one replay (a budget sample is one) may take; past it the replay is "
-        f"killed and labelled timeout. From {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a day).",
-    ),
-]
+_TIMEOUT = typer.Option(
+    "--timeout",
+    metavar="SECONDS",
+    parser=seconds,
+    help="Seconds one replay (a budget sample is one) may take; past it the replay is "
+    f"killed and labelled timeout. From {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a day).",
+)
+TimeoutOption = Annotated[float, _TIMEOUT]
+OptionalTimeoutOption = Annotated[float | None, _TIMEOUT]
+"""``--timeout`` for a command whose default comes from the project's configuration."""
 
 # --image --------------------------------------------------------------------------------
 
@@ -152,8 +152,9 @@ WritableTreeOption = Annotated[
 TESTS_FROM_HELP = (
     "Judge both sides by one revision's test files: they are laid over every exported tree "
     "before anything runs (added, modified and deleted test files all follow it). Test files: "
-    "everything under each property's test folder (tests/), every conftest.py, test_*.py and "
-    "*_test.py, and --test-path."
+    "everything under each property's test folder (tests/; without --property, the folders "
+    "the command names, or, when it names none, the folder of every test module), every "
+    "conftest.py, test_*.py and *_test.py, and --test-path."
 )
 
 TestPathOption = Annotated[

@@ -16,18 +16,18 @@ import click
 import typer
 
 from orchestrator.commands._options import (
-    DEFAULT_TIMEOUT_S,
     FIXTURE_HELP,
     MAX_JOBS,
     MAX_REPLAYS,
     MAX_SLOTS,
+    RUNNER_IMAGE,
     TESTS_FROM_HELP,
     EnvOption,
-    ImageOption,
     LedgerOption,
+    OptionalImageOption,
+    OptionalTimeoutOption,
     PythonpathOption,
     TestPathOption,
-    TimeoutOption,
     WritableTreeOption,
 )
 from orchestrator.commands._output import echo_line
@@ -56,16 +56,21 @@ _COLUMNS = (
 def replay(
     ctx: typer.Context,
     *,
-    repo: Annotated[Path, typer.Option("--repo", help="The git repository to replay.")],
+    repo: Annotated[Path, typer.Option("--repo", help="The git repository to replay.")] = Path("."),
     base: Annotated[
         str, typer.Option("--base", help="Base revision (any git revision; pinned to its SHA).")
     ],
     patch: Annotated[str, typer.Option("--patch", help="Patch revision (pinned to its SHA).")],
-    image: ImageOption,
+    image: OptionalImageOption = None,
     command: Annotated[
-        str,
-        typer.Option("--command", help="The test command; with --property its paths give way."),
-    ] = "pytest -q",
+        str | None,
+        typer.Option(
+            "--command",
+            help="The test command; with --property its paths give way. Default: the "
+            "project's command and test-paths (pyproject.toml), else pytest -q.",
+            show_default=False,
+        ),
+    ] = None,
     property_ids: Annotated[
         list[str] | None,
         typer.Option(
@@ -117,15 +122,17 @@ def replay(
         ),
     ] = None,
     replays: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--replays",
             min=1,
             max=MAX_REPLAYS,
             help="Replays per side of every property with signal, its screening replays "
-            "included (with --replays-all: of every property).",
+            "included (with --replays-all: of every property). Default: the project's "
+            "(pyproject.toml), else 5.",
+            show_default=False,
         ),
-    ] = 5,
+    ] = None,
     screen: Annotated[
         int | None,
         typer.Option(
@@ -153,7 +160,7 @@ def replay(
             "divided between the sides it runs at once (see --slots), at least 1.",
         ),
     ] = None,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    timeout: OptionalTimeoutOption = None,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
     ] = 0,
@@ -293,6 +300,13 @@ def replay(
     The run folder holds an INCOMPLETE file until the run has finished; the ledger
     is opened before anything runs and written after summary.json.
 
+    Defaults come from [tool.orchestrator] in the repository's pyproject.toml, read at
+    the base revision (never the patch's: a patch cannot change how it is judged):
+    command and test-paths, image, replays, timeout, pythonpath, env; an option given
+    here wins. An unknown key or a wrong type is exit 2. Without --image or image =,
+    the newest image `orchestrator image build` made for the project is used, else
+    orchestrator-runner:latest. --repo defaults to the current folder.
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
     infrastructure failure), 2 for bad input (found before any container starts),
     3 when the run was decided but the ledger could not record it (its report is
@@ -301,12 +315,14 @@ def replay(
     from orchestrator import log
     from orchestrator.core.durations import parse_expiry
     from orchestrator.core.pool import check_engine_urls
+    from orchestrator.core.project_config import replay_settings
     from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.core.shards import parse_shard
     from orchestrator.errors import InputError, Interrupted, LedgerError, OrchestratorError
     from orchestrator.files import dumps
     from orchestrator.services.engines import open_pool
+    from orchestrator.services.project_config import default_image, load_config
     from orchestrator.services.replay import (
         LedgerRequest,
         execute,
@@ -318,18 +334,30 @@ def replay(
     from orchestrator.services.run_writer import check_run_folder, note_incomplete
     from orchestrator.services.sides import new_run_id
 
+    # The project's own defaults, read at the base revision (never the patch's).
+    loaded = load_config(repo, base)
+    settings = replay_settings(
+        loaded.config,
+        command=command,
+        image=image,
+        replays=replays,
+        timeout_s=timeout,
+        pythonpath=check_pythonpath(pythonpath) if pythonpath is not None else None,
+        env=parse_env(env) if env is not None else None,
+    )
+    replays = settings.replays
     options = ReplayOptions(
         repo=repo,
         base=base,
         patch=patch,
-        image=image,
-        command=command,
+        image=settings.image or RUNNER_IMAGE,
+        command=settings.command,
         property_ids=tuple(property_ids or ()),
         fixture=fixture,
         shrink_report=shrink_report,
         origin=origin,
-        replays=replays,
-        timeout_s=timeout,
+        replays=settings.replays,
+        timeout_s=settings.timeout_s,
         seed=seed,
         runner_id=runner_id if runner_id is not None else "local",
         out=out,
@@ -341,8 +369,8 @@ def replay(
         slots=slots,
         shard=parse_shard(shard) if shard is not None else None,
         run_id=run_id,
-        env=parse_env(env or ()),
-        pythonpath=check_pythonpath(pythonpath or ()),
+        env=settings.env,
+        pythonpath=settings.pythonpath,
         writable_tree=writable_tree,
         tests_from=tests_from,
         test_paths=tuple(test_paths or ()),
@@ -366,6 +394,11 @@ def replay(
         from orchestrator.services.replay_shrink import validate_shrink_options
 
         validate_shrink_options(options)
+    if settings.image is None:  # after every usage check: this asks the engine
+        first_engine = options.engines[0] if options.engines else None
+        options = replace(
+            options, image=default_image(os.environ, loaded.project, url=first_engine)
+        )
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -582,12 +615,9 @@ def _print_tests(plan: Any) -> None:
         echo_line(f"changed: {plan.selection.summary()}")
     overlay = plan.overlay
     if overlay is not None:
-        count = len(overlay.files)
-        removed = sorted({path for paths in overlay.removed.values() for path in paths})
-        gone = f", {len(removed)} removed" if removed else ""
         typer.echo(
             f"tests from {overlay.ref} ({overlay.rev[:12]}): the oracle on both sides, "
-            f"{count} test file{'s' if count != 1 else ''} laid over each tree{gone}"
+            f"{overlay.summary()}"
         )
 
 

@@ -1,8 +1,9 @@
 """Replay labels from facts: one probe result file plus the engine's facts -> one label.
 
 :func:`label_replay` combines what a ``replay-<k>.json`` file says (read by
-``orchestrator.adapters.results`` into a :class:`ReplayFile`: ``ok``, ``missing``
-or ``corrupt``) with what the engine says about the container that ran it
+``orchestrator.adapters.results`` into a :class:`ReplayFile`: ``ok``, ``missing``,
+``corrupt``, or ``unsafe``: not a regular file, or over its cap, see
+:mod:`orchestrator.core.result_files`) with what the engine says about the container that ran it
 (:class:`ContainerFacts`) into one :class:`~orchestrator.model.Replay` for one
 property. Labels come from facts, never from an exit status alone. The documents'
 schema ids are the probe's own (``orchestrator.probe``), never copied.
@@ -18,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from orchestrator.core.result_files import UNSAFE_RESULT
 from orchestrator.model import KNOWN_LABELS, Label, Replay
 from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
 
-FileState = Literal["ok", "missing", "corrupt"]
+FileState = Literal["ok", "missing", "corrupt", "unsafe"]
 RUN_STATUSES = ("completed", "timeout", "no_result", "corrupt_result")
 SESSION_NODES = ("", "<session>")
 
@@ -57,6 +59,7 @@ class ContainerFacts:
     cancelled: bool = False
     engine_error: str | None = None
     message: str | None = None
+    running: bool = False  # still running when inspected (its command ran with exec)
 
 
 # ------------------------------------------------------------------ document checks
@@ -289,6 +292,8 @@ def label_replay(
 ) -> Replay:
     """The label of one property in one replay (without image/runner stamps); ``index``
     is :class:`EntryIndex` of the replay's entries, when the caller labels many."""
+    if replay_file.state == "unsafe":  # never followed, never copied: no verdict
+        return _harness(UNSAFE_RESULT, replay_file.problem)
     if replay_file.state == "corrupt":
         if facts.oom_killed:
             return _harness("oom", "the container hit its memory limit and was OOM-killed")

@@ -309,6 +309,8 @@ def plan_replay(
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
+    for rev in dict.fromkeys((base_rev, patch_rev)):  # before anything is written
+        git_adapter.check_tree_size(repo, rev)
     tests = plan_tests(options, repo, base_rev, patch_rev)
     args = pytest_args(options.command, tests.property_ids)
 
