@@ -351,8 +351,17 @@ class ProbeSession:
             record.calls = METER.counts
             record.network = METER.network
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, None]:
+        # A wrapper sees the exception after every other implementation: pytest's unittest
+        # support hands a TestCase's real failure (its traceback and type) to `call` only
+        # in its own makereport, so an earlier look finds no exception at all.
+        yield
+        self._record_failure(item, call)
+
+    def _record_failure(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         excinfo = call.excinfo
         if excinfo is None:  # the pass path: nothing to record
             return

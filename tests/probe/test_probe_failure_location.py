@@ -1,0 +1,129 @@
+"""Where the probe places a failure: the deepest frame in the test's own file, with the
+real exception type, for unittest TestCase methods, pytest functions and plain asserts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.probe.test_probe_plugin import by_nodeid, line_of
+
+UNITTEST = """
+import unittest
+
+import helper
+
+
+class LastTests(unittest.TestCase):
+    def setUp(self):
+        self.items = [1, 2]
+
+    def test_equal(self):
+        self.assertTrue(self.items)
+        # a comment between the def and the failure
+        self.assertEqual(helper.last(self.items), 3)  # the unittest assertion
+
+    def test_raises_in_code_under_test(self):
+        value = self.items[0]
+        helper.parse("x" * value)  # the unittest call
+
+    def test_plain_assert(self):
+        assert self.items == []  # the unittest plain assert
+
+    def test_passes(self):
+        self.assertEqual(helper.last(self.items), 2)
+"""
+
+HELPER = """
+def last(items):
+    return items[-1]
+
+
+def parse(text):
+    return int(text)
+"""
+
+
+def _entry(document: dict[str, Any], name: str) -> dict[str, Any]:
+    return by_nodeid(document)[f"test_unit.py::LastTests::{name}"]
+
+
+def test_a_unittest_failure_is_located_at_the_failing_line_with_its_exception_type(
+    pytester, probe_run
+):
+    pytester.makepyfile(helper=HELPER, test_unit=UNITTEST)
+    document = probe_run()
+    nodeid = "test_unit.py::LastTests::test_equal"
+    entry = _entry(document, "test_equal")
+    line = line_of(UNITTEST, "the unittest assertion")
+    assert entry["label"] == "assert_fail"
+    assert entry["assertion_id"] == f"{nodeid}@test_unit.py:{line}:AssertionError"
+    offset = line - line_of(UNITTEST, "def test_equal")
+    assert entry["assertion_key"] == f"{nodeid}@LastTests.test_equal+{offset}:AssertionError"
+    assert "2 != 3" in entry["message"]
+    assert _entry(document, "test_passes")["label"] == "assert_pass"
+
+
+def test_a_unittest_exception_from_code_under_test_is_placed_at_the_calling_line(
+    pytester, probe_run
+):
+    pytester.makepyfile(helper=HELPER, test_unit=UNITTEST)
+    document = probe_run()
+    raised = _entry(document, "test_raises_in_code_under_test")
+    line = line_of(UNITTEST, "the unittest call")
+    assert raised["assertion_id"].endswith(f"@test_unit.py:{line}:ValueError")
+    offset = line - line_of(UNITTEST, "def test_raises_in_code_under_test")
+    assert raised["assertion_key"].endswith(
+        f"@LastTests.test_raises_in_code_under_test+{offset}:ValueError"
+    )
+    plain = _entry(document, "test_plain_assert")
+    line = line_of(UNITTEST, "the unittest plain assert")
+    assert plain["assertion_id"].endswith(f"@test_unit.py:{line}:AssertionError")
+
+
+TWO_WAYS = """
+import unittest
+
+import helper
+
+
+class ModeTests(unittest.TestCase):
+    def test_mode(self):
+        mode = helper.MODE
+        self.assertNotEqual(mode, "first")  # the first way to fail
+        self.assertNotEqual(mode, "second")  # the second way to fail
+"""
+
+
+def test_two_different_failures_of_one_unittest_test_get_different_keys(pytester, probe_run):
+    pytester.makepyfile(helper='MODE = "first"\n', test_modes=TWO_WAYS)
+    first = by_nodeid(probe_run())["test_modes.py::ModeTests::test_mode"]
+    pytester.makepyfile(helper='MODE = "second"\n')
+    second = by_nodeid(probe_run())["test_modes.py::ModeTests::test_mode"]
+    assert first["label"] == second["label"] == "assert_fail"
+    assert first["assertion_key"] != second["assertion_key"]
+    assert first["assertion_id"].endswith(f":{line_of(TWO_WAYS, 'first way')}:AssertionError")
+    assert second["assertion_id"].endswith(f":{line_of(TWO_WAYS, 'second way')}:AssertionError")
+    # The same failure twice is the same key.
+    again = by_nodeid(probe_run())["test_modes.py::ModeTests::test_mode"]
+    assert again["assertion_key"] == second["assertion_key"]
+
+
+def test_a_pytest_fail_inside_a_unittest_method_keeps_its_line(pytester, probe_run):
+    source = """
+    import unittest
+
+    import pytest
+
+
+    class FailTests(unittest.TestCase):
+        def test_fail(self):
+            x = 1
+            pytest.fail(f"x is {x}")  # the explicit fail
+    """
+    pytester.makepyfile(test_explicit=source)
+    entry = by_nodeid(probe_run())["test_explicit.py::FailTests::test_fail"]
+    line = line_of(source, "the explicit fail")
+    assert entry["assertion_id"] == (
+        f"test_explicit.py::FailTests::test_fail@test_explicit.py:{line}:Failed"
+    )
+    assert entry["message"] == "x is 1"
