@@ -506,9 +506,10 @@ def _skip_reason(report: pytest.TestReport) -> str:
     if xfail_reason is not None:
         return f"xfailed: {xfail_reason}".rstrip(": ")
     longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return str(longrepr)
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    # pytest prefixes the reason it was given; the reason alone is what people wrote.
+    prefix = "Skipped: "
+    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 _SESSION_KEY = pytest.StashKey[ProbeSession]()

@@ -127,3 +127,59 @@ def test_a_pytest_fail_inside_a_unittest_method_keeps_its_line(pytester, probe_r
         f"test_explicit.py::FailTests::test_fail@test_explicit.py:{line}:Failed"
     )
     assert entry["message"] == "x is 1"
+
+
+SKIPS = """
+import os
+import unittest
+
+import pytest
+
+
+@unittest.skipUnless(os.environ.get("BACKEND_URL"), "needs BACKEND_URL")
+class BackendTests(unittest.TestCase):
+    def test_backend(self):
+        pass
+
+
+class BodyTests(unittest.TestCase):
+    @unittest.skip("not today")
+    def test_decorated(self):
+        pass
+
+    def test_skip_test(self):
+        self.skipTest("no fast path")
+
+
+@pytest.mark.skipif(True, reason="legacy mode is gone")
+def test_skipif():
+    pass
+
+
+def test_pytest_skip():
+    pytest.skip("not here")
+
+
+def test_runs():
+    pass
+"""
+
+
+def test_every_kind_of_skip_is_listed_with_the_reason_people_wrote(
+    pytester, probe_run, monkeypatch
+):
+    monkeypatch.delenv("BACKEND_URL", raising=False)
+    pytester.makepyfile(test_skips=SKIPS)
+    document = probe_run()
+    assert [entry["nodeid"] for entry in document["tests"]] == ["test_skips.py::test_runs"]
+    assert {item["nodeid"]: item["reason"] for item in document["skipped"]} == {
+        "test_skips.py::BackendTests::test_backend": "needs BACKEND_URL",
+        "test_skips.py::BodyTests::test_decorated": "not today",
+        "test_skips.py::BodyTests::test_skip_test": "no fast path",
+        "test_skips.py::test_skipif": "legacy mode is gone",
+        "test_skips.py::test_pytest_skip": "not here",
+    }
+    # With the variable set, the gated test runs.
+    monkeypatch.setenv("BACKEND_URL", "http://localhost")
+    ran = by_nodeid(probe_run())
+    assert ran["test_skips.py::BackendTests::test_backend"]["label"] == "assert_pass"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,119 @@ def test_two_failures_of_one_unittest_test_are_told_apart_at_their_lines(tmp_pat
     shown = run_cli(tmp_path, "report", str(run_dir), "--annotations")
     assert shown.returncode == 0, shown.stderr
     assert "::error file=tests/test_modes.py,line=10," in shown.stdout
+
+
+SKIP_LIB = "FAST = {fast}\nLEGACY = {legacy}\n\n\ndef double(x):\n    return x * 2\n"
+SKIP_TESTS = """\
+import os
+import unittest
+
+import pytest
+
+import lib
+
+
+@unittest.skipUnless(os.environ.get("BACKEND_URL"), "needs BACKEND_URL")
+class BackendTests(unittest.TestCase):
+    def test_backend(self):
+        self.assertEqual(lib.double(2), 4)
+
+
+class FastTests(unittest.TestCase):
+    def test_fast_path(self):
+        if not lib.FAST:
+            self.skipTest("no fast path")
+        self.assertEqual(lib.double(3), 6)
+
+    def test_fast_limit(self):
+        if not lib.FAST:
+            self.skipTest("no fast path")
+        self.assertEqual(lib.double(10**6), 0)
+
+
+@pytest.mark.skipif(not lib.LEGACY, reason="legacy mode is gone")
+def test_legacy():
+    assert lib.double(1) == 2
+
+
+def test_plain():
+    assert lib.double(0) == 0
+"""
+SKIPS = "tests/test_skips.py"
+BACKEND = f"{SKIPS}::BackendTests::test_backend"
+
+
+@pytest.fixture(scope="module")
+def skipping(tmp_path_factory) -> tuple[Path, str, str]:
+    repo = init(tmp_path_factory.mktemp("skips") / "repo")
+    base = commit(
+        repo, {"lib.py": SKIP_LIB.format(fast=False, legacy=True), SKIPS: SKIP_TESTS}, "base"
+    )
+    patch = commit(repo, {"lib.py": SKIP_LIB.format(fast=True, legacy=False)}, "patch")
+    return repo, base, patch
+
+
+def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
+    repo, base, patch = skipping
+    run_dir = tmp_path / "run"
+    done = run_cli(
+        tmp_path, "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", IMAGE, "--replays", "2", "--no-record", "--out", str(run_dir),
+        "--junit", str(tmp_path / "junit.xml"), "--summary", str(tmp_path / "summary.md"),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # the fast path fails where base skipped it
+    summary = json.loads((run_dir / "summary.json").read_text())
+    decided = {d["property_id"]: (d["lane"], d["code"]) for d in summary["decisions"]}
+    assert decided == {
+        BACKEND: ("no_freeze", "skipped"),
+        f"{SKIPS}::FastTests::test_fast_path": ("no_freeze", "skipped_on_base"),
+        f"{SKIPS}::FastTests::test_fast_limit": ("property_regression", "fails_where_base_skips"),
+        f"{SKIPS}::test_legacy": ("no_freeze", "skipped_on_patch"),
+        f"{SKIPS}::test_plain": ("no_freeze", "not_reproduced"),
+    }
+    assert summary["skipped"] == 2  # not run on the patch: the backend and legacy tests
+    backend = evidence_of(run_dir, BACKEND)
+    assert [r["label"] for r in backend["patch"]] == ["skipped"]  # screened once: no signal
+    assert backend["patch"][0]["message"] == "needs BACKEND_URL"
+    # The terminal table: every test has its row, the reasons are there, the skips counted.
+    lines = done.stdout.splitlines()
+    (row,) = [line for line in lines if line.startswith(BACKEND + " ")]
+    assert row.split()[1:3] == ["skipped", "x1"]
+    assert row.endswith("skipped on both sides: needs BACKEND_URL")
+    assert "skipped 2 of 5: the project skips them on the patch" in lines
+    # JUnit: a <skipped> element with its message, and the count.
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("5", "2", "1")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    skipped = cases["test_backend"].find("skipped")
+    assert skipped is not None
+    assert skipped.get("message") == (
+        "no_freeze / skipped: skipped on both sides: needs BACKEND_URL"
+    )
+    assert cases["test_legacy"].find("skipped") is not None
+    assert cases["test_fast_path"].find("skipped") is None  # it ran on the patch
+    # Markdown: the skipped tests have a table of their own.
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "2 properties skipped by the project on the patch" in markdown
+    assert "| skipped | 2 (the project skips them on the patch) |" in markdown
+    # HTML: a cell of its own for a skipped replay.
+    shown = run_cli(tmp_path, "report", str(run_dir), "--html", str(tmp_path / "page.html"))
+    assert shown.returncode == 0, shown.stderr
+    page = (tmp_path / "page.html").read_text()
+    assert 'class="c skip"' in page
+    assert "skipped 2" in page
+
+
+def test_changed_deciding_a_test_the_project_skips_is_no_usage_error(tmp_path, skipping):
+    repo, base, _ = skipping
+    # The patch changes what the env-gated test imports: --changed selects it.
+    patch = commit(repo, {"lib.py": SKIP_LIB.format(fast=False, legacy=True) + "# edited\n"}, "p2")
+    done = run_cli(
+        tmp_path, "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", IMAGE, "--changed", "--replays", "2", "--no-record",
+        "--out", str(tmp_path / "run"), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    decided = {d["property_id"]: d["code"] for d in json.loads(done.stdout)["decisions"]}
+    assert decided[BACKEND] == "skipped"

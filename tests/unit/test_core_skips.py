@@ -25,7 +25,7 @@ def sides(base: list[Replay], patch: list[Replay]) -> Evidence:
     return evidence(base=tuple(base), patch=tuple(patch), replays=len(base))
 
 
-ran = st.sampled_from([P, F]).map(lambda label: replay(label))
+ran = st.sampled_from([P, F]).map(replay)
 any_side = st.lists(st.one_of(ran, st.just(skip())), min_size=1, max_size=4)
 
 
