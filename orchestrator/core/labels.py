@@ -178,6 +178,20 @@ class EntryIndex:
                 self.harness.setdefault(nodeid, []).append((position, entry))
                 self.harness_dirs.setdefault(nodeid.rstrip("/"), []).append((position, entry))
 
+    def skip_of(self, property_id: str) -> tuple[bool, str | None]:
+        """Whether the run skipped ``property_id`` or a node above it (a module that skips
+        itself on import), and the skip's reason."""
+        if not self.skipped:
+            return False, None
+        if property_id in self.skipped:
+            return True, self.skipped[property_id]
+        for cut in range(len(property_id) - 1, 0, -1):
+            if property_id.startswith(("::", "/"), cut):
+                parent = property_id[:cut]
+                if parent in self.skipped:
+                    return True, self.skipped[parent]
+        return False, None
+
     def enclosing(self, property_id: str) -> list[Mapping[str, Any]]:
         """The harness_error entries of nodes above ``property_id`` (``_encloses``), in order."""
         found: dict[int, Mapping[str, Any]] = {}
@@ -321,8 +335,11 @@ def label_replay(
         return _unfinished(facts, status, doc.get("exit_code"))
     if index is None:
         index = EntryIndex(_tests(doc), _skipped_entries(doc))
-    if property_id not in index.last and property_id in index.skipped:
-        return skipped_replay(index.skipped[property_id])
+    exact = index.last.get(property_id)
+    if exact is None or exact.get("reason") == "not_found":
+        skipped, reason = index.skip_of(property_id)
+        if skipped:
+            return skipped_replay(reason)
     entry = _entry_for(_tests(doc), property_id, index)
     if entry is None:
         return _harness("not_found", f"{property_id} was not collected")

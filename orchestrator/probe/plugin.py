@@ -282,6 +282,9 @@ class ProbeSession:
     # -- collection ---------------------------------------------------------------
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped:  # a module (or package) that skips itself as it is imported
+            self.skipped.append({"nodeid": report.nodeid, "reason": _skip_reason(report)})
+            return
         if report.failed:
             nodeid = report.nodeid or "<session>"
             read_only = self._collect_read_only.pop(report.nodeid, None)
@@ -501,7 +504,7 @@ class ProbeSession:
         return json.loads(self._fixture_bytes)
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     xfail_reason = getattr(report, "wasxfail", None)
     if xfail_reason is not None:
         return f"xfailed: {xfail_reason}".rstrip(": ")

@@ -183,3 +183,17 @@ def test_every_kind_of_skip_is_listed_with_the_reason_people_wrote(
     monkeypatch.setenv("BACKEND_URL", "http://localhost")
     ran = by_nodeid(probe_run())
     assert ran["test_skips.py::BackendTests::test_backend"]["label"] == "assert_pass"
+
+
+def test_a_module_that_skips_itself_on_import_is_listed_as_skipped(pytester, probe_run):
+    pytester.makepyfile(
+        test_optional='import pytest\n\nnp = pytest.importorskip("no_such_backend_module")\n\n'
+        "def test_uses_it():\n    assert np\n",
+        test_plain="def test_runs():\n    pass\n",
+    )
+    document = probe_run()
+    assert [entry["nodeid"] for entry in document["tests"]] == ["test_plain.py::test_runs"]
+    (skipped,) = document["skipped"]
+    assert skipped["nodeid"] == "test_optional.py"
+    assert "no_such_backend_module" in skipped["reason"]
+    assert not skipped["reason"].startswith("Skipped:")

@@ -122,15 +122,33 @@ def test_legacy():
 def test_plain():
     assert lib.double(0) == 0
 """
+OPTIONAL_TESTS = """\
+import pytest
+
+import lib
+
+backend = pytest.importorskip("no_such_backend_module")
+
+
+def test_backend_double():
+    assert backend.double(lib.double(1)) == 4
+"""
 SKIPS = "tests/test_skips.py"
 BACKEND = f"{SKIPS}::BackendTests::test_backend"
+OPTIONAL = "tests/test_optional.py"
 
 
 @pytest.fixture(scope="module")
 def skipping(tmp_path_factory) -> tuple[Path, str, str]:
     repo = init(tmp_path_factory.mktemp("skips") / "repo")
     base = commit(
-        repo, {"lib.py": SKIP_LIB.format(fast=False, legacy=True), SKIPS: SKIP_TESTS}, "base"
+        repo,
+        {
+            "lib.py": SKIP_LIB.format(fast=False, legacy=True),
+            SKIPS: SKIP_TESTS,
+            OPTIONAL: OPTIONAL_TESTS,
+        },
+        "base",
     )
     patch = commit(repo, {"lib.py": SKIP_LIB.format(fast=True, legacy=False)}, "patch")
     return repo, base, patch
@@ -153,8 +171,9 @@ def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
         f"{SKIPS}::FastTests::test_fast_limit": ("property_regression", "fails_where_base_skips"),
         f"{SKIPS}::test_legacy": ("no_freeze", "skipped_on_patch"),
         f"{SKIPS}::test_plain": ("no_freeze", "not_reproduced"),
+        OPTIONAL: ("no_freeze", "skipped"),  # skips itself on import: a property of its own
     }
-    assert summary["skipped"] == 2  # not run on the patch: the backend and legacy tests
+    assert summary["skipped"] == 3  # not run on the patch: backend, legacy, the module
     backend = evidence_of(run_dir, BACKEND)
     assert [r["label"] for r in backend["patch"]] == ["skipped"]  # screened once: no signal
     assert backend["patch"][0]["message"] == "needs BACKEND_URL"
@@ -163,11 +182,11 @@ def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
     (row,) = [line for line in lines if line.startswith(BACKEND + " ")]
     assert row.split()[1:3] == ["skipped", "x1"]
     assert row.endswith("skipped on both sides: needs BACKEND_URL")
-    assert "skipped 2 of 5: the project skips them on the patch" in lines
+    assert "skipped 3 of 6: the project skips them on the patch" in lines
     # JUnit: a <skipped> element with its message, and the count.
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("5", "2", "1")
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("6", "3", "1")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     skipped = cases["test_backend"].find("skipped")
     assert skipped is not None
@@ -178,14 +197,14 @@ def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
     assert cases["test_fast_path"].find("skipped") is None  # it ran on the patch
     # Markdown: the skipped tests have a table of their own.
     markdown = (tmp_path / "summary.md").read_text()
-    assert "2 properties skipped by the project on the patch" in markdown
-    assert "| skipped | 2 (the project skips them on the patch) |" in markdown
+    assert "3 properties skipped by the project on the patch" in markdown
+    assert "| skipped | 3 (the project skips them on the patch) |" in markdown
     # HTML: a cell of its own for a skipped replay.
     shown = run_cli(tmp_path, "report", str(run_dir), "--html", str(tmp_path / "page.html"))
     assert shown.returncode == 0, shown.stderr
     page = (tmp_path / "page.html").read_text()
     assert 'class="c skip"' in page
-    assert "skipped 2" in page
+    assert "skipped 3" in page
 
 
 def test_changed_deciding_a_test_the_project_skips_is_no_usage_error(tmp_path, skipping):
@@ -200,3 +219,5 @@ def test_changed_deciding_a_test_the_project_skips_is_no_usage_error(tmp_path, s
     assert done.returncode == 0, done.stderr
     decided = {d["property_id"]: d["code"] for d in json.loads(done.stdout)["decisions"]}
     assert decided[BACKEND] == "skipped"
+    # The module that skips itself on import is selected whole; its test is skipped too.
+    assert decided[f"{OPTIONAL}::test_backend_double"] == "skipped"

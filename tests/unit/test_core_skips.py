@@ -4,15 +4,19 @@ infrastructure, and a side that skipped every replay is decided, never lost."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit_factories import ASSERTION, evidence, replay
 
+from orchestrator.core import labels
 from orchestrator.core.calls import budget_changes
+from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.lanes import decide
 from orchestrator.core.screening import signal_reasons
 from orchestrator.model import Evidence, Lane, Replay
+from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
 
 P, F, T, H, S = "assert_pass", "assert_fail", "timeout", "harness_error", "skipped"
 
@@ -105,3 +109,76 @@ def test_a_skip_alone_is_no_screening_signal() -> None:
     assert signal_reasons([skip()], [skip()], None) == ()
     assert signal_reasons([replay(P)], [skip()], None) == ()
     assert signal_reasons([skip()], [replay(F)], None) != ()
+
+
+# -- labelling: a skipped test is found in the probe's skip list, not called absent ---------
+
+
+def replay_file(tests: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> ReplayFile:
+    result = {"schema": RESULT_SCHEMA, "tests": tests, "skipped": skipped}
+    doc = {"schema": RUN_SCHEMA, "replay": 1, "status": "completed", "result": result}
+    return ReplayFile(replay=1, state="ok", doc=doc)
+
+
+def not_found(nodeid: str) -> dict[str, Any]:
+    return {"nodeid": nodeid, "label": H, "reason": "not_found", "calls": {}}
+
+
+def test_a_test_the_run_skipped_is_labelled_skipped_with_its_reason() -> None:
+    run = replay_file([], [{"nodeid": "t.py::T::test_a", "reason": "needs BACKEND_URL"}])
+    label = labels.label_replay(run, ContainerFacts(), "t.py::T::test_a")
+    assert (label.label, label.message, label.reason) == (S, "needs BACKEND_URL", None)
+    absent = labels.label_replay(run, ContainerFacts(), "t.py::T::test_b")
+    assert (absent.label, absent.reason) == (H, "not_found")
+    assert labels.nodeids_seen([run]) == ("t.py::T::test_a",)
+
+
+def test_a_module_that_skips_itself_skips_every_test_in_it() -> None:
+    # pytest.importorskip at module level: the module's collector is skipped; a node id
+    # under it that was handed to pytest is reported not found, the skip is the cause.
+    run = replay_file(
+        [not_found("tests/test_np.py::test_a")],
+        [{"nodeid": "tests/test_np.py", "reason": "could not import 'numpy'"}],
+    )
+    for property_id in ("tests/test_np.py", "tests/test_np.py::test_a", "tests/test_np.py::T::b"):
+        label = labels.label_replay(run, ContainerFacts(), property_id)
+        assert (label.label, label.message) == (S, "could not import 'numpy'"), property_id
+    other = labels.label_replay(run, ContainerFacts(), "tests/test_np2.py::test_a")
+    assert other.label == H
+
+
+segments = st.sampled_from(["a", "b", "t.py", "T", "test_x", "test_x[1]"])
+
+
+@st.composite
+def node_ids(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(segments, min_size=1, max_size=4))
+    seps = draw(st.lists(st.sampled_from(["/", "::"]), min_size=len(parts), max_size=len(parts)))
+    return "".join(sep + part for sep, part in zip(seps, parts, strict=True))[1:]
+
+
+@given(skipped=st.lists(node_ids(), max_size=4), property_id=node_ids())
+def test_the_skip_of_a_node_is_its_own_or_the_nearest_skipped_node_above_it(
+    skipped: list[str], property_id: str
+) -> None:
+    index = labels.EntryIndex([], {node: f"why {node}" for node in skipped})
+    above = [
+        node
+        for node in skipped
+        if node == property_id or property_id.startswith((node + "::", node + "/"))
+    ]
+    found, reason = index.skip_of(property_id)
+    assert found is bool(above)
+    if above:
+        nearest = property_id if property_id in skipped else max(above, key=len)
+        assert reason == f"why {nearest}"
+
+
+def test_a_module_that_skips_itself_is_kept_in_a_collected_selection() -> None:
+    from orchestrator.services.sides import collected_selection
+
+    found = [
+        {"items": ["tests/test_a.py::test_x"], "errors": [], "skipped": ["tests/test_np.py"]},
+        {"items": ["tests/test_a.py::test_x"], "errors": [], "skipped": []},
+    ]
+    assert collected_selection(found) == ("tests/test_a.py::test_x", "tests/test_np.py")
