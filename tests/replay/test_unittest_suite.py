@@ -86,6 +86,28 @@ def test_two_failures_of_one_unittest_test_are_told_apart_at_their_lines(tmp_pat
     assert "::error file=tests/test_modes.py,line=10," in shown.stdout
 
 
+def test_the_table_says_why_a_patch_is_blocked_when_base_fails_too(tmp_path):
+    repo = init(tmp_path / "repo")
+    base = commit(repo, {"lib.py": LIB.format(mode="first"), "tests/test_modes.py": UNIT_TEST}, "b")
+    patch = commit(repo, {"lib.py": LIB.format(mode="first") + "# untouched behaviour\n"}, "p")
+    done = run_cli(
+        tmp_path, "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", IMAGE, "--property", MODE_TEST, "--replays", "2", "--no-record",
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    header, row = done.stdout.splitlines()[:2]
+    assert header.split()[-3:] == ["lane", "code", "reasons"]
+    words = row.split()
+    assert words[words.index("block_patch") + 1 : words.index("block_patch") + 3] == [
+        "uniform_failure",
+        "fails_on_base_too;",
+    ]
+    assert row.endswith(
+        f"every patch replay fails ({MODE_TEST}@tests/test_modes.py:9:AssertionError)"
+    )
+
+
 SKIP_LIB = "FAST = {fast}\nLEGACY = {legacy}\n\n\ndef double(x):\n    return x * 2\n"
 SKIP_TESTS = """\
 import os
