@@ -58,7 +58,7 @@ LANE_MEANING: dict[str, str] = {
     Lane.RERUN_SHRINK: "the shrunk fixture is not stable",
     Lane.FLAKE_QUEUE_ELIGIBLE: "flaky on both sides, same assertion",
     Lane.FIX_CANDIDATE: "fails on base, passes on the patch",
-    Lane.NO_FREEZE: "alike on both sides",
+    Lane.NO_FREEZE: "alike on both sides, or skipped by the project",
 }
 
 STYLE_TEMPLATE = """\
