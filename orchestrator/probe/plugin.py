@@ -391,14 +391,16 @@ class ProbeSession:
         code under test changes, because frames in other files are passed over.
         """
         own_file = str(item.path)
-        own: TracebackType | None = None
+        own = self._deepest_in(tb, own_file)
+        if own is None:
+            # A test inherited from a class in another module (a mixin in the test
+            # package's __init__.py): the file its function is defined in is its own.
+            defined_in = _defining_file(item)
+            if defined_in is not None:
+                own = self._deepest_in(tb, defined_in)
         deepest: TracebackType = tb
-        cursor: TracebackType | None = tb
-        while cursor is not None:
-            if self._same_file(cursor.tb_frame.f_code.co_filename, own_file):
-                own = cursor
-            deepest = cursor
-            cursor = cursor.tb_next
+        while deepest.tb_next is not None:
+            deepest = deepest.tb_next
         exception = type(value).__name__
         frame = own if own is not None else deepest
         code = frame.tb_frame.f_code
@@ -406,7 +408,7 @@ class ProbeSession:
         offset = (line - code.co_firstlineno) if line is not None else 0
         # co_qualname is Python 3.11+; older runner images get the bare name.
         function = f"{getattr(code, 'co_qualname', code.co_name)}+{offset}"
-        if own is not None:
+        if own is not None and self._same_file(code.co_filename, own_file):
             location = f"{item.nodeid.split('::', 1)[0]}:{line}"
         else:
             path = self._relative_arg(code.co_filename)
@@ -416,6 +418,16 @@ class ProbeSession:
             f"{item.nodeid}@{location}:{exception}",
             f"{item.nodeid}@{function}:{exception}",
         )
+
+    def _deepest_in(self, tb: TracebackType, filename: str) -> TracebackType | None:
+        """The deepest frame of ``tb`` in ``filename`` (None when none is)."""
+        found: TracebackType | None = None
+        cursor: TracebackType | None = tb
+        while cursor is not None:
+            if self._same_file(cursor.tb_frame.f_code.co_filename, filename):
+                found = cursor
+            cursor = cursor.tb_next
+        return found
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = self.records.get(report.nodeid)
@@ -502,6 +514,19 @@ class ProbeSession:
             self._fixture_bytes = Path(self.fixture_path).read_bytes()
         # Parsed afresh per test so no test sees another's mutations.
         return json.loads(self._fixture_bytes)
+
+
+def _defining_file(item: pytest.Item) -> str | None:
+    """The file the test's function is written in (its decorators unwrapped), or None."""
+    function = getattr(item, "obj", None)
+    with contextlib.suppress(Exception):  # a test object of a kind we cannot read
+        while hasattr(function, "__wrapped__"):
+            function = function.__wrapped__
+        function = getattr(function, "__func__", function)  # a bound method
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            return str(code.co_filename)
+    return None
 
 
 def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:

@@ -197,3 +197,35 @@ def test_a_module_that_skips_itself_on_import_is_listed_as_skipped(pytester, pro
     assert skipped["nodeid"] == "test_optional.py"
     assert "no_such_backend_module" in skipped["reason"]
     assert not skipped["reason"].startswith("Skipped:")
+
+
+MIXIN = """
+import lib
+
+
+class LimitMixin:
+    def test_inherited(self):
+        value = lib.limit()
+        self.assertEqual(value, 3)  # the mixin's assertion
+"""
+
+
+def test_a_test_inherited_from_a_mixin_in_another_module_is_located_in_the_mixin(
+    pytester, probe_run
+):
+    pytester.makepyfile(
+        lib="def limit():\n    return 2\n",
+        mixins=MIXIN,
+        test_child=(
+            "import unittest\n\nfrom mixins import LimitMixin\n\n\n"
+            "class ChildTests(LimitMixin, unittest.TestCase):\n    pass\n"
+        ),
+    )
+    entry = by_nodeid(probe_run())["test_child.py::ChildTests::test_inherited"]
+    line = line_of(MIXIN, "the mixin's assertion")
+    offset = line - line_of(MIXIN, "def test_inherited")
+    nodeid = "test_child.py::ChildTests::test_inherited"
+    assert entry["assertion_id"] == f"{nodeid}@mixins.py:{line}:AssertionError"
+    assert entry["assertion_key"] == (
+        f"{nodeid}@mixins.py::LimitMixin.test_inherited+{offset}:AssertionError"
+    )
