@@ -135,8 +135,9 @@ WritableTreeOption = Annotated[
 TESTS_FROM_HELP = (
     "Judge both sides by one revision's test files: they are laid over every exported tree "
     "before anything runs (added, modified and deleted test files all follow it). Test files: "
-    "everything under each property's test folder (tests/), every conftest.py, test_*.py and "
-    "*_test.py, and --test-path."
+    "everything under each property's test folder (tests/; without --property, the folders "
+    "the command names, or, when it names none, the folder of every test module), every "
+    "conftest.py, test_*.py and *_test.py, and --test-path."
 )
 
 TestPathOption = Annotated[

@@ -574,12 +574,9 @@ def _print_tests(plan: Any) -> None:
         typer.echo(f"changed: {plan.selection.summary()}")
     overlay = plan.overlay
     if overlay is not None:
-        count = len(overlay.files)
-        removed = sorted({path for paths in overlay.removed.values() for path in paths})
-        gone = f", {len(removed)} removed" if removed else ""
         typer.echo(
             f"tests from {overlay.ref} ({overlay.rev[:12]}): the oracle on both sides, "
-            f"{count} test file{'s' if count != 1 else ''} laid over each tree{gone}"
+            f"{overlay.summary()}"
         )
 
 

@@ -16,9 +16,9 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
-from orchestrator.core.oracle import OracleChange
+from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
-from orchestrator.core.screening import Screening, ScreenPolicy
+from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
@@ -43,6 +43,7 @@ NO_OVERLAY: Mapping[str, Any] = {
     "tests_from": None,
     "tests_from_ref": None,
     "rule_for_tests": None,
+    "overlay_summary": None,
     "overlaid_files": [],
     "overlay_removed": {},
 }
@@ -315,12 +316,21 @@ def decide_all(
     for index, property_id in enumerate(labelled[BASE], start=1):
         if chosen is not None and property_id not in chosen:
             continue
+        base, patch = labelled[BASE][property_id], labelled[PATCH].get(property_id, ())
+        change = oracle.get(property_id)
+        if change is not None:
+            # A test pytest collected on one side only is an oracle change (row 2), not a
+            # harness failure, whatever the sources seemed to say.
+            change = collected_on_one_side(
+                change, on_base=not missing(base), on_patch=not missing(patch),
+                tests_from=plan.tests_from,
+            )  # fmt: skip
         evidence = build_evidence(
             plan,
             property_id,
-            labelled[BASE][property_id],
-            labelled[PATCH].get(property_id, ()),
-            oracle=oracle.get(property_id),
+            base,
+            patch,
+            oracle=change,
             screening=screening,
             runner_id=(runners or {}).get(property_id),
         )
