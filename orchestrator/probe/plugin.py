@@ -518,10 +518,12 @@ class ProbeSession:
 
 def _defining_file(item: pytest.Item) -> str | None:
     """The file the test's function is written in (its decorators unwrapped), or None."""
-    function = getattr(item, "obj", None)
+    function: Any = getattr(item, "obj", None)
     with contextlib.suppress(Exception):  # a test object of a kind we cannot read
-        while hasattr(function, "__wrapped__"):
+        seen = 0
+        while hasattr(function, "__wrapped__") and seen < 100:  # a cycle is no chain
             function = function.__wrapped__
+            seen += 1
         function = getattr(function, "__func__", function)  # a bound method
         code = getattr(function, "__code__", None)
         if code is not None:
