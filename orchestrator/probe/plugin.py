@@ -276,16 +276,23 @@ class ProbeSession:
         self._same_file = _SameFile()
         self._fixture_bytes: bytes | None = None
         self._collect_read_only: dict[str, dict[str, Any]] = {}
+        # Collectors already recorded as skipped or failed: a second collection (around a
+        # module that skipped itself) reports them again.
+        self._collectors_seen: set[str] = set()
         seed_generators(self.seed)
         self._random_state = random.getstate()
 
     # -- collection ---------------------------------------------------------------
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.nodeid in self._collectors_seen:  # a second collection (see below)
+            return
         if report.skipped:  # a module (or package) that skips itself as it is imported
+            self._collectors_seen.add(report.nodeid)
             self.skipped.append({"nodeid": report.nodeid, "reason": _skip_reason(report)})
             return
         if report.failed:
+            self._collectors_seen.add(report.nodeid)
             nodeid = report.nodeid or "<session>"
             read_only = self._collect_read_only.pop(report.nodeid, None)
             self.tests.append(
@@ -306,7 +313,40 @@ class ProbeSession:
         outcome = yield
         excinfo = outcome.excinfo
         if excinfo is not None and isinstance(excinfo[1], pytest.UsageError):
+            if self._collect_around_skipped_modules(session, excinfo[1]):
+                outcome.force_result(None)  # the session goes on with the other arguments
+                return
             self._record_usage_error(excinfo[1])
+
+    def _not_found(self, error: pytest.UsageError) -> list[str]:
+        """The node ids pytest reported it could not find (as rootdir-relative ids)."""
+        found = []
+        for argument in error.args:
+            for line in str(argument).splitlines():
+                match = _NOT_FOUND_LINE.search(line)
+                if match is not None and not line.startswith("("):
+                    found.append(self._relative_arg(match.group("arg").strip()))
+        return found
+
+    def _collect_around_skipped_modules(
+        self, session: pytest.Session, error: pytest.UsageError
+    ) -> bool:
+        """A node id inside a module that skipped itself on import is "not found", and
+        pytest then stops the whole session. When every argument it could not find lies in
+        such a module, collect the other arguments again, so that they run (the skipped
+        module's tests are listed as skipped through the module). False: not that case."""
+        missing = self._not_found(error)
+        skipped = {entry["nodeid"] for entry in self.skipped}
+        if not missing or not all(_under_any(arg, skipped) for arg in missing):
+            return False
+        invoked = self.config.invocation_params.dir
+        remaining = [
+            arg
+            for arg in self.config.args
+            if self._relative_arg(_absolute_arg(arg, invoked)) not in missing
+        ]
+        session.perform_collect(remaining)
+        return True
 
     def _record_usage_error(self, error: pytest.UsageError) -> None:
         found_any = False
@@ -514,6 +554,20 @@ class ProbeSession:
             self._fixture_bytes = Path(self.fixture_path).read_bytes()
         # Parsed afresh per test so no test sees another's mutations.
         return json.loads(self._fixture_bytes)
+
+
+def _under_any(nodeid: str, parents: set[str]) -> bool:
+    """Is ``nodeid`` one of ``parents`` or inside one of them (a module, a directory)?"""
+    return any(
+        nodeid == parent or nodeid.startswith((parent + "::", parent.rstrip("/") + "/"))
+        for parent in parents
+    )
+
+
+def _absolute_arg(arg: str, invoked: Path) -> str:
+    """A command-line argument with its path made absolute against the invocation folder."""
+    path, sep, rest = arg.partition("::")
+    return os.path.normpath(invoked / path) + sep + rest
 
 
 def _defining_file(item: pytest.Item) -> str | None:

@@ -229,3 +229,31 @@ def test_a_test_inherited_from_a_mixin_in_another_module_is_located_in_the_mixin
     assert entry["assertion_key"] == (
         f"{nodeid}@mixins.py::LimitMixin.test_inherited+{offset}:AssertionError"
     )
+
+
+def test_naming_a_test_of_a_module_that_skips_itself_does_not_stop_the_others(
+    pytester, probe_run
+):
+    # pytest calls such a node id "not found" and stops the whole session; the probe
+    # collects the other arguments again, so they run.
+    pytester.makepyfile(
+        test_optional='import pytest\n\npytest.skip("no backend", allow_module_level=True)\n\n'
+        "def test_uses_it():\n    pass\n",
+        test_plain="def test_runs():\n    pass\n\ndef test_other():\n    assert False\n",
+    )
+    document = probe_run(
+        "test_optional.py::test_uses_it", "test_plain.py::test_runs", "test_plain.py::test_other"
+    )
+    entries = by_nodeid(document)
+    assert set(entries) == {"test_plain.py::test_runs", "test_plain.py::test_other"}
+    assert entries["test_plain.py::test_runs"]["label"] == "assert_pass"
+    assert entries["test_plain.py::test_other"]["label"] == "assert_fail"
+    assert document["skipped"] == [{"nodeid": "test_optional.py", "reason": "no backend"}]
+
+
+def test_a_node_id_that_names_nothing_still_stops_the_session_as_not_found(pytester, probe_run):
+    pytester.makepyfile(test_plain="def test_runs():\n    pass\n")
+    document = probe_run("test_plain.py::test_missing", "test_plain.py::test_runs")
+    assert [(e["nodeid"], e["reason"]) for e in document["tests"]] == [
+        ("test_plain.py::test_missing", "not_found")
+    ]

@@ -243,3 +243,21 @@ def test_changed_deciding_a_test_the_project_skips_is_no_usage_error(tmp_path, s
     assert decided[BACKEND] == "skipped"
     # The module that skips itself on import is selected whole; its test is skipped too.
     assert decided[f"{OPTIONAL}::test_backend_double"] == "skipped"
+
+
+def test_a_named_test_of_a_module_that_skips_itself_leaves_the_other_tests_running(
+    tmp_path, skipping
+):
+    repo, base, patch = skipping
+    done = run_cli(
+        tmp_path, "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", IMAGE, "--property", f"{OPTIONAL}::test_backend_double",
+        "--property", f"{SKIPS}::test_plain", "--replays", "1", "--no-record",
+        "--out", str(tmp_path / "run"), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    decided = {d["property_id"]: d["code"] for d in json.loads(done.stdout)["decisions"]}
+    assert decided == {
+        f"{OPTIONAL}::test_backend_double": "skipped",
+        f"{SKIPS}::test_plain": "not_reproduced",
+    }
