@@ -345,7 +345,11 @@ class ProbeSession:
             for arg in self.config.args
             if self._relative_arg(_absolute_arg(arg, invoked)) not in missing
         ]
-        session.perform_collect(remaining)
+        try:
+            session.perform_collect(remaining)
+        except pytest.UsageError as again:  # not expected: pytest names every miss at once
+            self._record_usage_error(again)
+            session.items = []
         return True
 
     def _record_usage_error(self, error: pytest.UsageError) -> None:
