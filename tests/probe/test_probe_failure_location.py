@@ -231,9 +231,7 @@ def test_a_test_inherited_from_a_mixin_in_another_module_is_located_in_the_mixin
     )
 
 
-def test_naming_a_test_of_a_module_that_skips_itself_does_not_stop_the_others(
-    pytester, probe_run
-):
+def test_naming_a_test_of_a_module_that_skips_itself_does_not_stop_the_others(pytester, probe_run):
     # pytest calls such a node id "not found" and stops the whole session; the probe
     # collects the other arguments again, so they run.
     pytester.makepyfile(
