@@ -72,7 +72,9 @@ def _root(
     ),
 ) -> None:
     fmt: log.LogFormat = log_format  # type: ignore[assignment]
-    log.configure(fmt, os.environ, verbose=verbose)
+    from orchestrator.core.text_safety import terminal_safe
+
+    log.configure(fmt, os.environ, verbose=verbose, console_filter=terminal_safe)
     ctx.obj = GlobalOptions(log_format=fmt, json_logs=log.is_json(fmt, os.environ))
 
 
@@ -195,8 +197,10 @@ def build_command() -> click.Command:
 
 def error_line(message: str) -> None:
     """The one-line error every command prints for a refused input or a failure."""
+    from orchestrator.core.text_safety import terminal_safe
+
     first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    click.echo(f"orchestrator: error: {first_line}", err=True)
+    click.echo(f"orchestrator: error: {terminal_safe(first_line)}", err=True)
 
 
 def usage_error(error: click.exceptions.UsageError) -> None:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Literal
 
 LogFormat = Literal["auto", "console", "json"]
 
 # structlog (with rich and asyncio behind it) takes a large part of a start-up: it is
 # imported when the first line is logged, not before. `configure` is remembered until then.
-_pending: tuple[Literal["console", "json"], bool] | None = None
+TextFilter = Callable[[str], str]
+_pending: tuple[Literal["console", "json"], bool, TextFilter | None] | None = None
 _pending_lock = threading.Lock()
 
 
@@ -43,22 +44,53 @@ def _stderr_logger_factory(*_args: object) -> _StderrLogger:
     return _StderrLogger()
 
 
-def _apply(fmt: Literal["console", "json"], verbose: bool) -> None:
+# Values that hold several lines on purpose: each line is filtered, the breaks are kept.
+_MULTI_LINE_KEYS = frozenset({"exception", "traceback"})
+
+
+def filtering_values(
+    text_filter: TextFilter,
+) -> Callable[[object, str, MutableMapping[str, Any]], MutableMapping[str, Any]]:
+    """A processor that passes every text value of a log line through ``text_filter``
+    (the command line gives ``core.text_safety.terminal_safe``: a node id or message from
+    the tree under test never writes a control sequence nor starts a line of its own)."""
+
+    def processor(
+        _logger: object, _name: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key, value in event.items():
+            if isinstance(value, str):
+                if key in _MULTI_LINE_KEYS:
+                    event[key] = "\n".join(text_filter(line) for line in value.split("\n"))
+                else:
+                    event[key] = text_filter(value)
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                event[key] = type(value)(text_filter(item) for item in value)
+        return event
+
+    return processor
+
+
+def _apply(
+    fmt: Literal["console", "json"], verbose: bool, console_filter: TextFilter | None
+) -> None:
     import logging
 
     import structlog
 
-    renderer: structlog.typing.Processor
+    renderers: list[structlog.typing.Processor]
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=True)
+        renderers = [structlog.processors.JSONRenderer(sort_keys=True)]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        renderers = [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
+        if console_filter is not None:
+            renderers.insert(0, filtering_values(console_filter))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.DEBUG if verbose else logging.INFO
@@ -68,17 +100,25 @@ def _apply(fmt: Literal["console", "json"], verbose: bool) -> None:
     )
 
 
-def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = False) -> None:
+def configure(
+    requested: LogFormat,
+    env: Mapping[str, str],
+    verbose: bool = False,
+    *,
+    console_filter: TextFilter | None = None,
+) -> None:
     """Set the format and level; applied now when structlog is loaded (a test harness may
-    have loaded it to capture lines), else when the first line is logged."""
+    have loaded it to capture lines), else when the first line is logged. Console lines
+    pass each text value through ``console_filter`` when given; JSON lines need none
+    (JSON escapes every control character)."""
     global _pending
     fmt = resolve_format(requested, env)
     with _pending_lock:
         if "structlog" in sys.modules:
             _pending = None
-            _apply(fmt, verbose)
+            _apply(fmt, verbose, console_filter)
         else:
-            _pending = (fmt, verbose)
+            _pending = (fmt, verbose, console_filter)
 
 
 def is_json(requested: LogFormat, env: Mapping[str, str]) -> bool:
@@ -94,8 +134,8 @@ def _structlog() -> Any:
         # default prints to stdout) while another applies the configuration.
         with _pending_lock:
             if _pending is not None:
-                fmt, verbose = _pending
-                _apply(fmt, verbose)
+                fmt, verbose, console_filter = _pending
+                _apply(fmt, verbose, console_filter)
                 _pending = None
     return structlog
 

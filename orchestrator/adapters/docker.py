@@ -520,7 +520,7 @@ def owner_of(labels: Mapping[str, str]) -> ProcessOwner | None:
     """The process a container's labels name (None when they name none). Pure."""
     pid_text = labels.get(LABEL_PID, "")
     host = labels.get(LABEL_HOST, "")
-    if not pid_text.isdigit() or not host:
+    if not re.fullmatch(r"[0-9]+", pid_text) or not host:
         return None
     return ProcessOwner(host_id=host, pid=int(pid_text), start=labels.get(LABEL_PID_START, ""))
 

@@ -16,6 +16,10 @@ import click
 import typer
 
 from orchestrator.commands._options import (
+    FIXTURE_HELP,
+    MAX_JOBS,
+    MAX_REPLAYS,
+    MAX_SLOTS,
     RUNNER_IMAGE,
     TESTS_FROM_HELP,
     EnvOption,
@@ -26,6 +30,7 @@ from orchestrator.commands._options import (
     TestPathOption,
     WritableTreeOption,
 )
+from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
@@ -91,7 +96,7 @@ def replay(
     test_paths: TestPathOption = None,
     fixture: Annotated[
         Path | None,
-        typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
+        typer.Option("--fixture", help=FIXTURE_HELP),
     ] = None,
     shrink_report: Annotated[
         Path | None,
@@ -122,6 +127,7 @@ def replay(
         typer.Option(
             "--replays",
             min=1,
+            max=MAX_REPLAYS,
             help="Replays per side of every property with signal, its screening replays "
             "included (with --replays-all: of every property). Default: the project's "
             "(pyproject.toml), else 5.",
@@ -133,10 +139,11 @@ def replay(
         typer.Option(
             "--screen",
             min=1,
+            max=MAX_REPLAYS,
             help="Replay every property K times per side first, then only where there is "
             "signal (a replay not assert_pass, call counts that differ between the sides, an "
-            "oracle that changed) until it has --replays N. Default: 1 when no --property is "
-            "named, off when properties are named.",
+            "oracle that changed) until it has --replays N (K <= N). Default: 1 when no "
+            "--property is named, off when properties are named.",
         ),
     ] = None,
     replays_all: Annotated[
@@ -148,6 +155,7 @@ def replay(
         typer.Option(
             "--jobs",
             min=1,
+            max=MAX_JOBS,
             help="pytest workers per replay in each side's container, each running whole "
             "test modules (balanced by recorded durations). Default: the engine's CPUs "
             "divided between the sides it runs at once (see --slots), at least 1.",
@@ -183,6 +191,7 @@ def replay(
         typer.Option(
             "--slots",
             min=1,
+            max=MAX_SLOTS,
             help="Sides each engine runs at once (a property takes two). Default: the "
             "engine's CPU count.",
             show_default=False,
@@ -562,7 +571,7 @@ def _replay_and_shrink(
         _print_table(result.deciding)
         _print_ledger(result.report.get("ledger"))
         if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
-            typer.echo(f"shrink: {result.outcome}: {result.message}")
+            echo_line(f"shrink: {result.outcome}: {result.message}")
         typer.echo(f"run folder: {result.report['run_dir']}")
     logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
     return result
@@ -604,7 +613,7 @@ def _progress(
 def _print_tests(plan: Any) -> None:
     """Above the table: what --changed selected, and whose tests were the oracle."""
     if plan.selection is not None:
-        typer.echo(f"changed: {plan.selection.summary()}")
+        echo_line(f"changed: {plan.selection.summary()}")
     overlay = plan.overlay
     if overlay is not None:
         typer.echo(
@@ -647,7 +656,7 @@ def _print_table(outcome: Any) -> None:
     for item in outcome.properties:
         if item.decision.code == "oracle_changed":
             reasons = "; ".join(item.decision.reasons)
-            typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
+            echo_line(f"oracle changed: {item.evidence.property_id}: {reasons}")
 
 
 def _hint_writable_tree(outcome: Any, logger: Any) -> None:
@@ -674,7 +683,7 @@ def _print_screening(summary: Any) -> None:
     from orchestrator.core.replay_run import screening_line
 
     if summary and summary.get("policy") == "screen":
-        typer.echo(screening_line(summary))
+        echo_line(screening_line(summary))
 
 
 def _print_ledger(ledger: Any) -> None:
@@ -682,12 +691,12 @@ def _print_ledger(ledger: Any) -> None:
         return
     for entry in ledger["entries"]:
         if entry.get("freeze_id") is not None:
-            typer.echo(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
+            echo_line(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
         elif entry.get("freeze_refusals"):
             refused = ", ".join(entry["freeze_refusals"])
-            typer.echo(f"no freeze for {entry['property_id']}: {refused}")
+            echo_line(f"no freeze for {entry['property_id']}: {refused}")
         elif entry.get("infra_queue_id") is not None:
-            typer.echo(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
+            echo_line(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
     recorded = "" if ledger.get("recorded", True) else " (not recorded)"
     typer.echo(f"ledger: {ledger['url']}{recorded}")
 

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.core.bounds import MAX_REPLAYS, MAX_TIMEOUT_S
 from orchestrator.core.image_reference import reference_problem
 from orchestrator.core.replay_env import check_pythonpath, parse_env
 from orchestrator.errors import InputError
@@ -118,9 +119,9 @@ def _image(value: Any, key: str, table: str = TABLE) -> str:
 
 
 def _replays(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPLAYS:
         raise InputError(
-            f"{_where('replays')}: expected a whole number of at least 1, got {value!r}"
+            f"{_where('replays')}: expected a whole number from 1 to {MAX_REPLAYS}, got {value!r}"
         )
     return value
 
@@ -129,10 +130,10 @@ def _timeout(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"{_where('timeout')}: expected a number of seconds, got {value!r}")
     seconds = float(value)
-    if not math.isfinite(seconds) or seconds < MIN_TIMEOUT_S:
+    if not math.isfinite(seconds) or not MIN_TIMEOUT_S <= seconds <= MAX_TIMEOUT_S:
         raise InputError(
-            f"{_where('timeout')}: expected seconds (finite, at least {MIN_TIMEOUT_S:g}), "
-            f"got {value!r}"
+            f"{_where('timeout')}: expected seconds (from {MIN_TIMEOUT_S:g} to "
+            f"{MAX_TIMEOUT_S:g}), got {value!r}"
         )
     return seconds
 

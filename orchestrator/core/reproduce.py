@@ -403,7 +403,7 @@ def where(assertion_id: str | None) -> str | None:
     place = assertion_id.rsplit("@", 1)[1]
     path, _, rest = place.partition(":")
     line = rest.split(":", 1)[0]
-    return f"{path}:{line}" if path and line.isdigit() else None
+    return f"{path}:{line}" if path and re.fullmatch(r"[0-9]+", line) else None
 
 
 def describe(replay: Replay) -> str:

@@ -27,6 +27,7 @@ from orchestrator.core.reports.view import (
     node_parts,
     read_run,
 )
+from orchestrator.core.text_safety import terminal_safe, terminal_safe_lines
 from orchestrator.errors import SchemaError
 
 LANES_BY_KIND = {
@@ -253,7 +254,8 @@ def test_the_page_escapes_what_it_shows_and_runs_only_its_own_script(
     assert tags.count("script") == 1
     assert tags.count("style") == 1
     keys = [attrs["data-key"] for tag, attrs in parser.tags if tag == "article"]
-    assert sorted(keys) == sorted(node.lower() for node, _, _ in rows)
+    # The search key is the id as shown: control characters as visible escapes.
+    assert sorted(keys) == sorted(terminal_safe_lines(node.lower()) for node, _, _ in rows)
     # The CSP names the hashes of exactly the style and script the page carries.
     csp = next(
         a["content"] for t, a in parser.tags if a.get("http-equiv") == "Content-Security-Policy"
@@ -391,9 +393,10 @@ def test_annotation_text_is_escaped_as_github_reads_it(node: str, reason: str, p
     assert "\n" not in line
     assert "\r" not in line
     fields = dict(field.split("=", 1) for field in head.removeprefix("error ").split(","))
-    assert _unescape(fields["file"]) == path
+    # What GitHub reads back is the text with its control characters as visible escapes.
+    assert _unescape(fields["file"]) == terminal_safe(path)
     assert fields["line"] == "5"
-    assert _unescape(message).startswith(f"{node}: {reason}"[:1000])
+    assert _unescape(message).startswith(terminal_safe(f"{node}: {reason}")[:1000])
 
 
 def test_a_run_view_is_frozen() -> None:

@@ -85,6 +85,8 @@ def test_no_file_or_no_table_is_an_empty_configuration(text):
         ("timeout = 0", "timeout"),
         ("timeout = 'soon'", "timeout"),
         ("timeout = nan", "timeout"),
+        ("replays = 1000000000", "replays"),  # bounded as --replays is
+        ("timeout = 1e308", "timeout"),
         ("command = ''", "command"),
         ("command = ['pytest']", "command"),
         ("test-paths = 'tests'", "test-paths"),
@@ -130,10 +132,10 @@ def tables(draw):
     if draw(st.booleans()):
         table["test-paths"] = draw(st.lists(folders, max_size=3))
     if draw(st.booleans()):
-        table["replays"] = draw(st.integers(min_value=1, max_value=10_000))
+        table["replays"] = draw(st.integers(min_value=1, max_value=1000))
     if draw(st.booleans()):
         table["timeout"] = draw(
-            st.floats(min_value=0.1, max_value=1e6, allow_nan=False, allow_infinity=False)
+            st.floats(min_value=0.1, max_value=86400, allow_nan=False, allow_infinity=False)
         )
     if draw(st.booleans()):
         table["pythonpath"] = draw(st.lists(folders, max_size=3))

@@ -34,6 +34,7 @@ from orchestrator.core.reports.view import (
     sorted_properties,
     worst_exit,
 )
+from orchestrator.core.text_safety import terminal_safe_lines
 from orchestrator.model import Lane
 
 # (symbol, CSS class, words): a symbol per label so the strip reads in greyscale too.
@@ -148,7 +149,9 @@ CSP = (
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    """HTML-escaped, and every control character and bidi override (which a browser
+    would act on: reorder the text around it) as a visible escape; line breaks kept."""
+    return escape(terminal_safe_lines(str(text)), quote=True)
 
 
 def _lane_class(lane: str) -> str:

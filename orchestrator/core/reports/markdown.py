@@ -22,6 +22,7 @@ from orchestrator.core.reports.view import (
     sorted_properties,
     worst_exit,
 )
+from orchestrator.core.text_safety import terminal_safe
 
 GITHUB_SUMMARY_LIMIT = 1024 * 1024  # bytes GitHub accepts for one step's summary
 DEFAULT_MAX_BYTES = GITHUB_SUMMARY_LIMIT - 4096  # room for a few lines written before ours
@@ -40,8 +41,9 @@ def _size(text: str) -> int:
 
 def _code(text: str) -> str:
     """An inline code span that holds any text: a longer fence than any backtick run
-    inside, pipes escaped for tables, line breaks flattened."""
-    flat = " ".join(text.split("\n")).replace("|", "\\|")
+    inside, pipes escaped for tables, control characters (line breaks too) written as
+    visible escapes."""
+    flat = terminal_safe(text).replace("|", "\\|")
     longest = run = 0
     for char in flat:
         run = run + 1 if char == "`" else 0
@@ -52,8 +54,8 @@ def _code(text: str) -> str:
 
 
 def _text(text: str) -> str:
-    """Plain cell text: HTML and table syntax neutralised, one line."""
-    flat = " ".join(text.split())
+    """Plain cell text: HTML and table syntax neutralised, one line, no control character."""
+    flat = terminal_safe(" ".join(text.split()))
     for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "&#124;")):
         flat = flat.replace(char, entity)
     return flat
