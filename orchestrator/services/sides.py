@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.input_file import read_input
 from orchestrator.adapters.results import (
     ResultsRead,
     read_results_stream,
@@ -958,10 +959,8 @@ class SideInternalError(InternalError):
 def _copy_fixture(run: _Run, fixture: Path) -> Path:
     """One private, world-readable copy for every side: the user's file may be private
     (0600) or change while the run goes on, and both sides must read the same bytes."""
-    try:
-        data = fixture.read_bytes()
-    except OSError as error:
-        raise InputError(f"{fixture}: cannot read the fixture ({error.strerror})") from None
+    # A regular file under the input cap, never followed, never blocking (a FIFO).
+    data = read_input(fixture)
     return private_fixture(run.make_scratch("fixture"), data)
 
 
@@ -1378,9 +1377,7 @@ def collect_tests(
         }
         fixture = None
         if plan.fixture is not None:
-            fixture = scratch / "fixture.json"
-            shutil.copyfile(plan.fixture, fixture)
-            fixture.chmod(0o644)
+            fixture = private_fixture(scratch, read_input(plan.fixture))
         tars: dict[str, Path] = {}
         probe_tar = None
         if volumes:
