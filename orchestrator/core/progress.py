@@ -27,7 +27,7 @@ _REPLAY_LINE: Final = re.compile(r"replay ([1-9][0-9]{0,7})/([1-9][0-9]{0,7}) (\
 
 
 @dataclass(frozen=True, kw_only=True)
-class TestLine:
+class FinishedTest:
     """One finished test: ``done`` of this pytest session's tests, of ``total`` in the replay."""
 
     done: int
@@ -48,7 +48,7 @@ class ReplayLine:
     status: str
 
 
-def parse_test_line(line: str) -> TestLine | None:
+def parse_test_line(line: str) -> FinishedTest | None:
     """``test <done>/<total> <outcome>`` (surrounding blanks allowed), else None."""
     match = _TEST_LINE.fullmatch(line.strip())
     if match is None:
@@ -56,7 +56,7 @@ def parse_test_line(line: str) -> TestLine | None:
     done, total = int(match.group(1)), int(match.group(2))
     if done > total or total > MAX_COUNT:
         return None
-    return TestLine(done=done, total=total, outcome=match.group(3))
+    return FinishedTest(done=done, total=total, outcome=match.group(3))
 
 
 def parse_replay_line(line: str) -> ReplayLine | None:
@@ -96,7 +96,7 @@ class SideProgress:
         return max(0.0, now_s - self.started_s)
 
 
-def with_test(progress: SideProgress, line: TestLine) -> SideProgress:
+def with_test(progress: SideProgress, line: FinishedTest) -> SideProgress:
     """``progress`` after one more finished test."""
     return replace(
         progress,
