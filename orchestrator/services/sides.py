@@ -583,14 +583,14 @@ class _Run:
             self.keep_raw if batch.raw_dir(single=self.single) == RAW else self.keep_raw / batch.key
         )
 
-    def note_line(self, side: str, line: str) -> None:
-        """A line of a side's driver: a finished test or replay moves the side's counts."""
-        if self.progress is None:
-            return
+    def note_line(self, side: str, line: str) -> bool:
+        """A line of a side's driver: a finished test or replay moves the side's counts.
+        True when it was a test's progress line (nothing a diagnosis needs)."""
         test = parse_test_line(line)
         finished_replay = test is None and parse_replay_line(line) is not None
-        if test is None and not finished_replay:
-            return
+        if self.progress is None or (test is None and not finished_replay):
+            return test is not None
+        # Reported under the lock, so a side's counts never go back on screen or in a log.
         with self.progress_lock:
             current = self.side_progress.get(side) or SideProgress(
                 side=side,
@@ -602,7 +602,8 @@ class _Run:
             else:  # a batch run again counts once (with_replays caps at the total)
                 current = with_replays(current, current.replays_done + 1)
             self.side_progress[side] = current
-        self.progress(current)
+            self.progress(current)
+        return test is not None
 
 
 def _run_container(
@@ -773,8 +774,8 @@ class LineTail:
 
 def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
     def handle(line: str) -> None:
-        tail(line)
-        run.note_line(side, line)
+        if not run.note_line(side, line):
+            tail(line)  # the per-test lines would push a failure's own lines out
 
     return handle
 
