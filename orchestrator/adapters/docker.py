@@ -686,6 +686,7 @@ class Limits:
     open_files: int = 4096  # RLIMIT_NOFILE
 
 
+NPROC = 8192  # RLIMIT_NPROC counts the user's processes across every container
 # json-file, one file of at most 1 MiB: what the tool reads comes through its own streams.
 LOG_OPTIONS: Mapping[str, str] = {"max-size": "1m", "max-file": "1"}
 # A line longer than this is cut (the rest up to its newline is dropped): a container
@@ -786,6 +787,9 @@ def container_config(
         "ulimits": [
             docker.types.Ulimit(name="fsize", soft=limits.file_bytes, hard=limits.file_bytes),
             docker.types.Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+            # Named with the others: Podman, given any, would set this one to the host's
+            # maximum, which a machine that caps it refuses. The pids limit is the bound.
+            docker.types.Ulimit(name="nproc", soft=NPROC, hard=NPROC),
         ],
         "detach": True,
         "stdin_open": False,

@@ -42,6 +42,7 @@ _COLUMNS = (
     Column(heading="call deltas"),
     Column(heading="lane"),
     Column(heading="code"),
+    Column(heading="reasons"),
 )
 
 
@@ -583,7 +584,13 @@ def _print_tests(plan: Any) -> None:
 
 
 def _print_table(outcome: Any) -> None:
-    from orchestrator.core.replay_run import call_deltas, label_summary
+    from orchestrator.core.replay_run import (
+        call_deltas,
+        label_summary,
+        not_run_on_patch,
+        skipped_line,
+        table_reasons,
+    )
 
     print_table(
         _COLUMNS,
@@ -595,10 +602,17 @@ def _print_table(outcome: Any) -> None:
                 "; ".join(call_deltas(item.evidence.base, item.evidence.patch)) or "-",
                 item.decision.lane.value,
                 item.decision.code,
+                table_reasons(item.decision.code, item.decision.reasons),
             )
             for item in outcome.properties
         ),
     )
+    skipped = skipped_line(
+        sum(not_run_on_patch(item.evidence.patch) for item in outcome.properties),
+        len(outcome.properties),
+    )
+    if skipped is not None:
+        typer.echo(skipped)
     # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
     for item in outcome.properties:
         if item.decision.code == "oracle_changed":

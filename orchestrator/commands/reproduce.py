@@ -44,8 +44,9 @@ def reproduce(
             "--replay",
             metavar="N",
             min=1,
-            help="Which replay (1 to the run's --replays). Default: the first that did not "
-            "pass on the chosen side(s), else 1.",
+            help="Which replay (1 to the number the run recorded of the property on the "
+            "chosen side(s): its screening replays when it was decided on them). Default: "
+            "the first that did not pass on the chosen side(s), else 1.",
             show_default=False,
         ),
     ] = None,

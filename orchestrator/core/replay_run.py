@@ -403,7 +403,39 @@ def report_document(
         "exit_status": 0 if plan.nothing_selected else worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
         "screening": screening_summary(plan, properties, screening),
+        "skipped": skipped_count(properties),
     }
+
+
+def not_run_on_patch(replays: Sequence[Replay]) -> bool:
+    """The project skipped every replay of the patch side: the test did not run there."""
+    return bool(replays) and all(replay.label == Label.SKIPPED for replay in replays)
+
+
+def skipped_count(properties: Sequence[PropertyOutcome]) -> int:
+    """How many properties did not run on the patch because the project skips them."""
+    return sum(not_run_on_patch(item.evidence.patch) for item in properties)
+
+
+def skipped_line(skipped: int, total: int) -> str | None:
+    """``skipped 3 of 80: the project skips them on the patch`` under the table (None: no
+    skip)."""
+    if not skipped:
+        return None
+    return f"skipped {skipped} of {total}: the project skips them on the patch"
+
+
+# Codes whose reasons the table's other columns already say: the two sides' states, or
+# the moved call counts.
+_SHOWN_ELSEWHERE = frozenset({"not_reproduced", "call_budget"})
+
+
+def table_reasons(code: str, reasons: Sequence[str]) -> str:
+    """A decision's reasons for a terminal table (``fails_on_base_too; ...``), "-" when
+    the other columns already say them."""
+    if code in _SHOWN_ELSEWHERE or not reasons:
+        return "-"
+    return "; ".join(reasons)
 
 
 def screening_summary(

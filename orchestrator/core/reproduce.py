@@ -238,6 +238,9 @@ class SideReplay:
     replay: int
     seed: int
     recorded: Replay
+    # How many replays of the property the run recorded on this side: its screening
+    # replays alone when it was decided on them, N when it was replayed further.
+    recorded_count: int = 1
 
     @property
     def hash_seed(self) -> str:
@@ -291,6 +294,7 @@ def plan_reproduce(
                 replay=number,
                 seed=replay_seed(run.seed, raw_runs.get((name, number))),
                 recorded=recorded[name][number - 1],
+                recorded_count=len(recorded[name]),
             )
             for name in sides
         ),

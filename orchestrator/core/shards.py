@@ -301,6 +301,9 @@ def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
     screening = merged_screening(ordered)
     if screening is not None:
         summary["screening"] = screening
+    skipped = [run.summary.get("skipped") for run in ordered]
+    if all(isinstance(n, int) and not isinstance(n, bool) for n in skipped):
+        summary["skipped"] = sum(n for n in skipped if isinstance(n, int))
     return Merged(run_log=run_log, summary=summary, copies=tuple(copies))
 
 

@@ -317,7 +317,7 @@ def _replay(
 def _infra_reason(replays: Mapping[str, Sequence[Replay]]) -> str | None:
     for side, side_replays in replays.items():
         for replay in side_replays:
-            if not Label.is_completed(replay.label):
+            if not Label.is_completed(replay.label) and replay.label != Label.SKIPPED:
                 reason = f"{side}: {replay.label}"
                 if replay.reason:
                     reason += f" ({replay.reason})"

@@ -50,9 +50,8 @@ TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC
 # never mounts a folder of its own there: results come back through the reader
 # (orchestrator.adapters.results), so nothing the tree leaves behind is ever followed.
 OUT = "/replay-out"
-RESULTS_TMPFS = (
-    f"rw,nosuid,nodev,noexec,size={result_files.TMPFS_BYTES},uid=1000,gid=1000,mode=0700"
-)
+# mode=1777 rather than uid=1000: Podman refuses a tmpfs uid option.
+RESULTS_TMPFS = f"rw,nosuid,nodev,noexec,size={result_files.TMPFS_BYTES},mode=1777"
 FIXTURE = "/replay/fixture.json"
 # Recorded test durations (a scheduling hint for --jobs workers), beside the fixture.
 DURATIONS = "/replay/durations.json"

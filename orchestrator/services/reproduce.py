@@ -507,7 +507,7 @@ def _header(plan: ReproducePlan, side: SideReplay) -> str:
     overlay = f", tests from {plan.run.tests_from[:12]}" if plan.run.tests_from else ""
     return (
         f"== {side.side} {side.rev[:12]}{overlay}: {plan.property_id}, replay {side.replay} "
-        f"of {plan.run.replays} (seed {side.seed}, PYTHONHASHSEED {side.hash_seed}) =="
+        f"of {side.recorded_count} (seed {side.seed}, PYTHONHASHSEED {side.hash_seed}) =="
     )
 
 

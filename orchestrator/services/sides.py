@@ -1343,14 +1343,17 @@ def collect_command(plan: ReplayPlan) -> list[str]:
 def collected_selection(found: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The node ids to replay from each side's ``replay-collect/1`` document, first side
     first. A collector that failed on every side it appears on (a module that does not
-    import) is a property of its own, so that its failure is decided, not lost. Pure."""
+    import), or skipped itself, is a property of its own, so that its failure (or skip) is
+    decided, not lost. Pure."""
     items: dict[str, None] = {}
     for doc in found:
         for item in doc.get("items") or ():
             if isinstance(item, str):
                 items.setdefault(item, None)
     for doc in found:
-        for error in doc.get("errors") or ():
+        # A module that skips itself on import has no items: it is a property of its own,
+        # so that the skip is shown, not lost.
+        for error in (*(doc.get("errors") or ()), *(doc.get("skipped") or ())):
             if not isinstance(error, str) or error in items:
                 continue
             prefix = error.rstrip("/") + ("/" if not error.endswith(".py") else "::")

@@ -115,7 +115,11 @@ def test_container_config_is_hermetic():
     assert config["log_config"]["Type"] == "json-file"
     assert config["log_config"]["Config"] == {"max-size": "1m", "max-file": "1"}
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in config["ulimits"]}
-    assert ulimits == {"fsize": (1024**3, 1024**3), "nofile": (4096, 4096)}
+    assert ulimits == {
+        "fsize": (1024**3, 1024**3),
+        "nofile": (4096, 4096),
+        "nproc": (8192, 8192),
+    }
 
 
 def test_a_sides_container_mounts_nothing_writable_and_results_go_to_a_capped_tmpfs(tmp_path):
@@ -134,7 +138,7 @@ def test_a_sides_container_mounts_nothing_writable_and_results_go_to_a_capped_tm
     assert all(mount["mode"] == "ro" for mount in config["volumes"].values())
     assert config["tmpfs"][sides.OUT] == sides.RESULTS_TMPFS
     assert "size=67108864" in sides.RESULTS_TMPFS
-    assert "uid=1000" in sides.RESULTS_TMPFS
+    assert "mode=1777" in sides.RESULTS_TMPFS
     assert sides.SRC in config["tmpfs"]  # the writable tree's copy
     assert config["command"] == ["sleep", "infinity"]
 

@@ -401,3 +401,76 @@ def test_a_run_view_is_frozen() -> None:
     assert isinstance(run, RunView)
     with pytest.raises(AttributeError):
         run.run_id = "x"  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- skips
+
+
+def skipped_items(reasons: list[str]) -> list[tuple[str, str, str, list[str], dict[str, Any]]]:
+    """A property skipped on both sides per reason, one skipped on the patch only, one
+    skipped on base only (it ran on the patch), one that failed."""
+    items: list[tuple[str, str, str, list[str], dict[str, Any]]] = [
+        (
+            f"t.py::test_skip_{i}",
+            "no_freeze",
+            "skipped",
+            [f"skipped on both sides: {why}"],
+            {"base": [replay("skipped", message=why)], "patch": [replay("skipped", message=why)]},
+        )
+        for i, why in enumerate(reasons)
+    ]
+    items += [
+        (
+            "t.py::test_gone",
+            "no_freeze",
+            "skipped_on_patch",
+            ["skipped on the patch: gone"],
+            {"base": [replay("assert_pass")], "patch": [replay("skipped", message="gone")]},
+        ),
+        (
+            "t.py::test_new",
+            "no_freeze",
+            "skipped_on_base",
+            ["skipped on base: new"],
+            {"base": [replay("skipped", message="new")], "patch": [replay("assert_pass")]},
+        ),
+        ("t.py::test_red", "property_regression", "c", ["r"], failing("t.py::test_red", "t.py", 3)),
+    ]
+    return items
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(texts, max_size=5))
+def test_junit_marks_and_counts_what_the_patch_skipped(junit_xsd: Path, reasons: list[str]) -> None:
+    xml = render_junit([read_run(run_docs(skipped_items(reasons)))])
+    xmlschema.XMLSchema(junit_xsd).validate(xml)
+    suite = ET.fromstring(xml).find("testsuite")
+    assert suite is not None
+    # Skipped on both sides, and skipped on the patch: the test did not run with the patch.
+    assert suite.get("skipped") == str(len(reasons) + 1)
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    for i in range(len(reasons)):
+        skipped = cases[f"test_skip_{i}"].find("skipped")
+        assert skipped is not None
+        assert (skipped.get("message") or "").startswith("no_freeze / skipped: skipped on both")
+    assert cases["test_gone"].find("skipped") is not None
+    assert cases["test_new"].find("skipped") is None
+    assert cases["test_red"].find("skipped") is None
+    assert cases["test_red"].find("failure") is not None
+
+
+def test_markdown_and_html_show_and_count_skipped_tests() -> None:
+    run = read_run(run_docs(skipped_items(["needs BACKEND_URL"])))
+    assert run.skipped == 2
+    text = render_markdown([run])
+    assert "| skipped | 2 (the project skips them on the patch) |" in text
+    heading = "#### 2 properties skipped by the project on the patch"
+    assert heading in text
+    after = text.split(heading, 1)[1]
+    assert "`t.py::test_skip_0`" in after
+    assert "skipped on both sides: needs BACKEND_URL" in after
+    assert "`t.py::test_gone`" in after
+    assert "1 more property behaved alike" in text  # test_new ran on the patch and passed
+    page = render_html([run])
+    assert page.count('class="c skip"') == 4 + 1  # a cell per skipped replay, and the legend
+    assert "skipped 2" in page

@@ -4,7 +4,9 @@ The form is the one of the Jenkins JUnit schema (``junit-10.xsd``, the schema py
 checks its own ``xunit2`` output against), so that every reader of JUnit XML takes it:
 
 - a blocking lane is a ``failure`` (``type`` the lane, ``message`` "lane / code: first
-  reason"); an undecided lane is an ``error``; a non-blocking lane passes;
+  reason"); an undecided lane is an ``error``; a non-blocking lane passes, or is
+  ``skipped`` (counted in the suite's ``skipped``) when the project skipped every replay
+  of the patch;
 - the run's pins are the ``testsuite``'s ``properties`` (base and patch revisions, image,
   seed, command, ...);
 - what that schema has no place for on a ``testcase`` (its lane and code as named values,
@@ -77,6 +79,8 @@ def _system_out(item: PropertyView, run: RunView) -> str:
             words = [f"{side} replay {replay.number}: {replay.label}"]
             if replay.reason:
                 words.append(f"({replay.reason})")
+            elif replay.skipped and replay.message:
+                words.append(f"({' '.join(replay.message.split())})")
             if replay.assertion_id:
                 words.append(replay.assertion_id)
             if replay.duration_ms is not None:
@@ -103,6 +107,11 @@ def _details(item: PropertyView) -> str:
     return xml_text("\n".join(lines))[: MESSAGE_LIMIT * 4]
 
 
+def _skipped(item: PropertyView) -> bool:
+    """A non-blocking property the project skips on the patch: it did not run there."""
+    return item.skipped and item.kind is Kind.NON_BLOCKING
+
+
 def _testcase(item: PropertyView, run: RunView) -> ET.Element:
     parts = node_parts(item.property_id)
     case = ET.Element(
@@ -119,6 +128,8 @@ def _testcase(item: PropertyView, run: RunView) -> ET.Element:
     elif item.kind is Kind.UNDECIDED:
         element = ET.SubElement(case, "error", {"type": item.lane, "message": _message(item)})
         element.text = _details(item)
+    elif _skipped(item):
+        ET.SubElement(case, "skipped", {"message": _message(item)})
     ET.SubElement(case, "system-out").text = _system_out(item, run)
     return case
 
@@ -133,7 +144,7 @@ def _suite(run: RunView) -> ET.Element:
         "tests": str(len(properties)),
         "failures": str(failures),
         "errors": str(errors),
-        "skipped": "0",
+        "skipped": str(sum(_skipped(item) for item in properties)),
         "time": _seconds(total_time),
     }
     if run.started_at:
