@@ -5,7 +5,9 @@ Two generated suites, each run in a fresh `python -m pytest` process with and wi
 files. Runs alternate (without, with, ...) and the median of 5 is reported, with the
 ratio with/without. Two more rows time the replay driver (one replay, forked from a
 driver that imported pytest, and one new interpreter per replay) against the plain
-probed pytest run it wraps. Goal: the probe adds under 5%.
+probed pytest run it wraps (the driver's probe also writes one progress line per test).
+The in-interpreter line also times the probe with its per-test progress lines on. Goal:
+the probe adds under 5%.
 
     .venv/bin/python bench/probe.py [--runs 5] [--python /usr/bin/python3]
 
@@ -125,28 +127,37 @@ def compare(
 
 # Runs both variants alternately inside one interpreter, so start-up and imports drop
 # out and only the per-test cost of the hooks remains (printed as "without with").
+# A third variant adds the per-test progress line the driver asks for ($REPLAY_PROGRESS_FD,
+# here on /dev/null: the cost of the write call itself).
 IN_PROCESS = """
-import contextlib, io, sys, time, pytest
+import contextlib, io, os, sys, time, pytest
 base = sys.argv[2:]
-times = {False: [], True: []}
+null = os.open(os.devnull, os.O_WRONLY)
+times = {"none": [], "probe": [], "progress": []}
 for _ in range(int(sys.argv[1])):
-    for probed in (False, True):
-        args = [*base, "-p", "orchestrator.probe.plugin"] if probed else base
+    for variant in times:
+        args = base if variant == "none" else [*base, "-p", "orchestrator.probe.plugin"]
+        if variant == "progress":
+            os.environ["REPLAY_PROGRESS_FD"] = str(null)
+        else:
+            os.environ.pop("REPLAY_PROGRESS_FD", None)
         started = time.process_time()
         with contextlib.redirect_stdout(io.StringIO()):
             pytest.main(args)
-        times[probed].append(time.process_time() - started)
-print(min(times[False]), min(times[True]))
+        times[variant].append(time.process_time() - started)
+print(*(min(found) for found in times.values()))
 """
 
 
-def in_process(python: str, *, cwd: Path, env: dict[str, str], runs: int) -> tuple[float, float]:
+def in_process(
+    python: str, *, cwd: Path, env: dict[str, str], runs: int
+) -> tuple[float, float, float]:
     completed = subprocess.run(
         [python, "-c", IN_PROCESS, str(runs), *PYTEST_OPTIONS],
         cwd=cwd, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
-    without, with_probe = (float(x) for x in completed.stdout.split()[-2:])
-    return without, with_probe
+    without, with_probe, with_progress = (float(x) for x in completed.stdout.split()[-3:])
+    return without, with_probe, with_progress
 
 
 def main() -> int:
@@ -239,11 +250,13 @@ def main() -> int:
             f"| {row.name} | {a.wall_s:.3f} | {b.wall_s:.3f} | {b.wall_s / a.wall_s:.3f} "
             f"| {b.cpu_s / a.cpu_s:.3f} | {fastest_ratio:.3f} |"
         )
-    without, with_probe = hooks_only
+    without, with_probe, with_progress = hooks_only
     print()
     print(
         f"2,000 trivial tests in one interpreter (hooks only, fastest CPU of {options.runs}): "
-        f"{without:.3f} s without, {with_probe:.3f} s with, ratio {with_probe / without:.3f}"
+        f"{without:.3f} s without, {with_probe:.3f} s with, ratio {with_probe / without:.3f}; "
+        f"with per-test progress lines {with_progress:.3f} s, "
+        f"ratio {with_progress / with_probe:.3f} to the probe without them"
     )
     return 0
 

@@ -113,13 +113,9 @@ def accept(
 
 def _progress_logger() -> Any:
     from orchestrator import log
+    from orchestrator.commands._progress import progress_logger
 
-    logger = log.get_logger("orchestrator.accept")
-
-    def report(side: str, done: int, of: int) -> None:
-        logger.info("accept.progress", side=side, done=done, total=of)
-
-    return report
+    return progress_logger(log.get_logger("orchestrator.accept"), "accept.progress")
 
 
 def _print(result: AcceptResult) -> None:

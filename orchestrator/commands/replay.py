@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -470,7 +467,7 @@ def replay(
                     screening=plan.screen_policy.to_json(),
                     jobs=plan.scheduling.jobs,
                 )
-                with _progress(json_logs, replays, logger) as progress:
+                with _progress(json_logs, logger) as progress:
                     outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
         except (KeyboardInterrupt, Interrupted):
             raise Interrupted(interrupted_detail(run_dir)) from None
@@ -555,7 +552,7 @@ def _replay_and_shrink(
             "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
         )
 
-    with _progress(json_logs, options.replays, logger) as progress:
+    with _progress(json_logs, logger) as progress:
         result = replay_and_shrink(
             options,
             client=client,
@@ -577,37 +574,10 @@ def _replay_and_shrink(
     return result
 
 
-@contextmanager
-def _progress(
-    json_logs: bool, total: int, logger: Any
-) -> Iterator[Callable[[str, int, int], None]]:
-    """A bar per side on a terminal; a structlog line per finished replay otherwise."""
-    if json_logs or not sys.stderr.isatty():
+def _progress(json_logs: bool, logger: Any) -> Any:
+    from orchestrator.commands._progress import live_progress
 
-        def report(side: str, done: int, of: int) -> None:
-            logger.info("replay.progress", side=side, done=done, total=of)
-
-        yield report
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description:>6}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bars:
-        tasks = {side: bars.add_task(side, total=total) for side in ("base", "patch")}
-
-        def advance(side: str, done: int, of: int) -> None:
-            if side not in tasks:
-                tasks[side] = bars.add_task(side, total=of)
-            bars.update(tasks[side], completed=done, total=of)
-
-        yield advance
+    return live_progress(json_logs, logger, "replay.progress")
 
 
 def _print_tests(plan: Any) -> None:

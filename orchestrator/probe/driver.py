@@ -34,6 +34,13 @@ DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
 SIGINT kills the running replay's group, writes driver.json with "finished": false, and
 exits 128 + signal.
 
+While a replay runs, its probe writes `test <done>/<total> <outcome>` for each finished
+test (orchestrator/probe/plugin.py) on a copy of the driver's standard output, passed as
+$REPLAY_PROGRESS_FD: the replay's own output goes to its log, and pytest's capture only
+redirects descriptors 1 and 2. Each line is one write shorter than PIPE_BUF, so lines of
+concurrent workers do not interleave. Not with --attach (pytest's output is the stream
+there) nor in serve mode.
+
 With `--workers J` (J > 1) each replay is J pytest sessions at once, each collecting the
 whole selection and running its share of whole modules (`orchestrator/probe/workers.py`);
 the replay's result is the merge of theirs, and a worker that dies labels only its own
@@ -117,6 +124,7 @@ SPAWN_MODES: Final = (FORK, EXEC)
 PLUGIN: Final = "orchestrator.probe.plugin"
 DRIVER_MODULE: Final = "orchestrator.probe.replay"  # the entry module
 FIXTURE_ENV: Final = "REPLAY_FIXTURE"
+PROGRESS_FD_ENV: Final = "REPLAY_PROGRESS_FD"
 STDIO: Final = "-"
 # The package root, so the child finds the plugin whatever PYTHONPATH the caller set.
 _PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[2])
@@ -328,7 +336,12 @@ def hash_seed(seed: int) -> str:
 
 
 def child_environment(
-    base: dict[str, str], *, result_path: Path, seed: int, fixture: str | None = None
+    base: dict[str, str],
+    *,
+    result_path: Path,
+    seed: int,
+    fixture: str | None = None,
+    progress_fd: int | None = None,
 ) -> dict[str, str]:
     env = dict(base)
     env["REPLAY_RESULT"] = str(result_path)
@@ -337,6 +350,10 @@ def child_environment(
         env.pop(FIXTURE_ENV, None)
     else:
         env[FIXTURE_ENV] = fixture
+    if progress_fd is None:
+        env.pop(PROGRESS_FD_ENV, None)
+    else:
+        env[PROGRESS_FD_ENV] = str(progress_fd)
     # The same string hashing in every replay, so set iteration order cannot differ.
     env["PYTHONHASHSEED"] = hash_seed(seed)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -481,6 +498,8 @@ class Driver:
         # Serve mode: pytest's initial config per argument list, built once here and used
         # (a fresh copy each time) by every forked job with those arguments.
         self._config_templates: dict[tuple[str, ...], Any] = {}
+        # Batch mode: where the replays' probes write their per-test progress lines.
+        self.progress_fd: int | None = None
 
     def prepare(self) -> None:
         """Fork mode: import pytest, its built-in plugins and the probe once, here."""
@@ -545,7 +564,11 @@ class Driver:
         result_path.unlink(missing_ok=True)
         self.reset_dirs()
         env = child_environment(
-            dict(os.environ), result_path=result_path, seed=job.seed, fixture=job.fixture
+            dict(os.environ),
+            result_path=result_path,
+            seed=job.seed,
+            fixture=job.fixture,
+            progress_fd=self.progress_fd,
         )
         started = perf_counter()
         spawn = self._fork if job.spawn == FORK else self._exec
@@ -641,6 +664,7 @@ class Driver:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    pass_fds=() if self.progress_fd is None else (self.progress_fd,),
                 )
         # Reaped with os.waitpid by the caller; Popen must not reap it too.
         child.returncode = 0
@@ -757,6 +781,8 @@ class Driver:
             return self.serve()
         options = self.options
         options.out.mkdir(parents=True, exist_ok=True)
+        if not options.attach:
+            self.progress_fd = _progress_stream()
         try:
             self.prepare()
             for k in range(1, options.replays + 1):
@@ -862,6 +888,17 @@ class Driver:
         if error is not None:
             document["error"] = error
         write_json_atomic(self.options.out / "driver.json", document)
+
+
+def _progress_stream() -> int | None:
+    """A copy of standard output (above 2, so a replay's redirection leaves it alone) for
+    the probes' per-test lines, or None when there is no standard output to copy."""
+    sys.stdout.flush()
+    try:
+        fd = os.dup(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return fd
 
 
 def run_split(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:

@@ -5,6 +5,13 @@ document (docs/records.md, "Public shapes") atomically to $REPLAY_RESULT at the
 end of the session. Labels follow docs/lanes.md section 1; the probe never
 writes `timeout` (the driver that kills a replay does).
 
+With $REPLAY_PROGRESS_FD set (a descriptor the driver opened on its own output), each
+finished test also writes one line there, `test <done>/<total> <outcome>`: tests this
+session finished, tests of the whole replay's selection (all workers), and passed,
+failed (the call), error (setup or teardown) or skipped. One write per test, below
+pytest's output capture (which only redirects descriptors 1 and 2). Progress only: a
+test can write the same line, so nothing is decided from it.
+
 Importing this module installs the audit hook and the `time.sleep` wrapper, so both
 are in place before conftest files and test modules are imported.
 """
@@ -32,13 +39,14 @@ from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
 from orchestrator.probe.atomic import write_bytes_atomic
 from orchestrator.probe.deps import Deps
 from orchestrator.probe.meter import METER, STABLE_DEPENDENCIES, install
-from orchestrator.probe.share import register_share
+from orchestrator.probe.share import SELECTION_SIZE, register_share
 
 install()
 
 RESULT_ENV: Final = "REPLAY_RESULT"
 SEED_ENV: Final = "REPLAY_SEED"
 FIXTURE_ENV: Final = "REPLAY_FIXTURE"
+PROGRESS_FD_ENV: Final = "REPLAY_PROGRESS_FD"
 DEFAULT_SEED: Final = 0
 MESSAGE_LIMIT: Final = 4000
 
@@ -215,6 +223,27 @@ def _message(value: BaseException) -> str:
     return text[:MESSAGE_LIMIT]
 
 
+def progress_fd(environ: dict[str, str] | os._Environ[str]) -> int | None:
+    """The descriptor named by $REPLAY_PROGRESS_FD, or None (unset or not a descriptor
+    number above the standard three, which are the replay's log)."""
+    raw = environ.get(PROGRESS_FD_ENV, "")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6:
+        return None
+    fd = int(raw)
+    return fd if fd > 2 else None
+
+
+def progress_outcome(setup: str | None, call: str | None, teardown: str | None) -> str:
+    """One finished test's outcome on a progress line."""
+    if call == "failed":
+        return "failed"
+    if setup == "failed" or teardown == "failed":
+        return "error"
+    if setup == "skipped" or call == "skipped":
+        return "skipped"
+    return "passed"
+
+
 def read_seed(environ: dict[str, str] | os._Environ[str]) -> int:
     raw = environ.get(SEED_ENV, "").strip()
     if not raw:
@@ -281,6 +310,9 @@ class ProbeSession:
         self._collectors_seen: set[str] = set()
         seed_generators(self.seed)
         self._random_state = random.getstate()
+        self._progress_fd = progress_fd(os.environ)
+        self._tests_done = 0
+        self._tests_total = 0
 
     # -- collection ---------------------------------------------------------------
 
@@ -367,6 +399,9 @@ class ProbeSession:
         if not found_any:
             message = "; ".join(str(a) for a in error.args)
             self.tests.append(_harness_entry("<session>", "usage_error", message))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._tests_total = self.config.stash.get(SELECTION_SIZE, len(session.items))
 
     def _relative_arg(self, arg: str) -> str:
         """A command-line argument as a node id (paths relative to the rootdir)."""
@@ -504,6 +539,20 @@ class ProbeSession:
         else:
             record.teardown = outcome
             self._finish(record)
+            if self._progress_fd is not None:
+                self._report_progress(progress_outcome(record.setup, record.call, outcome))
+
+    def _report_progress(self, outcome: str) -> None:
+        fd = self._progress_fd
+        if fd is None:
+            return
+        self._tests_done += 1
+        total = max(self._tests_total, self._tests_done)
+        line = f"test {self._tests_done}/{total} {outcome}\n"
+        try:
+            os.write(fd, line.encode("ascii"))
+        except OSError:  # closed by a test, or the reader went away: progress is cosmetic
+            self._progress_fd = None
 
     def _finish(self, record: _TestRecord) -> None:
         encoded = record.encoded()

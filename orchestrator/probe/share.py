@@ -27,6 +27,9 @@ WORKER_ENV: Final = "REPLAY_WORKER"
 DURATIONS_ENV: Final = "REPLAY_DURATIONS"
 SPLIT_ENV: Final = "REPLAY_SPLIT"
 SPLIT_SCHEMA: Final = "replay-split/1"
+# The size of the whole replay's selection, before this worker kept its share (the
+# probe's per-test progress lines count against it).
+SELECTION_SIZE: Final = pytest.StashKey[int]()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +86,7 @@ class WorkerShare:
     ) -> None:
         # trylast: -k, -m and the project's own hooks have selected and ordered already.
         test_ids = [item.nodeid for item in items]
+        config.stash[SELECTION_SIZE] = len(test_ids)
         split = split_by_module(test_ids, self.durations, self.share.workers)
         mine = set(split[self.share.worker - 1])
         kept = [item for item in items if item.nodeid in mine]

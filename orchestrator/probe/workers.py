@@ -125,7 +125,11 @@ def run_workers(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:
     pids: dict[int, int] = {}
     for worker, (result_path, split_path, log_path) in files.items():
         env = child_environment(
-            dict(os.environ), result_path=result_path, seed=job.seed, fixture=job.fixture
+            dict(os.environ),
+            result_path=result_path,
+            seed=job.seed,
+            fixture=job.fixture,
+            progress_fd=driver.progress_fd,
         )
         env[WORKER_ENV] = f"{worker}/{count}"
         env[SPLIT_ENV] = str(split_path)

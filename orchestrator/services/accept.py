@@ -16,7 +16,7 @@ Plan first (pure checks on pinned inputs), then execute:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +46,8 @@ from orchestrator.services.tests_from import (
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+    from orchestrator.services.sides import Progress
 
 log = get_logger(__name__)
 
@@ -269,7 +271,7 @@ def _replay(
     plan: AcceptPlan,
     *,
     client: DockerClient | None,
-    progress: Callable[[str, int, int], None] | None,
+    progress: Progress | None,
 ) -> tuple[str, dict[str, tuple[Replay, ...]]]:
     """Both sides at once, same image ID; returns the image ID and the labels per side."""
     from orchestrator.adapters.docker import connect, resolve_image
@@ -334,7 +336,7 @@ def accept(
     ledger_url: str,
     now: datetime,
     client: DockerClient | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> AcceptResult:
     """Plan, check, replay, judge; append one ACCEPT event. Bad input raises before any event."""
     from orchestrator.adapters.ledger import Ledger
@@ -360,7 +362,7 @@ def check_property(
     plan: AcceptPlan,
     *,
     client: DockerClient | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> AcceptResult:
     """The static checks, then (only when they pass) both replays and the verdict."""
     options = plan.options

@@ -68,6 +68,13 @@ from orchestrator.core.labels import (
     nodeids_seen,
 )
 from orchestrator.core.pool import RAW, Batch, narrow_targets, plan_batches
+from orchestrator.core.progress import (
+    SideProgress,
+    parse_replay_line,
+    parse_test_line,
+    with_replays,
+    with_test,
+)
 from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.core.reproduce import IDLE_COMMAND
 from orchestrator.errors import (
@@ -117,10 +124,9 @@ PER_REPLAY_SLACK_S = 2.0
 # The container's paths live in services.engines; kept importable from here.
 __all__ = ["DURATIONS", "FIXTURE", "OUT", "PROBE_ROOT", "RESULTS_TMPFS", "SRC", "TREE"]
 
-Progress = Callable[[str, int, int], None]
-
-# The driver's progress line on the container's output (orchestrator/probe/driver.py).
-PROGRESS_LINE = re.compile(r"^replay (\d+)/(\d+) (\S+)")
+# Called with a side's counts after each of its finished tests and replays, from the
+# threads that read the containers' output.
+Progress = Callable[[SideProgress], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -552,7 +558,8 @@ class _Run:
     internal_errors: dict[str, tuple[str, str | None, str]] = field(default_factory=dict)
     scratch_lock: threading.Lock = field(default_factory=threading.Lock)
     progress_lock: threading.Lock = field(default_factory=threading.Lock)
-    done_per_side: dict[str, int] = field(default_factory=dict)
+    side_progress: dict[str, SideProgress] = field(default_factory=dict)
+    started_s: float = field(default_factory=time.monotonic)
     batches: int = 1
 
     def make_scratch(self, purpose: str) -> Path:
@@ -577,17 +584,27 @@ class _Run:
             self.keep_raw if batch.raw_dir(single=self.single) == RAW else self.keep_raw / batch.key
         )
 
-    def note_progress(self, side: str, number: int) -> None:
-        if self.progress is None:
-            return
-        if self.batches == 1:
-            self.progress(side, number, self.plan.replays)
-            return
-        total = self.plan.replays * self.batches
+    def note_line(self, side: str, line: str) -> bool:
+        """A line of a side's driver: a finished test or replay moves the side's counts.
+        True when it was a test's progress line (nothing a diagnosis needs)."""
+        test = parse_test_line(line)
+        finished_replay = test is None and parse_replay_line(line) is not None
+        if self.progress is None or (test is None and not finished_replay):
+            return test is not None
+        # Reported under the lock, so a side's counts never go back on screen or in a log.
         with self.progress_lock:
-            self.done_per_side[side] = self.done_per_side.get(side, 0) + 1
-            done = min(self.done_per_side[side], total)  # a batch run again counts once
-        self.progress(side, done, total)
+            current = self.side_progress.get(side) or SideProgress(
+                side=side,
+                started_s=self.started_s,
+                replays_total=self.plan.replays * self.batches,
+            )
+            if test is not None:
+                current = with_test(current, test)
+            else:  # a batch run again counts once (with_replays caps at the total)
+                current = with_replays(current, current.replays_done + 1)
+            self.side_progress[side] = current
+            self.progress(current)
+        return test is not None
 
 
 def _run_container(
@@ -693,7 +710,7 @@ def _observe(
         facts, read = run_and_read(
             container,
             command=command,
-            on_line=_line_handler(run, side, numbers, tail),
+            on_line=_line_handler(run, side, tail),
             deadline=started + side_deadline_s(run.plan, len(numbers)),
             interpreter=run.plan.interpreter or "python3",
         )
@@ -756,16 +773,10 @@ class LineTail:
         self.lines.append(line)
 
 
-def _line_handler(
-    run: _Run, side: str, numbers: tuple[int, ...], tail: Callable[[str], None]
-) -> Callable[[str], None]:
+def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
     def handle(line: str) -> None:
-        tail(line)
-        match = PROGRESS_LINE.match(line.strip())
-        if match:
-            done_in_unit = int(match.group(1))
-            if 1 <= done_in_unit <= len(numbers):
-                run.note_progress(side, numbers[done_in_unit - 1])
+        if not run.note_line(side, line):
+            tail(line)  # the per-test lines would push a failure's own lines out
 
     return handle
 

@@ -100,10 +100,11 @@ def test_replays_write_one_result_each_then_driver_json(tmp_path, spawn):
     out = tmp_path / "out"
     completed = run_driver(tmp_path, out, "test_mixed.py", replays=3, spawn=spawn)
     assert completed.returncode == 0, completed.stderr
+    # Each finished test's progress line (from the probe), then the replay's own line.
     assert completed.stdout.splitlines() == [
-        "replay 1/3 completed",
-        "replay 2/3 completed",
-        "replay 3/3 completed",
+        line
+        for k in (1, 2, 3)
+        for line in ("test 1/2 passed", "test 2/2 failed", f"replay {k}/3 completed")
     ]
     assertion_ids = set()
     for k in (1, 2, 3):
@@ -270,7 +271,12 @@ def test_a_forked_replay_never_returns_into_the_driver(tmp_path):
     out = tmp_path / "out"
     completed = run_driver(tmp_path, out, "test_exit.py", replays=2)
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines() == ["replay 1/2 completed", "replay 2/2 completed"]
+    assert completed.stdout.splitlines() == [
+        "test 1/1 passed",
+        "replay 1/2 completed",
+        "test 1/1 passed",
+        "replay 2/2 completed",
+    ]
     assert load(out / "driver.json")["finished"] is True
 
 
@@ -344,7 +350,7 @@ def test_a_garbled_result_is_corrupt_result(tmp_path, spawn):
     write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
     out = tmp_path / "out"
     completed = run_driver(tmp_path, out, "test_ok.py", spawn=spawn)
-    assert completed.stdout.splitlines() == ["replay 1/1 corrupt_result"]
+    assert completed.stdout.splitlines() == ["test 1/1 passed", "replay 1/1 corrupt_result"]
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"], run["exit_code"]) == ("corrupt_result", None, 0)
 

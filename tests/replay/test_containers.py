@@ -15,6 +15,7 @@ from replay_gitrepo import commit, init
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.core.labels import ReplayFile, label_replay
+from orchestrator.core.progress import SideProgress
 from orchestrator.services import sides
 
 pytestmark = pytest.mark.docker
@@ -231,18 +232,27 @@ def test_a_side_with_a_mutant_runs_the_mutated_sources(
         sides.SideSpec(name="original", repo=repo, rev=sha),
         sides.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
     ]
-    seen: list[tuple[str, int, int]] = []
-    labelled = sides.replay_sides(
-        plan, specs, client=docker_client, progress=lambda *a: seen.append(a)
-    )
+    seen: list[SideProgress] = []
+    labelled = sides.replay_sides(plan, specs, client=docker_client, progress=seen.append)
     assert [r.label for r in labelled["original"]["tests/test_lib.py::test_double"]] == [
         "assert_pass"
     ] * 2
     assert [r.label for r in labelled["mutant"]["tests/test_lib.py::test_double"]] == [
         "assert_fail"
     ] * 2
-    assert ("original", 2, 2) in seen
-    assert ("mutant", 2, 2) in seen
+    # Each test's line arrives while its side runs, before the replay that ran it ends.
+    for side, failures in (("original", 0), ("mutant", 1)):
+        counts = [
+            (p.tests_done, p.replays_done, p.failures, p.tests_total)
+            for p in seen
+            if p.side == side
+        ]
+        assert counts == [
+            (1, 0, failures, 2),
+            (1, 1, failures, 2),
+            (2, 1, 2 * failures, 2),
+            (2, 2, 2 * failures, 2),
+        ]
     assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
 
 

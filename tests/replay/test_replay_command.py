@@ -187,7 +187,27 @@ def test_bilateral_replay_decides_each_property(tmp_path, repo, runner_image_id,
     assert sorted(p.name for p in (out / "raw" / "base").iterdir()) == [
         "replay-001.json", "replay-002.json", "replay-003.json"
     ]  # fmt: skip
+    assert_progress_logged(result.stderr, tests=9, failures={"base": 0, "patch": 3})
     assert_nothing_left(docker_client, result, report["run_id"])
+
+
+def assert_progress_logged(stderr: str, *, tests: int, failures: dict[str, int]) -> None:
+    """The JSON log's replay.progress lines per side: the first as soon as a test finished
+    (before any replay ended), the last with every test and failure counted."""
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    for side, failed in failures.items():
+        logged = [
+            line for line in lines if line["event"] == "replay.progress" and line["side"] == side
+        ]
+        assert len(logged) >= 2, stderr
+        assert (logged[0]["tests_done"], logged[0]["done"]) == (1, 0)
+        last = logged[-1]
+        assert (last["done"], last["total"]) == (3, 3)
+        assert (last["tests_done"], last["tests_total"], last["failures"]) == (tests, tests, failed)
+        assert last["elapsed_s"] >= 0
+        assert [line["tests_done"] for line in logged] == sorted(
+            line["tests_done"] for line in logged
+        )
 
 
 def test_whole_command_without_properties_one_container_per_replay(tmp_path, repo, docker_client):
