@@ -354,13 +354,20 @@ def noop_commit(repo: Path, fix: str) -> str:
         return git(repo, "rev-parse", branch)
     files = git(repo, "ls-tree", "-r", "--name-only", fix).splitlines()
     python = [path for path in files if path.endswith(".py")]
-    tests = [path for path in python if TEST_FILE.match(path.rsplit("/", 1)[-1])]
-    code = [path for path in python if not is_test_path(path) and "/" in path]
+    tests = sorted(
+        (path for path in python if TEST_FILE.match(path.rsplit("/", 1)[-1])),
+        key=lambda path: (not any(TEST_DIRS.match(part) for part in path.split("/")[:-1]), path),
+    )
+    # the package's own __init__.py (src/pkg/ or pkg/), not docs/ or benchmarks/
+    code = sorted(
+        (path for path in python if path.endswith("/__init__.py") and not is_test_path(path)),
+        key=lambda path: (not path.startswith("src/"), path.count("/"), path),
+    )
     worktree = repo.parent / f".noop-{fix[:12]}"
     shutil.rmtree(worktree, ignore_errors=True)
     git(repo, "worktree", "add", "--quiet", "-b", branch, str(worktree), fix)
     try:
-        for path in sorted(tests)[:1] + sorted(code)[:1]:
+        for path in tests[:1] + code[:1]:
             target = worktree / path
             target.write_text(target.read_text() + "# a comment: nothing else changes\n")
             git(worktree, "add", path)
