@@ -13,7 +13,9 @@ For each fix commit FIX with parent PARENT:
 
 - **Ground truth**, plain pytest in the same image (the library's image, the tree mounted
   read-only, no network, non-root, `pytest -q -p no:cacheprovider` as the user would type
-  it, plus a small plugin that writes each test's outcome and failing line): the tree at
+  it, plus a small plugin that writes each test's outcome and failing line, and
+  `--continue-on-collection-errors`, so that a test module that does not import on a side
+  (its tests are errors there) leaves the other modules' outcomes): the tree at
   PARENT, at FIX, and at PARENT with the fix's test files laid over (SWE-bench style: every
   file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
   `conftest.py`; added, modified and deleted alike).
@@ -327,7 +329,8 @@ def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str,
         "-v", f"{root}:/src:ro", "-v", f"{scratch / 'plugin'}:/corpus-plugin:ro",
         "-v", f"{scratch / 'out'}:/out",
         image.ref, "sh", "-c",
-        f'mkdir -p /tmp/home && exec {image.pytest} -q -p no:cacheprovider -p corpus_outcomes',
+        f"mkdir -p /tmp/home && exec {image.pytest} -q -p no:cacheprovider -p corpus_outcomes"
+        " --continue-on-collection-errors",
     ]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
@@ -482,6 +485,17 @@ def labels_agree(outcome: Mapping[str, Any] | None, labels: Sequence[str]) -> bo
     return bool(labels) and set(labels) == {LABEL[kind]}
 
 
+def outcomes(truth: Mapping[str, Any]) -> dict[str, Any]:
+    """Each test's outcome; a module that did not import leaves none (see `errored`)."""
+    return {k: v for k, v in truth["tests"].items() if v["outcome"] != "collect_error"}
+
+
+def errored(truth: Mapping[str, Any], node: str) -> bool:
+    """Whether the node's module (or the whole session) failed to collect on that side."""
+    broken = {k for k, v in truth["tests"].items() if v["outcome"] == "collect_error"}
+    return bool(broken & {"<session>", "", node.split("::", 1)[0]})
+
+
 @dataclass(kw_only=True)
 class Comparison:
     tests: int = 0
@@ -504,13 +518,16 @@ def compare(
     base_truth: Mapping[str, Any], patch_truth: Mapping[str, Any], result: Mapping[str, Any]
 ) -> tuple[Comparison, int]:
     """Per test: the tool's labels and lane against plain pytest; and the exit expected."""
-    truth_b = {k: v for k, v in base_truth["tests"].items() if v["outcome"] != "collect_error"}
-    truth_p = {k: v for k, v in patch_truth["tests"].items() if v["outcome"] != "collect_error"}
+    truth_b, truth_p = outcomes(base_truth), outcomes(patch_truth)
     decided = {d["property_id"]: d for d in result["decisions"]}
     comparison = Comparison()
     worst = 0
     for node in sorted(set(truth_b) | set(truth_p) | set(decided)):
         b, p = truth_b.get(node), truth_p.get(node)
+        if b is None and errored(base_truth, node):
+            b = {"outcome": "error"}
+        if p is None and errored(patch_truth, node):
+            p = {"outcome": "error"}
         lanes = expected_lanes(b, p)
         if lanes & BLOCKING and not lanes - BLOCKING:
             worst = 1
@@ -524,10 +541,10 @@ def compare(
         lane = "skipped" if decision["code"] == "skipped" else decision["lane"]
         shown = f"{decision['lane']}/{decision['code']}"
         for side, truth in (("base", b), ("patch", p)):
-            for line in decision["failing_lines"][side]:
-                if truth and truth.get("outcome") == "failed" and truth.get("line"):
-                    comparison.located += 1
-                    comparison.located_same += line.startswith(truth["line"] + ":")
+            lines = set(decision["failing_lines"][side])
+            if lines and truth and truth.get("outcome") == "failed" and truth.get("line"):
+                comparison.located += 1
+                comparison.located_same += lines == {f"{truth['line']}:{truth['type']}"}
         if not labels_agree(b, decision["base_labels"]) or not labels_agree(
             p, decision["patch_labels"]
         ):
@@ -656,6 +673,11 @@ def kinds_text(kinds: Counter[str]) -> str:
     return "; ".join(f"{count} {kind}" for kind, count in kinds.most_common()) or "-"
 
 
+def brief(kind: str) -> str:
+    """A disagreement's kind without the tool's labels: lane/code (pytest's outcomes)."""
+    return re.sub(r" \[[^]]*\]", "", kind)
+
+
 def library_table(library: str, found: Sequence[Row], markdown: bool) -> list[str]:
     header = [
         "commit",
@@ -677,7 +699,7 @@ def library_table(library: str, found: Sequence[Row], markdown: bool) -> list[st
                 row.scenario,
                 str(c.tests),
                 str(c.agree),
-                kinds_text(c.kinds),
+                kinds_text(Counter({brief(kind): n for kind, n in c.kinds.items()})),
                 f"{c.located_same}/{c.located}" if c.located else "-",
                 f"{row.exit} ({row.expected_exit})",
                 f"{row.replay_s:.1f}",
@@ -689,11 +711,8 @@ def library_table(library: str, found: Sequence[Row], markdown: bool) -> list[st
     exits_ok = sum(row.exit == row.expected_exit for row in found)
     kinds: Counter[str] = Counter()
     for row in found:
-        kinds.update(
-            Counter(
-                {kind.split(" (")[0].split(" [")[0]: n for kind, n in row.comparison.kinds.items()}
-            )
-        )
+        for kind, n in row.comparison.kinds.items():
+            kinds[brief(kind)] += n
     body.append(
         [
             "all",
@@ -707,22 +726,69 @@ def library_table(library: str, found: Sequence[Row], markdown: bool) -> list[st
             f"{sum(row.plain_s for row in found):.1f}",
         ]
     )
-    lines = [f"### {library}", ""] if markdown else [f"== {library}"]
+    title = [f"#### {library}", ""] if markdown else [f"== {library}"]
+    return title + render(header, body, markdown)
+
+
+def overall_table(found: Sequence[Row], libraries: Sequence[Library], markdown: bool) -> list[str]:
+    header = [
+        "library",
+        "commits",
+        "tests compared",
+        "agree",
+        "disagree",
+        "exit as expected",
+        "reversed blocks",
+        "no-op passes",
+        "replay s",
+        "plain b+p s",
+    ]
+    body: list[list[str]] = []
+    for library in [*libraries, None]:
+        mine = [row for row in found if library is None or row.library == library.name]
+        if not mine:
+            continue
+        tests = sum(row.comparison.tests for row in mine)
+        agree = sum(row.comparison.agree for row in mine)
+        reversed_rows = [row for row in mine if row.scenario == "reversed"]
+        noop_rows = [row for row in mine if row.scenario == "noop"]
+        body.append(
+            [
+                library.name if library else "all",
+                str(len({(row.library, row.fix) for row in mine})),
+                str(tests),
+                f"{agree} ({100 * agree / tests:.1f} %)" if tests else "0",
+                str(tests - agree),
+                f"{sum(row.exit == row.expected_exit for row in mine)}/{len(mine)}",
+                f"{sum(row.exit == 1 for row in reversed_rows)}/"
+                f"{sum(row.expected_exit == 1 for row in reversed_rows)}"
+                f" of {len(reversed_rows)}",
+                f"{sum(row.exit != 1 for row in noop_rows)}/{len(noop_rows)}",
+                f"{sum(row.replay_s for row in mine):.0f}",
+                f"{sum(row.plain_s for row in mine):.0f}",
+            ]
+        )
+    return render(header, body, markdown)
+
+
+def render(header: Sequence[str], body: Sequence[Sequence[str]], markdown: bool) -> list[str]:
     if markdown:
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "---|" * len(header))
-        lines.extend("| " + " | ".join(cells) + " |" for cells in body)
-    else:
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        for cells in [header, *body]:
-            lines.append(
-                "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
-            )
-    return lines
+        return [
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(cells) + " |" for cells in body),
+        ]
+    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+        for cells in [header, *body]
+    ]
 
 
 def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: bool) -> None:
     found = rows(work, tag, libraries)
+    print("\n".join(overall_table(found, libraries, markdown)))
+    print()
     for library in libraries:
         mine = [row for row in found if row.library == library.name]
         if mine:
