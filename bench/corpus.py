@@ -15,8 +15,8 @@ For each fix commit FIX with parent PARENT:
   read-only, no network, non-root, `pytest -q -p no:cacheprovider` as the user would type
   it, plus a small plugin that writes each test's outcome and failing line, and
   `--continue-on-collection-errors`, so that a test module that does not import on a side
-  (its tests are errors there) leaves the other modules' outcomes): the tree at
-  PARENT, at FIX, and at PARENT with the fix's test files laid over (SWE-bench style: every
+  (its tests are errors there) leaves the other modules' outcomes): the tree at FIX, and
+  at PARENT with the fix's test files laid over (SWE-bench style: every
   file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
   `conftest.py`; added, modified and deleted alike).
 - **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch`, the
@@ -145,6 +145,7 @@ class Library:
     build_rev: str = "HEAD"
     commits: tuple[str, ...] = ()
     timeout: int = 600
+    run: bool = True  # in a run that names no --library
 
 
 def load_corpus(path: Path) -> list[Library]:
@@ -159,6 +160,7 @@ def load_corpus(path: Path) -> list[Library]:
             build_rev=item.get("build_rev", "HEAD"),
             commits=tuple(item["commits"]),
             timeout=int(item.get("timeout", 600)),
+            run=bool(item.get("run", True)),
         )
         for item in data["library"]
     ]
@@ -270,7 +272,7 @@ def export(repo: Path, rev: str, dest: Path) -> None:
 
 
 def tree(repo: Path, work: Path, library: str, commit: Commit, variant: str) -> Path:
-    """A tree to run plain pytest on: `parent`, `fix` or `parent+fixtests`."""
+    """A tree to run plain pytest on: `fix` or `parent+fixtests`."""
     dest = work / "trees" / library / f"{commit.fix[:12]}-{variant}"
     if dest.exists():
         return dest
@@ -576,7 +578,7 @@ def run_library(
         truth_dir = work / "truth" / library.name
         truth_dir.mkdir(parents=True, exist_ok=True)
         truths = {}
-        for variant in ("parent", "fix", "parent+fixtests"):
+        for variant in ("fix", "parent+fixtests"):
             root = tree(repo, work, library.name, commit, variant)
             out = truth_dir / f"{commit.fix[:12]}-{variant}.json"
             truths[variant] = plain_pytest(image, root, out, library.timeout * 2)
@@ -820,7 +822,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     libraries = [
         library
         for library in load_corpus(args.corpus)
-        if not args.library or library.name in args.library
+        if library.name in args.library or (not args.library and library.run)
     ]
     work = args.work.resolve()
     if not args.report_only:
