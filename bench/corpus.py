@@ -542,11 +542,17 @@ def compare(
             continue
         lane = "skipped" if decision["code"] == "skipped" else decision["lane"]
         shown = f"{decision['lane']}/{decision['code']}"
+        other_failure = ""
         for side, truth in (("base", b), ("patch", p)):
             lines = set(decision["failing_lines"][side])
             if lines and truth and truth.get("outcome") == "failed" and truth.get("line"):
                 comparison.located += 1
                 comparison.located_same += lines == {f"{truth['line']}:{truth['type']}"}
+            types = {line.rsplit(":", 1)[-1] for line in lines} - {"Failed"}
+            if truth and truth.get("type") and types and types != {truth["type"]}:
+                # "Failed" is the probe's type for a unittest failure: the line column
+                # counts it; another type means the side failed for another reason.
+                other_failure = f"{side} fails with {','.join(sorted(types))} ({truth['type']})"
         if not labels_agree(b, decision["base_labels"]) or not labels_agree(
             p, decision["patch_labels"]
         ):
@@ -557,6 +563,8 @@ def compare(
             comparison.add(f"{shown} [{labels}] ({pytest_says})", node)
         elif lane not in lanes:
             comparison.add(f"{shown} ({pytest_says})", node)
+        elif other_failure:
+            comparison.add(f"{shown}, {other_failure}", node)
         else:
             comparison.add(None, node)
     return comparison, worst
