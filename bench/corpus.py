@@ -455,9 +455,10 @@ def expected_lanes(base: Mapping[str, Any] | None, patch: Mapping[str, Any] | No
         return {"infra_queue"}
     if "absent" in (b, p):
         return {"reject_run"}
-    if b == "skip" or p == "skip":
-        other = p if b == "skip" else b
-        return {"property_regression", "block_patch"} if other == "fail" else {"skipped"}
+    if b == "skip" and p == "fail":
+        return {"property_regression"}  # pytest is red on the patch
+    if "skip" in (b, p):
+        return {"skipped"}  # shown, never blocking
     table = {
         ("pass", "pass"): {"no_freeze"},
         ("fail", "pass"): {"fix_candidate"},
@@ -540,7 +541,8 @@ def compare(
         if decision is None:
             comparison.add(f"not shown ({pytest_says})", node)
             continue
-        lane = "skipped" if decision["code"] == "skipped" else decision["lane"]
+        skip_code = decision["code"].startswith("skipped") and decision["lane"] == "no_freeze"
+        lane = "skipped" if skip_code else decision["lane"]
         shown = f"{decision['lane']}/{decision['code']}"
         other_failure = ""
         for side, truth in (("base", b), ("patch", p)):
