@@ -797,8 +797,27 @@ def render(header: Sequence[str], body: Sequence[Sequence[str]], markdown: bool)
     ]
 
 
+def commit_list(found: Sequence[Row], libraries: Sequence[Library]) -> list[str]:
+    lines = ["| library | repository | test style | fix commits (parent is the base) |"]
+    lines.append("|---|---|---|---|")
+    for library in libraries:
+        subjects = {row.fix: row.subject for row in found if row.library == library.name}
+        if subjects:
+            listed = "<br>".join(
+                f"`{fix}` {subject.replace('|', '/')}" for fix, subject in subjects.items()
+            )
+            lines.append(
+                f"| {library.name} | [{library.repo}](https://github.com/{library.repo}) "
+                f"| {library.style} | {listed} |"
+            )
+    return lines
+
+
 def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: bool) -> None:
     found = rows(work, tag, libraries)
+    if markdown:
+        print("\n".join(commit_list(found, libraries)))
+        print()
     print("\n".join(overall_table(found, libraries, markdown)))
     print()
     for library in libraries:
