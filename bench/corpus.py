@@ -90,6 +90,8 @@ def _failure(report):
     if crash is not None and crash.message:
         head = crash.message.split(":", 1)[0].strip()
         kind = head.rsplit(".", 1)[-1] if head.replace(".", "").isidentifier() else None
+        if crash.message.startswith("assert "):  # a rewritten plain assert
+            kind = "AssertionError"
     own = os.path.normpath(report.location[0])
     line = None
     for entry in getattr(traceback, "reprentries", None) or ():
@@ -549,7 +551,10 @@ def compare(
             lines = set(decision["failing_lines"][side])
             if lines and truth and truth.get("outcome") == "failed" and truth.get("line"):
                 comparison.located += 1
-                comparison.located_same += lines == {f"{truth['line']}:{truth['type']}"}
+                where = {line.rsplit(":", 1)[0] if not truth["type"] else line for line in lines}
+                comparison.located_same += where == {
+                    f"{truth['line']}:{truth['type']}" if truth["type"] else truth["line"]
+                }
             types = {line.rsplit(":", 1)[-1] for line in lines} - {"Failed"}
             if truth and truth.get("type") and types and types != {truth["type"]}:
                 # "Failed" is the probe's type for a unittest failure: the line column
