@@ -856,7 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     libraries = [
         library
         for library in load_corpus(args.corpus)
-        if library.name in args.library or (not args.library and library.run)
+        if library.name in args.library or (not args.library and (library.run or args.report_only))
     ]
     work = args.work.resolve()
     if not args.report_only:
