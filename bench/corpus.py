@@ -1,7 +1,8 @@
 """Corpus: `orchestrator replay` against plain pytest on real libraries' upstream fixes.
 
     .venv/bin/python bench/corpus.py --mirror-root /work/.mirror --work /tmp/corpus \
-        [--library NAME ...] [--commit SHA ...] [--tag TAG] [--markdown]
+        [--library NAME ...] [--commit SHA ...] [--scenario forward|reversed|noop ...]
+        [--tag TAG] [--markdown]
     .venv/bin/python bench/corpus.py --work /tmp/corpus --report-only [--tag TAG] [--markdown]
 
 The libraries and their fix commits are in bench/corpus.toml. The script never fetches:
@@ -581,7 +582,12 @@ def compare(
 
 
 def run_library(
-    library: Library, mirror_root: Path, work: Path, tag: str, only: Sequence[str]
+    library: Library,
+    mirror_root: Path,
+    work: Path,
+    tag: str,
+    only: Sequence[str],
+    scenarios: Sequence[str] = SCENARIOS,
 ) -> None:
     repo = clone(library, mirror_root, work)
     image = library_image(library, repo)
@@ -606,6 +612,8 @@ def run_library(
         results_dir = work / "results" / tag / library.name
         results_dir.mkdir(parents=True, exist_ok=True)
         for scenario, (base, patch, tests_from) in plans.items():
+            if scenario not in scenarios:
+                continue
             out = results_dir / f"{commit.fix[:12]}-{scenario}.json"
             if out.exists():
                 continue
@@ -848,6 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--library", action="append", default=[])
     parser.add_argument("--commit", action="append", default=[])
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     parser.add_argument("--tag", default=None, help="results folder (default: this HEAD)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--markdown", action="store_true")
@@ -861,7 +870,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.work.resolve()
     if not args.report_only:
         for library in libraries:
-            run_library(library, args.mirror_root, work, tag, args.commit)
+            scenarios = args.scenario or SCENARIOS
+            run_library(library, args.mirror_root, work, tag, args.commit, scenarios)
     print_report(work, tag, libraries, args.markdown)
     return 0
 
