@@ -4,6 +4,7 @@
         [--library NAME ...] [--commit SHA ...] [--scenario forward|reversed|noop ...]
         [--tag TAG] [--markdown]
     .venv/bin/python bench/corpus.py --work /tmp/corpus --report-only [--tag TAG] [--markdown]
+        [--before TAG]
 
 The libraries and their fix commits are in bench/corpus.toml. The script never fetches:
 `--mirror-root` holds one git repository per library, `<root>/<owner>+<name>/repo` (a bare
@@ -849,6 +850,46 @@ def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: b
             )
 
 
+def before_after(
+    work: Path, before: str, after: str, libraries: Sequence[Library], markdown: bool
+) -> list[str]:
+    """The replays run under both tags, side by side."""
+    earlier = {(row.library, row.fix, row.scenario): row for row in rows(work, before, libraries)}
+    header = [
+        "library",
+        "commit",
+        "scenario",
+        "tests",
+        f"agree {before}",
+        f"agree {after}",
+        f"exit {before}",
+        f"exit {after}",
+        "expected",
+        f"disagreements left ({after})",
+    ]
+    body: list[list[str]] = []
+    for row in rows(work, after, libraries):
+        old = earlier.get((row.library, row.fix, row.scenario))
+        if old is None:
+            continue
+        kinds = Counter({brief(kind): n for kind, n in row.comparison.kinds.items()})
+        body.append(
+            [
+                row.library,
+                row.fix,
+                row.scenario,
+                str(row.comparison.tests),
+                f"{old.comparison.agree}/{old.comparison.tests}",
+                f"{row.comparison.agree}/{row.comparison.tests}",
+                str(old.exit),
+                str(row.exit),
+                str(row.expected_exit),
+                kinds_text(kinds),
+            ]
+        )
+    return render(header, body, markdown)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
@@ -859,6 +900,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     parser.add_argument("--tag", default=None, help="results folder (default: this HEAD)")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--before", help="with --report-only: a tag to set beside --tag")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     tag = args.tag or git(ROOT, "rev-parse", "--short", "HEAD")
@@ -872,6 +914,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for library in libraries:
             scenarios = args.scenario or SCENARIOS
             run_library(library, args.mirror_root, work, tag, args.commit, scenarios)
+    if args.report_only and args.before:
+        print("\n".join(before_after(work, args.before, tag, libraries, args.markdown)))
+        return 0
     print_report(work, tag, libraries, args.markdown)
     return 0
 
