@@ -25,7 +25,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres wheelhouse browser junit-xsd doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd doctor test lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -53,13 +53,20 @@ engine:
 	@scripts/ensure-docker
 
 # Prints the runner image ID (sha256:...) on stdout; progress goes to stderr.
-image: engine
+image: venv engine
 	@scripts/build-images
 
 # The ledger tests start a throwaway PostgreSQL server: make sure its binaries exist.
 postgres:
 	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| scripts/apt-install postgresql-15 || scripts/apt-install postgresql
+
+# The Podman tests (tests/engines/test_podman.py) run when Debian's podman and its init
+# (catatonit) are there; installed here when this machine allows it, skipped otherwise.
+podman:
+	@{ command -v podman && test -e /usr/libexec/podman/catatonit; } >/dev/null 2>&1 \
+		|| scripts/apt-install podman catatonit \
+		|| echo "make: podman is not installed: its tests are skipped" >&2
 
 # Each list is resolved on its own (they pin different pytest versions) with the host's pip.
 $(WHEELHOUSE)/.done: $(WHEELHOUSE_LISTS) | $(STAMP)
@@ -98,7 +105,7 @@ lint: venv
 
 # The scale-out tests (tests/engines/) start a second local Docker engine of their own with
 # scripts/ensure-docker under a private root, and stop and remove only that one at the end.
-test: venv engine image postgres wheelhouse browser junit-xsd
+test: venv engine image postgres podman wheelhouse browser junit-xsd
 	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
 
 replay: venv engine image

@@ -7,14 +7,20 @@ module owns the one handler that turns an exception into an exit status
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import os
 import pkgutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any
 
 import click
 import typer
+from typer.core import TyperGroup
 
 from orchestrator import commands, interrupts, log
 from orchestrator.errors import ExitCode, Interrupted, OrchestratorError, exit_code_for, one_line
@@ -66,7 +72,9 @@ def _root(
     ),
 ) -> None:
     fmt: log.LogFormat = log_format  # type: ignore[assignment]
-    log.configure(fmt, os.environ, verbose=verbose)
+    from orchestrator.core.text_safety import terminal_safe
+
+    log.configure(fmt, os.environ, verbose=verbose, console_filter=terminal_safe)
     ctx.obj = GlobalOptions(log_format=fmt, json_logs=log.is_json(fmt, os.environ))
 
 
@@ -81,10 +89,118 @@ def _register_commands() -> None:
 _register_commands()
 
 
+class _LazyGroup(TyperGroup):
+    """The root command: a subcommand is converted from Typer to Click only when it is
+    asked for. Converting all of them (every parameter's annotations evaluated) cost more
+    than the imports on every start; the root's help lists them from their help texts."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.lazy: dict[str, tuple[Callable[[], click.Command], str, bool]] = {}
+        self.built: dict[str, click.Command] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.lazy)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.built:
+            entry = self.lazy.get(cmd_name)
+            if entry is None:
+                return None
+            self.built[cmd_name] = entry[0]()
+        return self.built[cmd_name]
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return click.Group.resolve_command(self, ctx, args)
+        except click.UsageError as error:
+            matches = get_close_matches(args[0], list(self.lazy)) if args else []
+            if matches and "Did you mean" not in error.message:
+                suggestions = ", ".join(f"{match!r}" for match in matches)
+                error.message = (  # type: ignore[misc]  # Click's own suggestions do so too
+                    f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
+                )
+            raise
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, text) for name, (_, text, hidden) in self.lazy.items() if not hidden]
+        if not rows:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            # A bare Command shortens the help exactly as the converted one would.
+            formatter.write_dl(
+                [
+                    (name, click.Command(name, help=text).get_short_help_str(limit))
+                    for name, text in rows
+                ]
+            )
+
+
+def _help_text(text: str | None) -> str:
+    return (text or "").split("\f", 1)[0]
+
+
+def build_command() -> click.Command:
+    """The root Click group of ``app``, its subcommands converted on demand."""
+    from typer.main import (
+        get_command_from_info,
+        get_command_name,
+        get_group,
+        get_group_from_info,
+        solve_typer_info_help,
+    )
+
+    root = typer.Typer(
+        name=app.info.name,
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        cls=_LazyGroup,
+    )
+    root.callback()(_root)
+    group = get_group(root)
+    assert isinstance(group, _LazyGroup)
+    short = app.pretty_exceptions_short
+    for info in app.registered_commands:
+        assert info.callback is not None
+        name = info.name or get_command_name(info.callback.__name__)
+        text = inspect.cleandoc(info.help) if info.help else inspect.getdoc(info.callback)
+        group.lazy[name] = (
+            functools.partial(
+                get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=None
+            ),
+            _help_text(text),
+            bool(info.hidden),
+        )
+    for sub in app.registered_groups:
+        sub_name = sub.name if isinstance(sub.name, str) else None
+        assert sub.typer_instance is not None
+        name = sub_name or str(sub.typer_instance.info.name)
+        group.lazy[name] = (
+            functools.partial(
+                get_group_from_info,
+                sub,
+                pretty_exceptions_short=short,
+                suggest_commands=app.suggest_commands,
+                rich_markup_mode=None,
+            ),
+            _help_text(solve_typer_info_help(sub)),
+            bool(sub.hidden) if isinstance(sub.hidden, bool) else False,
+        )
+    return group
+
+
 def error_line(message: str) -> None:
     """The one-line error every command prints for a refused input or a failure."""
+    from orchestrator.core.text_safety import terminal_safe
+
     first_line = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    click.echo(f"orchestrator: error: {first_line}", err=True)
+    click.echo(f"orchestrator: error: {terminal_safe(first_line)}", err=True)
 
 
 def usage_error(error: click.exceptions.UsageError) -> None:
@@ -132,7 +248,7 @@ def internal_error(error: Exception) -> ExitCode:
 
 
 def main(argv: list[str] | None = None) -> None:
-    command = typer.main.get_command(app)
+    command = build_command()
     try:
         result = command.main(args=argv, prog_name="orchestrator", standalone_mode=False)
     except SystemExit:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,19 +13,16 @@ from orchestrator.probe.atomic import sync_folder, write_bytes_atomic
 
 
 def read_text(source: str) -> str:
-    """Read a file, or standard input for ``-``; a missing file is an ``InputError``."""
+    """Read a file, or standard input for ``-``, as UTF-8 text: one regular file of at
+    most ``core.bounds.MAX_INPUT_BYTES`` (``adapters.input_file``); anything else is an
+    ``InputError``."""
+    from orchestrator.adapters.input_file import read_input, read_stdin
+
+    data = read_stdin() if source == "-" else read_input(Path(source))
     try:
-        if source == "-":
-            return sys.stdin.read()
-        return Path(source).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a directory") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError(f"{source}: not UTF-8 text") from None
-    except OSError as error:
-        raise InputError(f"{source}: {error.strerror}") from None
+        raise InputError(f"{'stdin' if source == '-' else source}: not UTF-8 text") from None
 
 
 def read_json(source: str) -> Any:
@@ -34,16 +30,12 @@ def read_json(source: str) -> Any:
     return parse_json(read_text(source), "stdin" if source == "-" else source)
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes; one that cannot be read is an ``InputError``."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory") from None
-    except OSError as error:
-        raise InputError(f"{path}: {error.strerror}") from None
+def read_bytes(path: Path, *, name: str | None = None) -> bytes:
+    """A regular file's bytes (at most ``core.bounds.MAX_INPUT_BYTES``); anything else is
+    an ``InputError`` naming it (``name``, else its path)."""
+    from orchestrator.adapters.input_file import read_input
+
+    return read_input(path, name=name)
 
 
 def parse_json(data: str | bytes, name: str) -> Any:

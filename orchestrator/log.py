@@ -6,14 +6,18 @@ Logs go to standard error so that standard output stays the command's result
 
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Mapping
-from typing import Literal
-
-import structlog
+import threading
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, Literal
 
 LogFormat = Literal["auto", "console", "json"]
+
+# structlog (with rich and asyncio behind it) takes a large part of a start-up: it is
+# imported when the first line is logged, not before. `configure` is remembered until then.
+TextFilter = Callable[[str], str]
+_pending: tuple[Literal["console", "json"], bool, TextFilter | None] | None = None
+_pending_lock = threading.Lock()
 
 
 def resolve_format(requested: LogFormat, env: Mapping[str, str]) -> Literal["console", "json"]:
@@ -40,19 +44,53 @@ def _stderr_logger_factory(*_args: object) -> _StderrLogger:
     return _StderrLogger()
 
 
-def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = False) -> None:
-    fmt = resolve_format(requested, env)
-    renderer: structlog.typing.Processor
+# Values that hold several lines on purpose: each line is filtered, the breaks are kept.
+_MULTI_LINE_KEYS = frozenset({"exception", "traceback"})
+
+
+def filtering_values(
+    text_filter: TextFilter,
+) -> Callable[[object, str, MutableMapping[str, Any]], MutableMapping[str, Any]]:
+    """A processor that passes every text value of a log line through ``text_filter``
+    (the command line gives ``core.text_safety.terminal_safe``: a node id or message from
+    the tree under test never writes a control sequence nor starts a line of its own)."""
+
+    def processor(
+        _logger: object, _name: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        for key, value in event.items():
+            if isinstance(value, str):
+                if key in _MULTI_LINE_KEYS:
+                    event[key] = "\n".join(text_filter(line) for line in value.split("\n"))
+                else:
+                    event[key] = text_filter(value)
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                event[key] = type(value)(text_filter(item) for item in value)
+        return event
+
+    return processor
+
+
+def _apply(
+    fmt: Literal["console", "json"], verbose: bool, console_filter: TextFilter | None
+) -> None:
+    import logging
+
+    import structlog
+
+    renderers: list[structlog.typing.Processor]
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=True)
+        renderers = [structlog.processors.JSONRenderer(sort_keys=True)]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        renderers = [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
+        if console_filter is not None:
+            renderers.insert(0, filtering_values(console_filter))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.DEBUG if verbose else logging.INFO
@@ -62,8 +100,66 @@ def configure(requested: LogFormat, env: Mapping[str, str], verbose: bool = Fals
     )
 
 
+def configure(
+    requested: LogFormat,
+    env: Mapping[str, str],
+    verbose: bool = False,
+    *,
+    console_filter: TextFilter | None = None,
+) -> None:
+    """Set the format and level; applied now when structlog is loaded (a test harness may
+    have loaded it to capture lines), else when the first line is logged. Console lines
+    pass each text value through ``console_filter`` when given; JSON lines need none
+    (JSON escapes every control character)."""
+    global _pending
+    fmt = resolve_format(requested, env)
+    with _pending_lock:
+        if "structlog" in sys.modules:
+            _pending = None
+            _apply(fmt, verbose, console_filter)
+        else:
+            _pending = (fmt, verbose, console_filter)
+
+
 def is_json(requested: LogFormat, env: Mapping[str, str]) -> bool:
     return resolve_format(requested, env) == "json"
 
 
-get_logger = structlog.get_logger
+def _structlog() -> Any:
+    global _pending
+    import structlog
+
+    if _pending is not None:
+        # Sides log from threads: none may log through an unconfigured structlog (whose
+        # default prints to stdout) while another applies the configuration.
+        with _pending_lock:
+            if _pending is not None:
+                fmt, verbose, console_filter = _pending
+                _apply(fmt, verbose, console_filter)
+                _pending = None
+    return structlog
+
+
+class _Logger:
+    """What ``get_logger`` hands out: structlog's logger, loaded at its first use."""
+
+    __slots__ = ("_args", "_bound", "_values")
+
+    def __init__(self, args: tuple[Any, ...], values: dict[str, Any]) -> None:
+        self._args = args
+        self._values = values
+        self._bound: Any = None
+
+    def _logger(self) -> Any:
+        if self._bound is None:
+            # structlog's own lazy proxy: it follows later configure() calls.
+            self._bound = _structlog().get_logger(*self._args, **self._values)
+        return self._bound
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger(), name)
+
+
+def get_logger(*args: Any, **initial_values: Any) -> Any:
+    """A structlog logger (``info``, ``debug``, ``warning``, ``bind``...), imported lazily."""
+    return _Logger(args, initial_values)

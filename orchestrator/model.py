@@ -30,6 +30,9 @@ class Label(StrEnum):
     ASSERT_FAIL = "assert_fail"
     TIMEOUT = "timeout"
     HARNESS_ERROR = "harness_error"
+    # The project's own skip (pytest.skip, skipif, unittest.skip/skipTest, xfail): the
+    # run went fine and gave no verdict on purpose. Neither completed nor infrastructure.
+    SKIPPED = "skipped"
 
     @property
     def completed(self) -> bool:
@@ -39,6 +42,11 @@ class Label(StrEnum):
     def is_completed(cls, raw: str) -> bool:
         """``completed`` for a raw label string (an unknown label never completed)."""
         return raw in COMPLETED_LABELS
+
+    @classmethod
+    def is_infra(cls, raw: str) -> bool:
+        """A replay without a verdict that the runner, not the project, is to blame for."""
+        return raw in (Label.TIMEOUT.value, Label.HARNESS_ERROR.value)
 
 
 KNOWN_LABELS = frozenset(label.value for label in Label)

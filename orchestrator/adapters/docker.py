@@ -6,7 +6,7 @@ Everything the Docker SDK and its transport raise (``docker.errors.*``,
 one :class:`~orchestrator.errors.EngineError` with a ``reason`` (``engine_gone``,
 ``docker_api``, ``image_not_found``); no other module names an SDK exception.
 
-The tool never pulls: an image is either present locally (built by ``make image``)
+The tool never pulls: an image is either present locally (``orchestrator image runner``)
 or an :class:`~orchestrator.errors.ImageNotFoundError`; another engine of a pool that
 lacks it gets it from the first engine (:func:`ship_image`: ``save`` streamed into
 ``load``, its ID checked). Sources reach an engine that cannot see this machine's
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import queue
 import re
 import socket
 import sys
@@ -280,7 +281,8 @@ def connect(
     except _FAILURES as error:
         raise EngineUnavailableError(
             f"no Docker engine answers at {url} ({_unreachable_reason(error)}); "
-            "start one with scripts/ensure-docker (or `make engine`)"
+            "start one (e.g. `sudo systemctl start docker`; in a checkout, `make engine`) "
+            "or point DOCKER_HOST at one"
         ) from None
 
 
@@ -298,8 +300,9 @@ def resolve_image(client: docker.DockerClient, ref: str) -> ImagePin:
         image = client.images.get(ref)
     except docker.errors.ImageNotFound:
         raise ImageNotFoundError(
-            f"image {ref} is not present on the engine (the tool never pulls); "
-            "build it with `make image`"
+            f"image {ref} is not present on the engine (the tool never pulls); build it: "
+            "`orchestrator image runner` makes the runner image, `orchestrator image build` "
+            "a project's"
         ) from None
     except _FAILURES as error:
         raise EngineError(
@@ -517,7 +520,7 @@ def owner_of(labels: Mapping[str, str]) -> ProcessOwner | None:
     """The process a container's labels name (None when they name none). Pure."""
     pid_text = labels.get(LABEL_PID, "")
     host = labels.get(LABEL_HOST, "")
-    if not pid_text.isdigit() or not host:
+    if not re.fullmatch(r"[0-9]+", pid_text) or not host:
         return None
     return ProcessOwner(host_id=host, pid=int(pid_text), start=labels.get(LABEL_PID_START, ""))
 
@@ -679,6 +682,53 @@ class Limits:
     pids: int = 256
     cpus: float = 1.0
     tmp_size: str = "64m"
+    file_bytes: int = 1024 * 1024 * 1024  # RLIMIT_FSIZE: no single file past 1 GiB
+    open_files: int = 4096  # RLIMIT_NOFILE
+
+
+NPROC = 8192  # RLIMIT_NPROC counts the user's processes across every container
+# json-file, one file of at most 1 MiB: what the tool reads comes through its own streams.
+LOG_OPTIONS: Mapping[str, str] = {"max-size": "1m", "max-file": "1"}
+# A line longer than this is cut (the rest up to its newline is dropped): a container
+# that prints without newlines costs the host a bounded buffer.
+LINE_BYTES = 64 * 1024
+
+
+class BoundedLines:
+    """Splits a byte stream into lines of at most :data:`LINE_BYTES` for ``on_line``."""
+
+    def __init__(self, on_line: Callable[[str], None], *, line_bytes: int = LINE_BYTES) -> None:
+        self._on_line = on_line
+        self._line_bytes = line_bytes
+        self._pending = bytearray()
+        self._dropping = False  # inside a line that was already cut
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            if not self._dropping:
+                room = self._line_bytes - len(self._pending)
+                self._pending += chunk[start : start + max(0, min(room, end - start))]
+                if end - start > room:
+                    self._emit(cut=True)
+                    self._dropping = True
+            if newline < 0:
+                return
+            if not self._dropping:
+                self._emit(cut=False)
+            self._dropping = False
+            start = newline + 1
+
+    def close(self) -> None:
+        if self._pending and not self._dropping:
+            self._emit(cut=False)
+
+    def _emit(self, *, cut: bool) -> None:
+        line = self._pending.decode("utf-8", errors="replace")
+        self._pending.clear()
+        self._on_line(line + (" [line cut]" if cut else ""))
 
 
 def container_config(
@@ -729,6 +779,18 @@ def container_config(
         "pids_limit": limits.pids,
         "nano_cpus": int(limits.cpus * 1_000_000_000),
         "init": True,
+        # The container's own log: capped (a flood fills no disk under the data root).
+        "log_config": docker.types.LogConfig(
+            type=docker.types.LogConfig.types.JSON, config=dict(LOG_OPTIONS)
+        ),
+        # Each file a process writes, and the files it holds open, are bounded too.
+        "ulimits": [
+            docker.types.Ulimit(name="fsize", soft=limits.file_bytes, hard=limits.file_bytes),
+            docker.types.Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+            # Named with the others: Podman, given any, would set this one to the host's
+            # maximum, which a machine that caps it refuses. The pids limit is the bound.
+            docker.types.Ulimit(name="nproc", soft=NPROC, hard=NPROC),
+        ],
         "detach": True,
         "stdin_open": False,
         "tty": False,
@@ -849,17 +911,13 @@ class Container:
         handle = self._sdk()
 
         def pump() -> None:
-            pending = b""
+            lines = BoundedLines(on_line)
             try:
                 for chunk in handle.logs(stream=True, follow=True, stdout=True, stderr=True):
-                    pending += chunk
-                    while b"\n" in pending:
-                        line, pending = pending.split(b"\n", 1)
-                        on_line(line.decode("utf-8", errors="replace"))
+                    lines.feed(chunk)
             except Exception:  # the stream ends however the container ends
                 return
-            if pending:
-                on_line(pending.decode("utf-8", errors="replace"))
+            lines.close()
 
         thread = threading.Thread(target=pump, name=f"logs-{self.name}", daemon=True)
         thread.start()
@@ -921,6 +979,7 @@ class Container:
             oom_killed=bool(state.get("OOMKilled")),
             killed_at_deadline=exit_.killed_at_deadline,
             cancelled=exit_.cancelled,
+            running=bool(state.get("Running")),
         )
 
     # -- processes run in the started container (``docker exec``) -----------------
@@ -954,11 +1013,14 @@ class Container:
         environment: Mapping[str, str],
         on_output: Callable[[bytes], None],
         deadline: float,
+        kill_at_deadline: bool = True,
     ) -> Exit:
         """Run ``command`` in the container (its user, folder and environment, plus
         ``environment``), no terminal, no stdin; hand its output (stdout and stderr as
-        they come) to ``on_output``. Past our monotonic ``deadline`` the container is
-        killed, which ends the process too."""
+        they come) to ``on_output``. Past our monotonic ``deadline`` (or once
+        ``cancelled`` is set) the container is killed, which ends the process too;
+        with ``kill_at_deadline`` false it is left running for the caller to read
+        what it left (then kill it), and the exit says the deadline passed."""
         exec_id = self._exec_create(command, environment, tty=False)
         failure: list[BaseException] = []
 
@@ -977,16 +1039,57 @@ class Container:
         while thread.is_alive() and (remaining := deadline - time.monotonic()) > 0:
             thread.join(timeout=min(0.5, remaining))
             interrupts.checkpoint()
-        killed = thread.is_alive()
-        if killed:
+            if self._cancelled.is_set():
+                break
+        cancelled = self._cancelled.is_set() and thread.is_alive()
+        late = thread.is_alive() and not cancelled
+        if cancelled or (late and kill_at_deadline):
             with _translated(self._client):
                 self._kill_or_raise()
             thread.join(timeout=10)
-        if failure and not killed:
+        if failure and not (late or cancelled):
             raise failure[0]
-        return Exit(
-            status_code=self.exec_exit_code(exec_id), killed_at_deadline=killed, cancelled=False
-        )
+        status = None if late and not kill_at_deadline else self.exec_exit_code(exec_id)
+        return Exit(status_code=status, killed_at_deadline=late, cancelled=cancelled)
+
+    def exec_chunks(
+        self, command: Sequence[str], *, deadline: float
+    ) -> tuple[Iterator[bytes], Callable[[], int | None]]:
+        """Run ``command`` (no terminal, no stdin) and hand back its standard output as
+        chunks, and a function for its exit code once they are consumed; the standard
+        error is dropped. Past our monotonic ``deadline`` the container is killed, which
+        ends the stream."""
+        exec_id = self._exec_create(command, {}, tty=False)
+        chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=64)
+
+        def pump() -> None:
+            try:
+                with _translated(self._client):
+                    for out, _err in self._client.api.exec_start(exec_id, stream=True, demux=True):
+                        if out:
+                            chunks.put(out)
+            except BaseException as error:  # the reading side decides what it means
+                chunks.put(error)
+            else:
+                chunks.put(None)
+
+        threading.Thread(target=pump, name=f"read-{self.name}", daemon=True).start()
+
+        def taken() -> Iterator[bytes]:
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    item = chunks.get(timeout=max(0.01, remaining))
+                except queue.Empty:
+                    self.kill()  # the stream ends short: what was read is refused whole
+                    return
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+
+        return taken(), lambda: self.exec_exit_code(exec_id)
 
     def exec_terminal(
         self, command: Sequence[str], *, environment: Mapping[str, str]
@@ -1308,6 +1411,13 @@ def import_rootfs(
             str(tarball), repository=repository, tag=name, changes=list(changes)
         )
         return resolve_image(client, tag).id
+
+
+def tag_image(client: docker.DockerClient, image_id: str, tag: str) -> None:
+    """Point ``tag`` (``repository:name``) at ``image_id`` (moved from another image)."""
+    repository, _, name = tag.rpartition(":")
+    with _translated(client):
+        client.api.tag(image_id, repository, name, force=True)
 
 
 def run_command(

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from orchestrator import interrupts
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
+from orchestrator.core.tree_limits import TreeSize, tree_caps, tree_problem
 from orchestrator.errors import GitError, InputError, UnknownRevisionError, one_line
 
 if TYPE_CHECKING:
@@ -224,12 +225,45 @@ def _git_output(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return completed.stdout
 
 
+def tree_size(repo: Path, sha: str) -> TreeSize:
+    """Files and bytes of commit ``sha``'s tree as the object store says (nothing is
+    unpacked: ``ls-tree -l`` reads each object's header)."""
+    output = _git_output(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
+    files = total = largest = 0
+    largest_path = ""
+    for record in output.split(b"\0"):
+        meta, _, path = record.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 4 or fields[1] != b"blob":
+            continue
+        size = int(fields[3]) if fields[3].isdigit() else 0
+        files += 1
+        total += size
+        if size > largest:
+            largest, largest_path = size, path.decode("utf-8", errors="replace")
+    return TreeSize(
+        files=files, total_bytes=total, largest_path=largest_path, largest_bytes=largest
+    )
+
+
+def check_tree_size(repo: Path, sha: str) -> None:
+    """Refuse (exit 2) a commit whose tree is over the caps (``core.tree_limits``)."""
+    try:
+        caps = tree_caps(os.environ)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    problem = tree_problem(tree_size(repo, sha), caps)
+    if problem is not None:
+        raise InputError(f"{sha[:12]}: {problem}; nothing was exported")
+
+
 def export_tree(repo: Path, sha: str, dest: Path, index_file: Path) -> None:
     """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), via a private index.
 
     ``sha`` is a resolved commit (:func:`resolve_rev`): a git command that fails here
     is a :class:`GitError` (exit 3), not bad input.
     """
+    check_tree_size(repo, sha)  # before a byte is written: a packed bomb stays packed
     env = {"GIT_INDEX_FILE": str(index_file)}
     _git(repo, "read-tree", sha, env=env)
     dest.mkdir(parents=True, exist_ok=True)
@@ -268,6 +302,7 @@ def overlay_files(repo: Path, tree: Path, overlay: SideOverlay, index_file: Path
         _prune_empty(target.parent, tree)
     if not overlay.write:
         return
+    check_tree_size(repo, overlay.rev)
     env = {"GIT_INDEX_FILE": str(index_file)}
     _git(repo, "read-tree", overlay.rev, env=env)
     _git(

@@ -39,6 +39,9 @@ RESULTS = "results"
 _FIFO_MODE = 0o666
 _FILE_MODE = 0o644
 _READ_CHUNK = 1 << 20
+# One result line at most (a replay-run/1 document of a whole suite is a few MiB): a
+# driver that writes more without a newline is treated as gone, its buffer dropped.
+LINE_BYTES = 32 * 1024 * 1024
 
 
 class Ending(Enum):
@@ -118,6 +121,9 @@ class JobChannel:
                 if not chunk:
                     return CLOSED
                 self._pending += chunk
+                if len(self._pending) > LINE_BYTES and b"\n" not in self._pending:
+                    self._pending = b""
+                    return Received(document=None, problem=f"a result line over {LINE_BYTES} bytes")
             elif self._wake_read in ready:
                 return CLOSED
         line, self._pending = self._pending.split(b"\n", 1)

@@ -1,31 +1,254 @@
-"""Probe result files -> :class:`~orchestrator.core.labels.ReplayFile`. Never trusts a
-missing or half-written file.
+"""Result files come back from a container without the host ever opening its folder.
 
-This is the only place that reads ``replay-<k>.json``: it reports a file as ``ok``,
-``missing`` or ``corrupt`` and never raises for one. Labelling what the files say
-(together with the engine's facts) is pure and lives in :mod:`orchestrator.core.labels`.
+The results folder is a tmpfs inside the container (``/replay-out``): the tree under
+test can write into it, so the host must not follow what it finds there. After the
+driver ends, the tool runs :data:`READER_SCRIPT` in the same container (``docker exec``,
+``python -I -S``: no ``PYTHONPATH``, no ``site``, nothing of the tree imported). The
+reader ``lstat``s every top-level entry, opens regular files with ``O_NOFOLLOW |
+O_NONBLOCK`` (a FIFO never blocks it, a symlink is never followed) and writes a tar
+to its standard output: one member ``out/<name>`` per regular file under the cap, and
+a last member ``report.json`` listing every entry of a wanted name
+(name, kind, size) and the
+container's OOM-kill count. The host reads that stream with byte caps
+(:func:`read_results_stream`) and decides with :mod:`orchestrator.core.result_files`.
+
+Whatever the tree did to the reader (it runs as the same user), the worst it can win
+is its own verdict: the host only ever takes bytes from a capped stream.
+
+This module then turns ``replay-<k>.json`` bytes into :class:`ReplayFile` values
+(``ok``, ``missing``, ``corrupt`` or ``unsafe``) and never raises for one.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from pathlib import Path
+import tarfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from orchestrator.core import result_files
 from orchestrator.core.labels import ReplayFile, run_doc_problem
+from orchestrator.core.result_files import ResultEntry
+
+REPORT = "report.json"
+_REPORT_BYTES = 1024 * 1024
+
+# Runs in the container with the image's Python (stdlib only). argv: folder, file cap,
+# entry limit. Kept small: it is read by a reviewer, not imported.
+READER_SCRIPT = r"""
+import io, json, os, re, stat, sys, tarfile
+out, cap, limit, wanted = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+KINDS = ((stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "fifo"),
+         (stat.S_ISDIR, "directory"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"),
+         (stat.S_ISSOCK, "socket"))
+def kind_of(mode):
+    for test, name in KINDS:
+        if test(mode):
+            return name
+    return "other"
+names = []
+try:
+    with os.scandir(out) as found:
+        for entry in found:
+            names.append(entry.name)
+            if len(names) > limit:
+                break
+except OSError:
+    pass
+tar = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")
+entries = []
+for name in sorted(names):
+    if not re.fullmatch(wanted, name):
+        continue
+    path = os.path.join(out, name)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        continue
+    kind, size = kind_of(info.st_mode), info.st_size
+    if kind == "file" and size <= cap:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError("not a regular file")
+                chunks, left = [], cap + 1
+                while left > 0:
+                    chunk = os.read(fd, min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    left -= len(chunk)
+            finally:
+                os.close(fd)
+        except OSError:
+            kind = "other"
+        else:
+            data = b"".join(chunks)
+            size = len(data)
+            if size <= cap:
+                member = tarfile.TarInfo("out/" + name)
+                member.size = size
+                tar.addfile(member, io.BytesIO(data))
+    entries.append({"name": name, "kind": kind, "size": size})
+oom = None
+for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            oom = int(value.strip())
+    break
+report = json.dumps({"entries": entries, "oom_kill": oom, "more": len(names) > limit}).encode()
+member = tarfile.TarInfo("report.json")
+member.size = len(report)
+tar.addfile(member, io.BytesIO(report))
+tar.close()
+"""
+
+
+# The names the host asks for: the driver's results and the collection's; the driver's
+# other files there (a replay's output, its rewrite cache) stay in the container.
+WANTED = r"replay-[0-9]{3}\.json|collected\.json"
+
+
+def reader_command(interpreter: str, folder: str, wanted: str = WANTED) -> list[str]:
+    """The reader's command line in the container. Pure."""
+    return [
+        interpreter,
+        "-I",
+        "-S",
+        "-c",
+        READER_SCRIPT,
+        folder,
+        str(result_files.FILE_BYTES),
+        str(result_files.ENTRIES),
+        wanted,
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultsRead:
+    """What came back from one container's results folder.
+
+    ``files``: name -> bytes of the entries the host accepts; ``unsafe``: name -> why an
+    entry was refused; ``problem``: why the whole folder was refused (nothing in
+    ``files`` then); ``oom_kill``: the container's OOM-kill count, when it could tell.
+    """
+
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    unsafe: Mapping[str, str] = field(default_factory=dict)
+    problem: str | None = None
+    oom_kill: int | None = None
+
+
+class _CappedStream(io.RawIOBase):
+    """A file object over byte chunks that refuses to read past ``cap`` bytes."""
+
+    def __init__(self, chunks: Iterable[bytes], cap: int) -> None:
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._buffer = b""
+        self._cap = cap
+        self.taken = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buffer:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self.taken += len(chunk)
+            if self.taken > self._cap:
+                raise _OverCap
+            self._buffer = chunk
+        size = min(len(target), len(self._buffer))
+        target[:size] = self._buffer[:size]
+        self._buffer = self._buffer[size:]
+        return size
+
+
+class _OverCap(Exception):
+    pass
+
+
+def read_results_stream(chunks: Iterable[bytes], *, cap: int | None = None) -> ResultsRead:
+    """Parse the reader's tar stream under byte caps; never raises for what it holds."""
+    stream = _CappedStream(chunks, result_files.STREAM_BYTES if cap is None else cap)
+    bodies: dict[str, bytes] = {}
+    report: Any = None
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
+                if not member.isreg():
+                    continue
+                limit = _REPORT_BYTES if member.name == REPORT else result_files.FILE_BYTES
+                if member.size > limit:
+                    over = f"the results stream holds {member.name!r} over its cap"
+                    return ResultsRead(problem=over)
+                source = archive.extractfile(member)
+                data = source.read() if source is not None else b""
+                if member.name == REPORT:
+                    report = json.loads(data.decode("utf-8"))
+                elif member.name.startswith("out/"):
+                    bodies[member.name[4:]] = data
+    except _OverCap:
+        return ResultsRead(problem="the results folder is over its size cap")
+    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError, ValueError) as error:
+        return ResultsRead(problem=f"the results stream is not readable ({type(error).__name__})")
+    return _judge(report, bodies)
+
+
+def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
+    if not isinstance(report, dict) or not isinstance(report.get("entries"), list):
+        return ResultsRead(problem="the results reader gave no report")
+    oom = report.get("oom_kill")
+    oom_kill = oom if isinstance(oom, int) and not isinstance(oom, bool) else None
+    raw_entries = report["entries"]
+    # The reader stops listing past the limit, wanted names or not: refused whole.
+    seen = result_files.ENTRIES + 1 if report.get("more") is True else len(raw_entries)
+    problem = result_files.folder_problem(seen)
+    if problem is not None:
+        return ResultsRead(problem=problem, oom_kill=oom_kill)
+    files: dict[str, bytes] = {}
+    unsafe: dict[str, str] = {}
+    for raw in raw_entries:
+        entry = _entry(raw)
+        if entry is None:
+            return ResultsRead(problem="the results report is malformed", oom_kill=oom_kill)
+        refused = result_files.entry_problem(entry)
+        body = bodies.get(entry.name)
+        if refused is None and (body is None or len(body) != entry.size):
+            refused = f"{entry.name} changed while it was read"
+        if refused is not None:
+            unsafe[entry.name] = refused
+        elif body is not None:
+            files[entry.name] = body
+    return ResultsRead(files=files, unsafe=unsafe, oom_kill=oom_kill)
+
+
+def _entry(raw: Any) -> ResultEntry | None:
+    if not isinstance(raw, dict):
+        return None
+    name, kind, size = raw.get("name"), raw.get("kind"), raw.get("size")
+    if not isinstance(name, str) or not isinstance(kind, str) or not isinstance(size, int):
+        return None
+    return ResultEntry(name=name, kind=kind, size=size)
 
 
 def replay_file_name(replay: int) -> str:
     return f"replay-{replay:03d}.json"
 
 
-def read_replay_file(path: Path, replay: int) -> ReplayFile:
-    """Read one result file; a missing, unreadable or half file is reported, not raised."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return ReplayFile(replay=replay, state="missing")
-    except OSError as error:
-        return ReplayFile(replay=replay, state="corrupt", problem=error.strerror)
+def parse_replay_bytes(raw: bytes, replay: int) -> ReplayFile:
+    """One result file's bytes as a :class:`ReplayFile` (``ok`` or ``corrupt``)."""
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -36,5 +259,17 @@ def read_replay_file(path: Path, replay: int) -> ReplayFile:
     return ReplayFile(replay=replay, state="ok", doc=doc)
 
 
-def read_replay_files(out_dir: Path, replays: int) -> tuple[ReplayFile, ...]:
-    return tuple(read_replay_file(out_dir / replay_file_name(k), k) for k in range(1, replays + 1))
+def replay_file_from(read: ResultsRead, replay: int) -> ReplayFile:
+    """Replay ``replay``'s file out of what came back: unsafe, missing, corrupt or ok."""
+    name = replay_file_name(replay)
+    problem = read.problem or read.unsafe.get(name)
+    if problem is not None:
+        return ReplayFile(replay=replay, state="unsafe", problem=problem)
+    raw = read.files.get(name)
+    if raw is None:
+        return ReplayFile(replay=replay, state="missing")
+    return parse_replay_bytes(raw, replay)
+
+
+def replay_files_from(read: ResultsRead, replays: int) -> tuple[ReplayFile, ...]:
+    return tuple(replay_file_from(read, k) for k in range(1, replays + 1))

@@ -14,6 +14,22 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.adapters.ledger_location import ENV_VAR, default_ledger_url
+from orchestrator.core.bounds import (
+    MAX_INPUT_BYTES,
+    MAX_JOBS,
+    MAX_REPLAYS,
+    MAX_SHRINK_ATTEMPTS,
+    MAX_SLOTS,
+    MAX_TIMEOUT_S,
+    describe_bytes,
+)
+
+__all__ = ["MAX_JOBS", "MAX_REPLAYS", "MAX_SHRINK_ATTEMPTS", "MAX_SLOTS"]
+
+# --fixture and every other JSON file a command reads ----------------------------------
+
+INPUT_FILE_RULE = f"a regular file, not a link, at most {describe_bytes(MAX_INPUT_BYTES)}"
+FIXTURE_HELP = f"JSON fixture, mounted read-only, as $REPLAY_FIXTURE ({INPUT_FILE_RULE})."
 
 # --ledger -------------------------------------------------------------------------------
 
@@ -52,28 +68,29 @@ MIN_TIMEOUT_S = 0.1
 
 
 def seconds(value: Any) -> float:
-    """A finite number of seconds, at least ``MIN_TIMEOUT_S`` (nan and inf are refused)."""
+    """A number of seconds from ``MIN_TIMEOUT_S`` to ``MAX_TIMEOUT_S`` (nan, inf and
+    anything past a day are refused)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         number = math.nan
-    if not math.isfinite(number) or number < MIN_TIMEOUT_S:
+    if not math.isfinite(number) or not MIN_TIMEOUT_S <= number <= MAX_TIMEOUT_S:
         raise typer.BadParameter(
-            f"{value!r} is not a number of seconds (finite, at least {MIN_TIMEOUT_S:g})"
+            f"{value!r} is not a number of seconds (from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g})"
         )
     return number
 
 
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        metavar="SECONDS",
-        parser=seconds,
-        help="Seconds one replay (a budget sample is one) may take; past it the replay is "
-        f"killed and labelled timeout. At least {MIN_TIMEOUT_S:g}.",
-    ),
-]
+_TIMEOUT = typer.Option(
+    "--timeout",
+    metavar="SECONDS",
+    parser=seconds,
+    help="Seconds one replay (a budget sample is one) may take; past it the replay is "
+    f"killed and labelled timeout. From {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a day).",
+)
+TimeoutOption = Annotated[float, _TIMEOUT]
+OptionalTimeoutOption = Annotated[float | None, _TIMEOUT]
+"""``--timeout`` for a command whose default comes from the project's configuration."""
 
 # --image --------------------------------------------------------------------------------
 
@@ -135,8 +152,9 @@ WritableTreeOption = Annotated[
 TESTS_FROM_HELP = (
     "Judge both sides by one revision's test files: they are laid over every exported tree "
     "before anything runs (added, modified and deleted test files all follow it). Test files: "
-    "everything under each property's test folder (tests/), every conftest.py, test_*.py and "
-    "*_test.py, and --test-path."
+    "everything under each property's test folder (tests/; without --property, the folders "
+    "the command names, or, when it names none, the folder of every test module), every "
+    "conftest.py, test_*.py and *_test.py, and --test-path."
 )
 
 TestPathOption = Annotated[

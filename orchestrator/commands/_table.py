@@ -82,14 +82,21 @@ def plain_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> lis
 
 
 def print_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> None:
-    """Print one header line and one line per row (cells are plain text, never markup)."""
+    """Print one header line and one line per row (cells are plain text, never markup).
+
+    Every cell is made terminal-safe first (``core.text_safety``): a node id's ESC,
+    newline or bidi override is printed as a visible escape, never acted on, and never
+    starts a row of its own."""
     from rich.console import Console
 
+    from orchestrator.core.text_safety import terminal_safe
+
+    safe_rows = (tuple(terminal_safe(cell) for cell in row) for row in rows)
     terminal = Console(highlight=False)
     if terminal.is_terminal:
-        terminal.print(_rich_table(columns, rows))
+        terminal.print(_rich_table(columns, safe_rows))
         return
-    listed = [tuple(row) for row in rows]
+    listed = list(safe_rows)
     lines = plain_lines(columns, listed)
     if lines is None:
         lines = rich_plain_lines(columns, listed)

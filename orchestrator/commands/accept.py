@@ -10,6 +10,8 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    FIXTURE_HELP,
+    MAX_REPLAYS,
     RUNNER_IMAGE,
     TESTS_FROM_HELP,
     ImageOption,
@@ -17,6 +19,7 @@ from orchestrator.commands._options import (
     TestPathOption,
     TimeoutOption,
 )
+from orchestrator.commands._output import echo_line
 
 if TYPE_CHECKING:
     from orchestrator.services.accept import AcceptResult
@@ -54,9 +57,11 @@ def accept(
     image: ImageOption = RUNNER_IMAGE,
     fixture: Annotated[
         Path | None,
-        typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
+        typer.Option("--fixture", help=FIXTURE_HELP),
     ] = None,
-    replays: Annotated[int, typer.Option("--replays", min=1, help="Replays per side.")] = 3,
+    replays: Annotated[
+        int, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
+    ] = 3,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the acceptance/1 JSON document.")
@@ -122,24 +127,24 @@ def _print(result: AcceptResult) -> None:
 
     rev = result.rev[:12]
     if result.overlay is not None:
-        typer.echo(f"tests from {result.overlay.ref} ({result.overlay.rev[:12]}) on both trees")
+        echo_line(f"tests from {result.overlay.ref} ({result.overlay.rev[:12]}) on both trees")
     if result.outcome is Outcome.ACCEPTED:
         n = len(result.replays.get("mutant", ()))
-        typer.echo(
+        echo_line(
             f"accepted: {result.property_id} passes on {rev} and the mutant "
             f"({result.mutant.ref}) makes it fail in {n}/{n} replays"
         )
     elif result.outcome is Outcome.INFRA:
-        typer.echo(f"infra: {result.property_id}: {result.infra_reason} (never an acceptance)")
+        echo_line(f"infra: {result.property_id}: {result.infra_reason} (never an acceptance)")
     else:
-        typer.echo(f"refused ({result.outcome.value}): {result.property_id}")
+        echo_line(f"refused ({result.outcome.value}): {result.property_id}")
         for finding in result.findings:
-            typer.echo(f"  line {finding.line}: {finding.code.value}: {finding.detail}")
+            echo_line(f"  line {finding.line}: {finding.code.value}: {finding.detail}")
         for side, replays in result.replays.items():
             labels = ", ".join(replay.label for replay in replays)
-            typer.echo(f"  {side}: {labels}")
+            echo_line(f"  {side}: {labels}")
     if result.event_id is not None:
-        typer.echo(f"ledger event {result.event_id}")
+        echo_line(f"ledger event {result.event_id}")
 
 
 def register(app: typer.Typer) -> None:

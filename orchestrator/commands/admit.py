@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._output import echo_line
 
 if TYPE_CHECKING:
     from orchestrator.core.admission import AdmissionOutcome
@@ -77,11 +78,11 @@ def admit(
     if as_json:
         typer.echo(dumps(outcome.to_json()))
     elif admission.allowed:
-        typer.echo(
+        echo_line(
             f"{admission.code}: {outcome.request.freeze.test_name} frozen until {admission.detail}"
         )
     else:
-        typer.echo(f"refused: {admission.code} ({admission.detail})")
+        echo_line(f"refused: {admission.code} ({admission.detail})")
     raise typer.Exit(0 if admission.allowed else 1)
 
 

@@ -11,6 +11,8 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    INPUT_FILE_RULE,
+    MAX_REPLAYS,
     ImageOption,
     LedgerOption,
     TimeoutOption,
@@ -29,10 +31,14 @@ def budget(
         float, typer.Option("--budget-ms", min=0.0, help="The written latency budget, in ms.")
     ],
     samples: Annotated[
-        int, typer.Option("--samples", min=5, help="How many samples (at least 5).")
+        int,
+        typer.Option(
+            "--samples", min=5, max=MAX_REPLAYS, help=f"How many samples (5 to {MAX_REPLAYS})."
+        ),
     ] = 5,
     fixture: Annotated[
-        Path | None, typer.Option("--fixture", help="JSON fixture given to every sample.")
+        Path | None,
+        typer.Option("--fixture", help=f"JSON fixture given to every sample ({INPUT_FILE_RULE})."),
     ] = None,
     command: Annotated[
         str, typer.Option("--command", help="The pytest command whose options are used.")

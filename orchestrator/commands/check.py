@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._output import echo_line
 
 
 def check(
@@ -40,7 +41,7 @@ def check(
         typer.echo(dumps(doc))
     else:
         for row in expired:
-            typer.echo(
+            echo_line(
                 f"overdue: freeze {row.id} ({row.kind.value}) {row.subject} "
                 f"owner={row.owner} expired {row.expires_at.isoformat(timespec='seconds')}"
             )

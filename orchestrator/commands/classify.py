@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.commands._output import echo_line
+
 
 def classify(
     evidence: Annotated[
@@ -41,9 +43,9 @@ def classify(
             else ("undecided" if decision.lane.undecided else "non-blocking")
         )
         freeze = "freeze allowed" if decision.freeze_allowed else "no freeze"
-        typer.echo(f"{decision.lane.value} ({decision.code}): {verdict}, {freeze}")
+        echo_line(f"{decision.lane.value} ({decision.code}): {verdict}, {freeze}")
         for reason in decision.reasons:
-            typer.echo(f"  - {reason}")
+            echo_line(f"  - {reason}")
     raise typer.Exit(decision.lane.exit_status)
 
 

@@ -160,8 +160,9 @@ def doctor(
     and the git and Python versions. Exit 0 when all are there, 3 naming the first that
     is not (one line on stderr).
 
-    The engine is the one at DOCKER_HOST, or the default local socket. `make engine`
-    starts one; `make image` builds the runner image.
+    The engine is the one at DOCKER_HOST, or the default local socket. A missing part's
+    line says what to run: `orchestrator image runner` builds the runner image (in a
+    checkout, `make engine` starts an engine and `make image` builds the image).
     """
     from orchestrator.files import dumps
 

@@ -13,7 +13,7 @@ from orchestrator.commands._options import image_reference
 
 image_app = typer.Typer(
     name="image",
-    help="Runner images for projects that have dependencies.",
+    help="The runner image, and images for projects with dependencies.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -91,23 +91,46 @@ def build(
 
     The tag (orchestrator-project/<name>:<digest>) digests everything that went in: a
     second build with the same inputs reuses the image. Its labels list the pinned
-    packages. Replay with `orchestrator replay --image <ID>`.
+    packages. Replay with `orchestrator replay --image <ID>`, or with no --image: a replay
+    of the project picks the newest image made for it.
+
+    Defaults come from [tool.orchestrator.image-build] in pyproject.toml at --rev
+    (requirements, extras, groups, pip, apt, python-image); an option given here replaces
+    that key.
     """
     from orchestrator.adapters.docker import connect
+    from orchestrator.core.project_config import ImageBuildInputs, image_build_inputs
     from orchestrator.files import dumps
     from orchestrator.log import get_logger
     from orchestrator.services.image import ImageOptions, build_image, plan_image
+    from orchestrator.services.project_config import load_config
 
     logger = get_logger("orchestrator.image")
+
+    def given(values: list[str] | None) -> tuple[str, ...] | None:
+        return tuple(values) if values else None
+
+    # [tool.orchestrator.image-build] at --rev; an option given here replaces its key.
+    inputs = image_build_inputs(
+        load_config(repo, rev).config,
+        ImageBuildInputs(
+            requirements=given(requirements),
+            extras=given(extras),
+            groups=given(groups),
+            pip=given(pip),
+            apt=given(apt),
+            python_image=python_image,
+        ),
+    )
     options = ImageOptions(
         repo=repo,
         rev=rev,
-        requirements=tuple(requirements or ()),
-        extras=tuple(extras or ()),
-        groups=tuple(groups or ()),
-        pip=tuple(pip or ()),
-        apt=tuple(apt or ()),
-        python_image=python_image,
+        requirements=inputs.requirements or (),
+        extras=inputs.extras or (),
+        groups=inputs.groups or (),
+        pip=inputs.pip or (),
+        apt=inputs.apt or (),
+        python_image=inputs.python_image,
     )
     plan = plan_image(options, cwd=Path.cwd())  # every usage mistake is found here
     for note in plan.requirements.notes:
@@ -130,6 +153,51 @@ def build(
         reused=report["reused"],
         packages=len(report["packages"]),
     )
+    typer.echo(dumps(report) if as_json else report["image_id"])
+
+
+@image_app.command("runner")
+def runner(
+    *,
+    base_image: Annotated[
+        str | None,
+        typer.Option(
+            "--base-image",
+            metavar="REF",
+            parser=image_reference,
+            help="Build on this local image (python3, pytest and useradd; never pulled) "
+            "instead of the base made offline from Debian's packages.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the runner-image/1 JSON document.")
+    ] = False,
+) -> None:
+    """Build (or reuse) the runner image, orchestrator-runner:latest; print its image ID.
+
+    The recipe ships inside the package, so no checkout is needed. The base
+    (orchestrator-base) is made offline with mmdebstrap from this machine's apt sources
+    and `docker import` (needs root, mmdebstrap and the docker command); the runner adds
+    a user on it with the engine's classic builder, with no network. Each image is tagged
+    by a digest of its recipe (orchestrator-runner:ctx-<12 hex>): when that tag exists
+    nothing is built.
+    """
+    from orchestrator.adapters.docker import connect
+    from orchestrator.files import dumps
+    from orchestrator.log import get_logger
+    from orchestrator.services.runner_image import RunnerImageOptions, build_runner_image
+
+    logger = get_logger("orchestrator.image")
+    client = connect(os.environ)
+    try:
+        report = build_runner_image(
+            client,
+            RunnerImageOptions(base_image=base_image),
+            env=os.environ,
+            on_line=lambda line: logger.info("runner_image.build", line=line),
+        )
+    finally:
+        client.close()
     typer.echo(dumps(report) if as_json else report["image_id"])
 
 

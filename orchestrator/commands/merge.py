@@ -17,6 +17,7 @@ _COLUMNS = (
     Column(heading="lane"),
     Column(heading="code"),
     Column(heading="shard", justify="right"),
+    Column(heading="reasons"),
 )
 
 
@@ -89,6 +90,8 @@ def _labels(labels: Any, reasons: Any) -> str:
 
 
 def _row(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    from orchestrator.core.replay_run import table_reasons
+
     return (
         str(entry.get("property_id")),
         _labels(entry.get("base_labels"), entry.get("base_reasons")),
@@ -96,6 +99,7 @@ def _row(entry: Mapping[str, Any]) -> tuple[str, ...]:
         str(entry.get("lane")),
         str(entry.get("code")),
         str(entry.get("shard")),
+        table_reasons(str(entry.get("code")), [str(r) for r in entry.get("reasons") or ()]),
     )
 
 

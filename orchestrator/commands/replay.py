@@ -16,16 +16,21 @@ import click
 import typer
 
 from orchestrator.commands._options import (
-    DEFAULT_TIMEOUT_S,
+    FIXTURE_HELP,
+    MAX_JOBS,
+    MAX_REPLAYS,
+    MAX_SLOTS,
+    RUNNER_IMAGE,
     TESTS_FROM_HELP,
     EnvOption,
-    ImageOption,
     LedgerOption,
+    OptionalImageOption,
+    OptionalTimeoutOption,
     PythonpathOption,
     TestPathOption,
-    TimeoutOption,
     WritableTreeOption,
 )
+from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
@@ -45,22 +50,28 @@ _COLUMNS = (
     Column(heading="call deltas"),
     Column(heading="lane"),
     Column(heading="code"),
+    Column(heading="reasons"),
 )
 
 
 def replay(
     ctx: typer.Context,
     *,
-    repo: Annotated[Path, typer.Option("--repo", help="The git repository to replay.")],
+    repo: Annotated[Path, typer.Option("--repo", help="The git repository to replay.")] = Path("."),
     base: Annotated[
         str, typer.Option("--base", help="Base revision (any git revision; pinned to its SHA).")
     ],
     patch: Annotated[str, typer.Option("--patch", help="Patch revision (pinned to its SHA).")],
-    image: ImageOption,
+    image: OptionalImageOption = None,
     command: Annotated[
-        str,
-        typer.Option("--command", help="The test command; with --property its paths give way."),
-    ] = "pytest -q",
+        str | None,
+        typer.Option(
+            "--command",
+            help="The test command; with --property its paths give way. Default: the "
+            "project's command and test-paths (pyproject.toml), else pytest -q.",
+            show_default=False,
+        ),
+    ] = None,
     property_ids: Annotated[
         list[str] | None,
         typer.Option(
@@ -85,7 +96,7 @@ def replay(
     test_paths: TestPathOption = None,
     fixture: Annotated[
         Path | None,
-        typer.Option("--fixture", help="JSON fixture, mounted read-only, as $REPLAY_FIXTURE."),
+        typer.Option("--fixture", help=FIXTURE_HELP),
     ] = None,
     shrink_report: Annotated[
         Path | None,
@@ -112,23 +123,27 @@ def replay(
         ),
     ] = None,
     replays: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--replays",
             min=1,
+            max=MAX_REPLAYS,
             help="Replays per side of every property with signal, its screening replays "
-            "included (with --replays-all: of every property).",
+            "included (with --replays-all: of every property). Default: the project's "
+            "(pyproject.toml), else 5.",
+            show_default=False,
         ),
-    ] = 5,
+    ] = None,
     screen: Annotated[
         int | None,
         typer.Option(
             "--screen",
             min=1,
+            max=MAX_REPLAYS,
             help="Replay every property K times per side first, then only where there is "
             "signal (a replay not assert_pass, call counts that differ between the sides, an "
-            "oracle that changed) until it has --replays N. Default: 1 when no --property is "
-            "named, off when properties are named.",
+            "oracle that changed) until it has --replays N (K <= N). Default: 1 when no "
+            "--property is named, off when properties are named.",
         ),
     ] = None,
     replays_all: Annotated[
@@ -140,12 +155,13 @@ def replay(
         typer.Option(
             "--jobs",
             min=1,
+            max=MAX_JOBS,
             help="pytest workers per replay in each side's container, each running whole "
             "test modules (balanced by recorded durations). Default: the engine's CPUs "
             "divided between the sides it runs at once (see --slots), at least 1.",
         ),
     ] = None,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    timeout: OptionalTimeoutOption = None,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
     ] = 0,
@@ -175,6 +191,7 @@ def replay(
         typer.Option(
             "--slots",
             min=1,
+            max=MAX_SLOTS,
             help="Sides each engine runs at once (a property takes two). Default: the "
             "engine's CPU count.",
             show_default=False,
@@ -284,6 +301,13 @@ def replay(
     The run folder holds an INCOMPLETE file until the run has finished; the ledger
     is opened before anything runs and written after summary.json.
 
+    Defaults come from [tool.orchestrator] in the repository's pyproject.toml, read at
+    the base revision (never the patch's: a patch cannot change how it is judged):
+    command and test-paths, image, replays, timeout, pythonpath, env; an option given
+    here wins. An unknown key or a wrong type is exit 2. Without --image or image =,
+    the newest image `orchestrator image build` made for the project is used, else
+    orchestrator-runner:latest. --repo defaults to the current folder.
+
     Exit status: the worst lane's (0 non-blocking, 1 blocking, 3 undecided or
     infrastructure failure), 2 for bad input (found before any container starts),
     3 when the run was decided but the ledger could not record it (its report is
@@ -292,12 +316,14 @@ def replay(
     from orchestrator import log
     from orchestrator.core.durations import parse_expiry
     from orchestrator.core.pool import check_engine_urls
+    from orchestrator.core.project_config import replay_settings
     from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.core.replay_run import ReplayOptions
     from orchestrator.core.shards import parse_shard
     from orchestrator.errors import InputError, Interrupted, LedgerError, OrchestratorError
     from orchestrator.files import dumps
     from orchestrator.services.engines import open_pool
+    from orchestrator.services.project_config import default_image, load_config
     from orchestrator.services.replay import (
         LedgerRequest,
         execute,
@@ -309,18 +335,30 @@ def replay(
     from orchestrator.services.run_writer import check_run_folder, note_incomplete
     from orchestrator.services.sides import new_run_id
 
+    # The project's own defaults, read at the base revision (never the patch's).
+    loaded = load_config(repo, base)
+    settings = replay_settings(
+        loaded.config,
+        command=command,
+        image=image,
+        replays=replays,
+        timeout_s=timeout,
+        pythonpath=check_pythonpath(pythonpath) if pythonpath is not None else None,
+        env=parse_env(env) if env is not None else None,
+    )
+    replays = settings.replays
     options = ReplayOptions(
         repo=repo,
         base=base,
         patch=patch,
-        image=image,
-        command=command,
+        image=settings.image or RUNNER_IMAGE,
+        command=settings.command,
         property_ids=tuple(property_ids or ()),
         fixture=fixture,
         shrink_report=shrink_report,
         origin=origin,
-        replays=replays,
-        timeout_s=timeout,
+        replays=settings.replays,
+        timeout_s=settings.timeout_s,
         seed=seed,
         runner_id=runner_id if runner_id is not None else "local",
         out=out,
@@ -332,8 +370,8 @@ def replay(
         slots=slots,
         shard=parse_shard(shard) if shard is not None else None,
         run_id=run_id,
-        env=parse_env(env or ()),
-        pythonpath=check_pythonpath(pythonpath or ()),
+        env=settings.env,
+        pythonpath=settings.pythonpath,
         writable_tree=writable_tree,
         tests_from=tests_from,
         test_paths=tuple(test_paths or ()),
@@ -357,6 +395,11 @@ def replay(
         from orchestrator.services.replay_shrink import validate_shrink_options
 
         validate_shrink_options(options)
+    if settings.image is None:  # after every usage check: this asks the engine
+        first_engine = options.engines[0] if options.engines else None
+        options = replace(
+            options, image=default_image(os.environ, loaded.project, url=first_engine)
+        )
     expires_at = parse_expiry(expires, now) if freeze and expires else None
     ledger_request = None
     if record:
@@ -528,7 +571,7 @@ def _replay_and_shrink(
         _print_table(result.deciding)
         _print_ledger(result.report.get("ledger"))
         if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
-            typer.echo(f"shrink: {result.outcome}: {result.message}")
+            echo_line(f"shrink: {result.outcome}: {result.message}")
         typer.echo(f"run folder: {result.report['run_dir']}")
     logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
     return result
@@ -570,20 +613,23 @@ def _progress(
 def _print_tests(plan: Any) -> None:
     """Above the table: what --changed selected, and whose tests were the oracle."""
     if plan.selection is not None:
-        typer.echo(f"changed: {plan.selection.summary()}")
+        echo_line(f"changed: {plan.selection.summary()}")
     overlay = plan.overlay
     if overlay is not None:
-        count = len(overlay.files)
-        removed = sorted({path for paths in overlay.removed.values() for path in paths})
-        gone = f", {len(removed)} removed" if removed else ""
         typer.echo(
             f"tests from {overlay.ref} ({overlay.rev[:12]}): the oracle on both sides, "
-            f"{count} test file{'s' if count != 1 else ''} laid over each tree{gone}"
+            f"{overlay.summary()}"
         )
 
 
 def _print_table(outcome: Any) -> None:
-    from orchestrator.core.replay_run import call_deltas, label_summary
+    from orchestrator.core.replay_run import (
+        call_deltas,
+        label_summary,
+        not_run_on_patch,
+        skipped_line,
+        table_reasons,
+    )
 
     print_table(
         _COLUMNS,
@@ -595,15 +641,22 @@ def _print_table(outcome: Any) -> None:
                 "; ".join(call_deltas(item.evidence.base, item.evidence.patch)) or "-",
                 item.decision.lane.value,
                 item.decision.code,
+                table_reasons(item.decision.code, item.decision.reasons),
             )
             for item in outcome.properties
         ),
     )
+    skipped = skipped_line(
+        sum(not_run_on_patch(item.evidence.patch) for item in outcome.properties),
+        len(outcome.properties),
+    )
+    if skipped is not None:
+        typer.echo(skipped)
     # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
     for item in outcome.properties:
         if item.decision.code == "oracle_changed":
             reasons = "; ".join(item.decision.reasons)
-            typer.echo(f"oracle changed: {item.evidence.property_id}: {reasons}")
+            echo_line(f"oracle changed: {item.evidence.property_id}: {reasons}")
 
 
 def _hint_writable_tree(outcome: Any, logger: Any) -> None:
@@ -630,7 +683,7 @@ def _print_screening(summary: Any) -> None:
     from orchestrator.core.replay_run import screening_line
 
     if summary and summary.get("policy") == "screen":
-        typer.echo(screening_line(summary))
+        echo_line(screening_line(summary))
 
 
 def _print_ledger(ledger: Any) -> None:
@@ -638,12 +691,12 @@ def _print_ledger(ledger: Any) -> None:
         return
     for entry in ledger["entries"]:
         if entry.get("freeze_id") is not None:
-            typer.echo(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
+            echo_line(f"freeze {entry['freeze_id']} written for {entry['property_id']}")
         elif entry.get("freeze_refusals"):
             refused = ", ".join(entry["freeze_refusals"])
-            typer.echo(f"no freeze for {entry['property_id']}: {refused}")
+            echo_line(f"no freeze for {entry['property_id']}: {refused}")
         elif entry.get("infra_queue_id") is not None:
-            typer.echo(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
+            echo_line(f"infra queue {entry['infra_queue_id']}: {entry['property_id']}")
     recorded = "" if ledger.get("recorded", True) else " (not recorded)"
     typer.echo(f"ledger: {ledger['url']}{recorded}")
 

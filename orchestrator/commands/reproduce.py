@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import click
 import typer
 
+from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
@@ -44,8 +45,9 @@ def reproduce(
             "--replay",
             metavar="N",
             min=1,
-            help="Which replay (1 to the run's --replays). Default: the first that did not "
-            "pass on the chosen side(s), else 1.",
+            help="Which replay (1 to the number the run recorded of the property on the "
+            "chosen side(s): its screening replays when it was decided on them). Default: "
+            "the first that did not pass on the chosen side(s), else 1.",
             show_default=False,
         ),
     ] = None,
@@ -134,20 +136,33 @@ def reproduce(
             from orchestrator.services.reproduce import kept_lines
 
             for line in kept_lines(result.kept):
-                typer.echo(line)
+                echo_line(line)
     if status:
         raise typer.Exit(status)
 
 
 def _write_output(chunk: bytes) -> None:
     """pytest's output, as it comes: bytes straight through, in order with our lines."""
+    from orchestrator.core.text_safety import terminal_safe_bytes
+
     sys.stdout.flush()
-    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.write(terminal_safe_bytes(chunk))
     sys.stdout.buffer.flush()
 
 
 def _note(text: str) -> None:
-    typer.echo(text)
+    """A note of several lines (the commands of a side): its line breaks kept."""
+    from orchestrator.core.text_safety import terminal_safe_lines
+
+    typer.echo(terminal_safe_lines(text))
+
+
+def _safe_output(text: str) -> str:
+    """pytest's output for the side-by-side columns: tabs and CRLF as they would show, every
+    other control character as a visible escape."""
+    from orchestrator.core.text_safety import terminal_safe_lines
+
+    return terminal_safe_lines(text.replace("\r\n", "\n").expandtabs(8))
 
 
 def _print_outputs(results: Sequence[SideResult]) -> None:
@@ -157,8 +172,8 @@ def _print_outputs(results: Sequence[SideResult]) -> None:
     width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     typer.echo("")
     for line in side_by_side(
-        left.output,
-        right.output,
+        _safe_output(left.output),
+        _safe_output(right.output),
         headings=(
             f"{left.replay.side} {left.replay.rev[:12]}",
             f"{right.replay.side} {right.replay.rev[:12]}",
@@ -206,15 +221,15 @@ def _print_verdict(results: Sequence[SideResult], run: RecordedRun) -> int:
         if comparison is None or comparison.same:
             continue
         status = 1
-        typer.echo(
+        echo_line(
             f"not reproduced: {result.replay.side} replay {result.replay.replay}: "
             f"{comparison.detail}"
         )
         hint = isolation_hint(run, result.replay.replay)
         if hint:
-            typer.echo(f"  {hint}")
+            echo_line(f"  {hint}")
     if status == 0 and any(result.comparison is not None for result in results):
-        typer.echo("reproduced: the probe labels it as the run did")
+        echo_line("reproduced: the probe labels it as the run did")
     return status
 
 

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orchestrator.commands._options import DEFAULT_TIMEOUT_S, OptionalImageOption, TimeoutOption
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    INPUT_FILE_RULE,
+    MAX_SHRINK_ATTEMPTS,
+    OptionalImageOption,
+    TimeoutOption,
+)
+from orchestrator.commands._output import echo_line
 
 if TYPE_CHECKING:
     from orchestrator.core.shrink import Property, ShrinkReport
@@ -72,7 +79,8 @@ def shrink(
     fixture: Annotated[
         str,
         typer.Argument(
-            metavar="FIXTURE", help="The failing JSON fixture, or - for standard input."
+            metavar="FIXTURE",
+            help=f"The failing JSON fixture, or - for standard input ({INPUT_FILE_RULE}).",
         ),
     ],
     *,
@@ -127,7 +135,10 @@ def shrink(
     attempts: Annotated[
         int,
         typer.Option(
-            "--attempts", min=1, help="Shrink this many times; stable only if all agree (>= 2)."
+            "--attempts",
+            min=1,
+            max=MAX_SHRINK_ATTEMPTS,
+            help="Shrink this many times; stable only if all agree (>= 2).",
         ),
     ] = 2,
     out: Annotated[
@@ -264,27 +275,27 @@ def _print_report(report: ShrinkReport, out: Path | None) -> None:
 
     target = report.target
     if target.test is not None:
-        typer.echo(f"test: {target.test}")
-        typer.echo(f"rev: {target.rev}")
-        typer.echo(f"image: {target.image_id} ({target.image_ref})")
-        typer.echo(f"seed: {target.seed}")
+        echo_line(f"test: {target.test}")
+        echo_line(f"rev: {target.rev}")
+        echo_line(f"image: {target.image_id} ({target.image_ref})")
+        echo_line(f"seed: {target.seed}")
         if target.tests_from is not None:
-            typer.echo(f"tests from: {target.tests_from}")
-    typer.echo(f"minimal: {canonical_json(report.minimal).decode('utf-8')}")
-    typer.echo(f"minimal_digest: {report.minimal_digest}")
-    typer.echo(f"origin_digest: {report.origin_digest}")
-    typer.echo(f"failure: {report.failure.describe()}")
-    typer.echo(f"shrink_path: {len(report.shrink_path)} steps")
+            echo_line(f"tests from: {target.tests_from}")
+    echo_line(f"minimal: {canonical_json(report.minimal).decode('utf-8')}")
+    echo_line(f"minimal_digest: {report.minimal_digest}")
+    echo_line(f"origin_digest: {report.origin_digest}")
+    echo_line(f"failure: {report.failure.describe()}")
+    echo_line(f"shrink_path: {len(report.shrink_path)} steps")
     for line in _describe_path(report):
-        typer.echo(line)
+        echo_line(line)
     calls = ", ".join(str(count) for _, count in report.minima)
-    typer.echo(f"property_calls: {report.property_calls} (per attempt: {calls})")
-    typer.echo(
+    echo_line(f"property_calls: {report.property_calls} (per attempt: {calls})")
+    echo_line(
         f"attempts: {report.attempts}, identical_minima: {report.identical_minima}, "
         f"stable: {'yes' if report.stable else 'no'}"
     )
     if out is not None:
-        typer.echo(f"minimal fixture written to {out}")
+        echo_line(f"minimal fixture written to {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
+    MAX_REPLAYS,
     LedgerOption,
     OptionalImageOption,
     TimeoutOption,
@@ -43,7 +44,10 @@ def thaw(
         ),
     ] = "0s",
     replays: Annotated[
-        int, typer.Option("--replays", min=1, help="Replays per flake freeze (timing: >= 5).")
+        int,
+        typer.Option(
+            "--replays", min=1, max=MAX_REPLAYS, help="Replays per flake freeze (timing: >= 5)."
+        ),
     ] = 5,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     image: OptionalImageOption = None,

@@ -49,7 +49,9 @@ def judge_replays(unmutated: Sequence[Replay], mutant: Sequence[Replay]) -> Outc
     if not unmutated or not mutant:
         return Outcome.INFRA
     labels = [replay.label for replay in (*unmutated, *mutant)]
-    if not all(Label.is_completed(label) for label in labels):
+    # A skip is the project's own choice, no infrastructure: a skipped replay is no pass
+    # on the revision and no kill on the mutant (the refusals below say so).
+    if any(label != Label.SKIPPED and not Label.is_completed(label) for label in labels):
         return Outcome.INFRA
     if any(replay.label != Label.ASSERT_PASS for replay in unmutated):
         return Outcome.FAILS_UNMUTATED

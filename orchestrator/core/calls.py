@@ -15,7 +15,7 @@ import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.model import Replay
+from orchestrator.model import Label, Replay
 
 CallSets = Mapping[str, frozenset[int]]
 NEVER_CALLED = frozenset({0})
@@ -33,8 +33,9 @@ class CallChange:
 def call_sets(replays: Iterable[Replay]) -> dict[str, frozenset[int]]:
     """Dependency -> the distinct counts the replays showed (0 for a replay that never
     called it), for every dependency any of them called. A count that is not an integer
-    is a programming error (``parse_evidence`` never builds one) and raises TypeError."""
-    replays = tuple(replays)
+    is a programming error (``parse_evidence`` never builds one) and raises TypeError.
+    A skipped replay is left out: its body did not run (or not to the end)."""
+    replays = tuple(replay for replay in replays if replay.label != Label.SKIPPED)
     names = {name for replay in replays for name in replay.calls}
     return {
         name: frozenset(operator.index(replay.calls.get(name, 0)) for replay in replays)
@@ -55,7 +56,13 @@ def compare(base: CallSets, patch: CallSets) -> tuple[CallChange, ...]:
 
 
 def budget_changes(base: Iterable[Replay], patch: Iterable[Replay]) -> tuple[CallChange, ...]:
-    """The moved dependencies between two sides' replays (lanes.md row 5)."""
+    """The moved dependencies between two sides' replays (lanes.md row 5); none when a
+    side has no replay that ran (every one skipped): there is nothing to compare."""
+    base, patch = tuple(base), tuple(patch)
+    if not any(r.label != Label.SKIPPED for r in base) or not any(
+        r.label != Label.SKIPPED for r in patch
+    ):
+        return ()
     return compare(call_sets(base), call_sets(patch))
 
 

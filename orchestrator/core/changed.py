@@ -10,7 +10,8 @@ Pure. Selected are
 The tests are found statically (:func:`static_test_ids`), as pytest collects by default:
 ``test*`` functions at module level; ``test*`` methods of ``Test*`` classes without an
 ``__init__`` (nested ones too) and of ``unittest.TestCase`` subclasses, including the
-methods they inherit from classes defined in the same module.
+methods they inherit from classes defined in the same module or, through its imports, in
+another module of the project (a mixin in ``tests/__init__.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import PurePosixPath
 from typing import Any
 
 from orchestrator.core.imports import import_graph, importers_of, merge_graphs
-from orchestrator.core.oracle import OracleChange
+from orchestrator.core.oracle import OracleChange, ProjectModules, imported_class
 from orchestrator.core.pytest_command import conftest_paths
 from orchestrator.core.test_files import is_test_module_name
 
 UNITTEST_BASES = frozenset({"TestCase", "IsolatedAsyncioTestCase"})
+MAX_MODULE_DEPTH = 8  # modules a chain of bases is followed through
 
 
 def _is_unittest_base(base: ast.expr) -> bool:
@@ -55,10 +58,28 @@ def _not_a_test(body: Sequence[ast.stmt]) -> bool:
     return False
 
 
-class _Classes:
-    """The classes one scope defines (the last definition of a name wins)."""
+@lru_cache(maxsize=256)
+def _parsed(source: str | bytes) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
 
-    def __init__(self, body: Sequence[ast.stmt]) -> None:
+
+class _Classes:
+    """The classes one scope defines (the last definition of a name wins); at a module's
+    top level (``home``: its path and source), also those its imports bring from other
+    modules of the project."""
+
+    def __init__(
+        self,
+        body: Sequence[ast.stmt],
+        *,
+        home: tuple[str, str | bytes] | None = None,
+        modules: ProjectModules | None = None,
+        depth: int = 0,
+    ) -> None:
+        self.home, self.modules, self.depth = home, modules, depth
         self.by_name: dict[str, ast.ClassDef] = {}
         for stmt in body:
             if isinstance(stmt, ast.ClassDef):
@@ -67,16 +88,36 @@ class _Classes:
                 for name in _bound(stmt):
                     self.by_name.pop(name, None)
 
+    def imported(self, base: ast.expr) -> tuple[ast.ClassDef, _Classes] | None:
+        """The class of another module ``base`` names, with that module's classes."""
+        if self.home is None or self.modules is None or self.depth > MAX_MODULE_DEPTH:
+            return None
+        found = imported_class(base, self.home[0], self.home[1], self.modules)
+        if found is None:
+            return None
+        path, name = found
+        source = self.modules.sources.get(path)
+        module = None if source is None else _parsed(source)
+        if source is None or module is None:
+            return None
+        classes = _Classes(
+            module.body, home=(path, source), modules=self.modules, depth=self.depth + 1
+        )
+        cls = classes.by_name.get(name)
+        return None if cls is None else (cls, classes)
+
     def is_unittest(self, cls: ast.ClassDef, seen: frozenset[str] = frozenset()) -> bool:
         for base in cls.bases:
             if _is_unittest_base(base):
                 return True
-            if (
-                isinstance(base, ast.Name)
-                and base.id in self.by_name
-                and base.id not in seen
-                and self.is_unittest(self.by_name[base.id], seen | {cls.name})
-            ):
+            if isinstance(base, ast.Name) and base.id in self.by_name:
+                if base.id not in seen and self.is_unittest(
+                    self.by_name[base.id], seen | {cls.name}
+                ):
+                    return True
+                continue
+            elsewhere = self.imported(base)
+            if elsewhere is not None and elsewhere[1].is_unittest(elsewhere[0]):
                 return True
         return False
 
@@ -90,8 +131,14 @@ class _Classes:
                 for name in _bound(stmt):
                     names[name] = False  # an attribute shadows an inherited test
         for base in cls.bases:
-            if isinstance(base, ast.Name) and base.id in self.by_name and base.id not in seen:
-                for name in self.methods(self.by_name[base.id], seen | {cls.name}):
+            if isinstance(base, ast.Name) and base.id in self.by_name:
+                if base.id not in seen:
+                    for name in self.methods(self.by_name[base.id], seen | {cls.name}):
+                        names.setdefault(name, True)
+                continue
+            elsewhere = self.imported(base)
+            if elsewhere is not None:
+                for name in elsewhere[1].methods(elsewhere[0]):
                     names.setdefault(name, True)
         return [name for name, is_test in names.items() if is_test]
 
@@ -106,12 +153,14 @@ def _bound(stmt: ast.stmt) -> list[str]:
     return []
 
 
-def static_test_ids(source: str | bytes, path: str) -> tuple[str, ...]:
-    """The node ids pytest would collect from ``source`` by default (without parameters);
-    nothing for a module that does not parse."""
-    try:
-        module = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
+def static_test_ids(
+    source: str | bytes, path: str, modules: ProjectModules | None = None
+) -> tuple[str, ...]:
+    """The node ids pytest would collect from ``source`` by default (without parameters),
+    following test classes' bases into the project's other ``modules``; nothing for a
+    module that does not parse."""
+    module = _parsed(source)
+    if module is None:
         return ()
     ids: dict[str, None] = {}
     functions: dict[str, bool] = {}
@@ -122,7 +171,7 @@ def static_test_ids(source: str | bytes, path: str) -> tuple[str, ...]:
             ) and name.startswith("test")
         if isinstance(stmt, ast.ClassDef):
             functions.pop(stmt.name, None)
-    classes = _Classes(module.body)
+    classes = _Classes(module.body, home=(path, source), modules=modules)
     for stmt in module.body:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and functions.get(stmt.name):
             ids.setdefault(f"{path}::{stmt.name}", None)
@@ -206,10 +255,14 @@ class Selection:
     modules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # module -> its tests
 
     def summary(self) -> str:
-        """``selected 3 of 120 tests (2 by their oracle, 1 by an import of a changed module)``."""
+        """``selected 3 of 120 tests found in 14 test modules (2 by their oracle, 1 by an
+        import of a changed module)``: what was considered is every test the sources of the
+        command's test modules show (a parametrized test counts once)."""
         by_oracle = len(set(self.selected) & set(self.oracle_changed))
+        modules = len(self.modules)
         return (
             f"selected {len(self.selected)} of {len(self.candidates)} tests"
+            f" found in {modules} test module{'' if modules == 1 else 's'}"
             f" ({by_oracle} by their oracle,"
             f" {len(self.selected) - by_oracle} by an import of a changed module)"
         )
@@ -233,6 +286,7 @@ class Selection:
         return {
             "mode": "changed",
             "candidates": len(self.candidates),
+            "test_modules": len(self.modules),
             "selected": list(self.selected),
             "oracle_changed": list(self.oracle_changed),
             "importing_changed": list(self.importing),

@@ -25,9 +25,45 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 IMPORT_FUNCTIONS = frozenset({"import_module", "__import__"})
+
+
+# ---------------------------------------------------------------- what an import binds
+
+
+def bound_name(alias: ast.alias, *, from_import: bool) -> str:
+    """The one name an imported alias binds in the importing scope: ``import a.b`` binds
+    ``a``, ``import a.b as c`` binds ``c``, ``from a import b`` binds ``b``."""
+    if alias.asname:
+        return alias.asname
+    return alias.name if from_import else alias.name.split(".")[0]
+
+
+def binding(
+    statement: ast.Import | ast.ImportFrom, alias: ast.alias
+) -> ast.Import | ast.ImportFrom:
+    """The import of ``alias`` reduced to what it binds, as a statement: ``import a.b``
+    binds the top package ``a`` exactly as ``import a`` does, so both reduce to ``import
+    a``; ``import a.b as c`` and ``from a import b`` keep their module (the object bound
+    depends on it)."""
+    if isinstance(statement, ast.ImportFrom):
+        return ast.ImportFrom(module=statement.module, names=[alias], level=statement.level)
+    if alias.asname:
+        return ast.Import(names=[alias])
+    return ast.Import(names=[ast.alias(name=alias.name.split(".")[0])])
+
+
+def loaded_submodules(statement: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple[str, ...]:
+    """The dotted submodules an ``import a.b.c`` (without ``as``) makes reachable as
+    attributes of the name it binds: ``a.b`` and ``a.b.c``. Empty for every other import:
+    they bind the submodule itself, or a name from a module."""
+    if isinstance(statement, ast.ImportFrom) or alias.asname:
+        return ()
+    parts = alias.name.split(".")
+    return tuple(".".join(parts[:end]) for end in range(2, len(parts) + 1))
 
 
 def _package_depth(folders: tuple[str, ...], files: frozenset[str]) -> int:
@@ -89,6 +125,19 @@ def _relative_base(importer: tuple[str, bool] | None, level: int) -> str | None:
     return ".".join(parts[:keep])
 
 
+def absolute_module(
+    module: str | None, level: int, importer: str, files: frozenset[str]
+) -> str | None:
+    """The absolute dotted name ``from <level dots><module> import ...`` in the file
+    ``importer`` names; None when a relative import climbs out of its package."""
+    if not level:
+        return module
+    base = _relative_base(own_name(importer, files), level)
+    if base is None:
+        return None
+    return f"{base}.{module}" if module else base
+
+
 def imported_names(source: str | bytes, importer: tuple[str, bool] | None) -> frozenset[str]:
     """Every absolute dotted name the module may import (parents included). ``importer``
     is :func:`own_name` of the module (None: relative imports resolve to nothing). A
@@ -140,6 +189,17 @@ def name_index(files: frozenset[str]) -> dict[str, frozenset[str]]:
         for name in module_names(path, files):
             index.setdefault(name, set()).add(path)
     return {name: frozenset(paths) for name, paths in index.items()}
+
+
+@lru_cache(maxsize=8)
+def _cached_index(files: frozenset[str]) -> dict[str, frozenset[str]]:
+    return name_index(files)
+
+
+def module_paths(name: str, files: frozenset[str]) -> tuple[str, ...]:
+    """The project files the dotted module ``name`` may load, sorted (the index of one
+    tree is built once, however many names are looked up in it)."""
+    return tuple(sorted(_cached_index(files).get(name, ())))
 
 
 def import_graph(sources: Mapping[str, str | bytes]) -> dict[str, frozenset[str]]:

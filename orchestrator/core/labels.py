@@ -1,8 +1,9 @@
 """Replay labels from facts: one probe result file plus the engine's facts -> one label.
 
 :func:`label_replay` combines what a ``replay-<k>.json`` file says (read by
-``orchestrator.adapters.results`` into a :class:`ReplayFile`: ``ok``, ``missing``
-or ``corrupt``) with what the engine says about the container that ran it
+``orchestrator.adapters.results`` into a :class:`ReplayFile`: ``ok``, ``missing``,
+``corrupt``, or ``unsafe``: not a regular file, or over its cap, see
+:mod:`orchestrator.core.result_files`) with what the engine says about the container that ran it
 (:class:`ContainerFacts`) into one :class:`~orchestrator.model.Replay` for one
 property. Labels come from facts, never from an exit status alone. The documents'
 schema ids are the probe's own (``orchestrator.probe``), never copied.
@@ -18,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from orchestrator.core.result_files import UNSAFE_RESULT
 from orchestrator.model import KNOWN_LABELS, Label, Replay
 from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
 
-FileState = Literal["ok", "missing", "corrupt"]
+FileState = Literal["ok", "missing", "corrupt", "unsafe"]
 RUN_STATUSES = ("completed", "timeout", "no_result", "corrupt_result")
 SESSION_NODES = ("", "<session>")
 
@@ -57,6 +59,7 @@ class ContainerFacts:
     cancelled: bool = False
     engine_error: str | None = None
     message: str | None = None
+    running: bool = False  # still running when inspected (its command ran with exec)
 
 
 # ------------------------------------------------------------------ document checks
@@ -108,29 +111,40 @@ def _tests(doc: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list(doc["result"]["tests"])
 
 
+def _skipped_entries(doc: Mapping[str, Any] | None) -> dict[str, str | None]:
+    """The tests a completed run skipped (its result's ``skipped`` list): node id -> the
+    skip's reason (None when it gave none)."""
+    if doc is None or doc.get("status") != "completed":
+        return {}
+    listed = doc["result"].get("skipped")
+    if not isinstance(listed, list):
+        return {}
+    found: dict[str, str | None] = {}
+    for entry in listed:
+        if isinstance(entry, Mapping) and isinstance(entry.get("nodeid"), str):
+            reason = entry.get("reason")
+            found[entry["nodeid"]] = reason if isinstance(reason, str) else None
+    return found
+
+
 def nodeids_seen(files: Iterable[ReplayFile]) -> tuple[str, ...]:
-    """Every test node id any completed replay reported, in first-seen order."""
+    """Every test node id any completed replay reported, in first-seen order: the tests
+    that ran, then those it skipped (a skipped test is a state, not an absent test)."""
     seen: dict[str, None] = {}
     for replay_file in files:
         if replay_file.state == "ok":
             for entry in _tests(replay_file.doc):
                 seen.setdefault(entry["nodeid"], None)
+            for nodeid in _skipped_entries(replay_file.doc):
+                seen.setdefault(nodeid, None)
     return tuple(seen)
 
 
 def skipped_in(replay_file: ReplayFile, property_id: str) -> bool:
     """Did this completed run skip ``property_id`` (its result lists it as skipped)?"""
-    if replay_file.state != "ok" or replay_file.doc is None:
+    if replay_file.state != "ok":
         return False
-    doc = replay_file.doc
-    if doc.get("status") != "completed":
-        return False
-    skipped = doc["result"].get("skipped")
-    if not isinstance(skipped, list):
-        return False
-    return any(
-        isinstance(entry, Mapping) and entry.get("nodeid") == property_id for entry in skipped
-    )
+    return property_id in _skipped_entries(replay_file.doc)
 
 
 # ------------------------------------------------------------------ one replay
@@ -149,8 +163,13 @@ class EntryIndex:
     """One replay's test entries, indexed so that finding the entry of each of thousands
     of properties does not scan every entry for each of them."""
 
-    def __init__(self, tests: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        tests: Sequence[Mapping[str, Any]],
+        skipped: Mapping[str, str | None] | None = None,
+    ) -> None:
         self.last: dict[str, Mapping[str, Any]] = {}
+        self.skipped: Mapping[str, str | None] = skipped or {}
         # harness_error entries by node id, and by node id without trailing slashes (a
         # directory), each with its position, so that enclosing nodes come out in order.
         self.harness: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
@@ -161,6 +180,20 @@ class EntryIndex:
             if entry["label"] == Label.HARNESS_ERROR:
                 self.harness.setdefault(nodeid, []).append((position, entry))
                 self.harness_dirs.setdefault(nodeid.rstrip("/"), []).append((position, entry))
+
+    def skip_of(self, property_id: str) -> tuple[bool, str | None]:
+        """Whether the run skipped ``property_id`` or a node above it (a module that skips
+        itself on import), and the skip's reason."""
+        if not self.skipped:
+            return False, None
+        if property_id in self.skipped:
+            return True, self.skipped[property_id]
+        for cut in range(len(property_id) - 1, 0, -1):
+            if property_id.startswith(("::", "/"), cut):
+                parent = property_id[:cut]
+                if parent in self.skipped:
+                    return True, self.skipped[parent]
+        return False, None
 
     def enclosing(self, property_id: str) -> list[Mapping[str, Any]]:
         """The harness_error entries of nodes above ``property_id`` (``_encloses``), in order."""
@@ -289,6 +322,8 @@ def label_replay(
 ) -> Replay:
     """The label of one property in one replay (without image/runner stamps); ``index``
     is :class:`EntryIndex` of the replay's entries, when the caller labels many."""
+    if replay_file.state == "unsafe":  # never followed, never copied: no verdict
+        return _harness(UNSAFE_RESULT, replay_file.problem)
     if replay_file.state == "corrupt":
         if facts.oom_killed:
             return _harness("oom", "the container hit its memory limit and was OOM-killed")
@@ -303,10 +338,22 @@ def label_replay(
         )
     if status != "completed":
         return _unfinished(facts, status, doc.get("exit_code"))
+    if index is None:
+        index = EntryIndex(_tests(doc), _skipped_entries(doc))
+    exact = index.last.get(property_id)
+    if exact is None or exact.get("reason") == "not_found":
+        skipped, reason = index.skip_of(property_id)
+        if skipped:
+            return skipped_replay(reason)
     entry = _entry_for(_tests(doc), property_id, index)
     if entry is None:
         return _harness("not_found", f"{property_id} was not collected")
     return _from_entry(entry, property_id)
+
+
+def skipped_replay(reason: str | None) -> Replay:
+    """The project skipped the test (or it xfailed): ``skipped``, its reason as message."""
+    return Replay(label=Label.SKIPPED, message=reason or None)
 
 
 def label_replays(
@@ -316,7 +363,10 @@ def label_replays(
     runner_id: str,
 ) -> dict[str, tuple[Replay, ...]]:
     """One :class:`Replay` per property per replay, stamped with image and runner."""
-    indexes = [EntryIndex(_tests(replay_file.doc)) for replay_file, _ in observed]
+    indexes = [
+        EntryIndex(_tests(replay_file.doc), _skipped_entries(replay_file.doc))
+        for replay_file, _ in observed
+    ]
     return {
         property_id: tuple(
             replace(

@@ -104,7 +104,7 @@ def _pins(evidence: Evidence, attribute: str) -> list[str]:
 
 
 def _infra(side: str, replays: Sequence[Replay]) -> str | None:
-    counts = Counter(r.label for r in replays if not Label.is_completed(r.label))
+    counts = Counter(r.label for r in replays if Label.is_infra(r.label))
     if not counts:
         return None
     parts = []
@@ -114,6 +114,60 @@ def _infra(side: str, replays: Sequence[Replay]) -> str | None:
             detail = f" ({', '.join(sub)})" if sub else ""
             parts.append(f"{counts[label]} {label.value}{detail}")
     return f"{side}: {', '.join(parts)} of {len(replays)} replays"
+
+
+def ran(replays: Sequence[Replay]) -> tuple[Replay, ...]:
+    """The replays that were not skipped: the ones a verdict and call counts come from."""
+    return tuple(r for r in replays if r.label != Label.SKIPPED)
+
+
+def skip_messages(replays: Sequence[Replay]) -> str:
+    """The skipped replays' reasons, each once, in order (``no reason given`` for none)."""
+    seen: dict[str, None] = {}
+    for replay in replays:
+        if replay.label == Label.SKIPPED:
+            seen.setdefault(replay.message or "no reason given", None)
+    return "; ".join(seen)
+
+
+def _skipped(base: Sequence[Replay], patch: Sequence[Replay]) -> Decision | None:
+    """Row 4a: a side on which the project skipped every replay (None: both sides ran).
+
+    Skipped on both sides is the suite as it is: nothing to decide. Skipped on the patch
+    only, the patch no longer runs the test: shown, not blocked (the suite's own CI is
+    green too). Skipped on base only, the patch runs it: judged on the patch alone, so a
+    failure there blocks as it would in the suite's own CI.
+    """
+    ran_base, ran_patch = ran(base), ran(patch)
+    if ran_base and ran_patch:
+        return None
+    if not ran_base and not ran_patch:
+        why = skip_messages((*base, *patch))
+        return _decision(Lane.NO_FREEZE, "skipped", [f"skipped on both sides: {why}"])
+    if not ran_patch:
+        state = side_state(ran_base).value
+        return _decision(
+            Lane.NO_FREEZE,
+            "skipped_on_patch",
+            [
+                f"skipped on the patch: {skip_messages(patch)}",
+                f"base {state}: the patch no longer runs it",
+            ],
+        )
+    state = side_state(ran_patch)
+    skipped_on_base = f"skipped on base: {skip_messages(base)}"
+    if state is SideState.PASS:
+        return _decision(
+            Lane.NO_FREEZE,
+            "skipped_on_base",
+            [skipped_on_base, "patch P: the patch runs it and it passes"],
+        )
+    failing = _format_ids(failing_assertions(ran_patch))
+    return _decision(
+        Lane.PROPERTY_REGRESSION,
+        "fails_where_base_skips",
+        [skipped_on_base, f"patch {state.value}: the patch runs it and it fails ({failing})"],
+    )
 
 
 def side_state(replays: Sequence[Replay]) -> SideState:
@@ -205,6 +259,13 @@ def _decide(evidence: Evidence) -> Decision:
                 "same minimal digest (need at least 2, all identical)"
             ],
         )
+
+    # Row 4a: the project skipped the test on a side; skipped replays give no verdict and
+    # no call counts, so the rows below see only the replays that ran.
+    skipped = _skipped(base, patch)
+    if skipped is not None:
+        return skipped
+    base, patch = ran(base), ran(patch)
 
     # Row 5: same output with a moved call budget is still a regression.
     moved = budget_changes(base, patch)

@@ -23,6 +23,8 @@ FOREIGN_MAX_AGE_S = 24 * 3600.0
 
 _HOST_ID = re.compile(r"^[0-9a-f]{8,64}$")
 _TOKEN_NONCE = re.compile(r"^[0-9a-f]{6,32}$")
+# ASCII digits only: str.isdigit() also takes "¹" or "٣", which int() refuses or misreads.
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,11 +88,11 @@ def scratch_stem(owner: ProcessOwner) -> str:
 def owner_from_stem(stem: str, *, host_id: str) -> ProcessOwner | None:
     """The owner a scratch name's stem names. A bare ``<pid>`` (an older version of the
     tool) is taken as this host's, as that version meant it; anything else is None."""
-    if stem.isdigit():
+    if _DIGITS.fullmatch(stem):
         return ProcessOwner(host_id=host_id, pid=int(stem))
     process, at, host = stem.partition("@")
     pid, _, start = process.partition(".")
-    if not at or not pid.isdigit() or not _HOST_ID.match(host):
+    if not at or not _DIGITS.fullmatch(pid) or not _HOST_ID.match(host):
         return None
     return ProcessOwner(host_id=host, pid=int(pid), start="" if start in ("", "0") else start)
 
@@ -109,7 +111,7 @@ def owner_from_token(token: str) -> ProcessOwner | None:
     if len(parts) != 4:
         return None
     host, pid, start, nonce = parts
-    if not _HOST_ID.match(host) or not pid.isdigit() or not start.isdigit():
+    if not _HOST_ID.match(host) or not _DIGITS.fullmatch(pid) or not _DIGITS.fullmatch(start):
         return None
     if not _TOKEN_NONCE.match(nonce):
         return None

@@ -16,9 +16,9 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
-from orchestrator.core.oracle import OracleChange
+from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
-from orchestrator.core.screening import Screening, ScreenPolicy
+from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
@@ -43,6 +43,7 @@ NO_OVERLAY: Mapping[str, Any] = {
     "tests_from": None,
     "tests_from_ref": None,
     "rule_for_tests": None,
+    "overlay_summary": None,
     "overlaid_files": [],
     "overlay_removed": {},
 }
@@ -315,12 +316,21 @@ def decide_all(
     for index, property_id in enumerate(labelled[BASE], start=1):
         if chosen is not None and property_id not in chosen:
             continue
+        base, patch = labelled[BASE][property_id], labelled[PATCH].get(property_id, ())
+        change = oracle.get(property_id)
+        if change is not None:
+            # A test pytest collected on one side only is an oracle change (row 2), not a
+            # harness failure, whatever the sources seemed to say.
+            change = collected_on_one_side(
+                change, on_base=not missing(base), on_patch=not missing(patch),
+                tests_from=plan.tests_from,
+            )  # fmt: skip
         evidence = build_evidence(
             plan,
             property_id,
-            labelled[BASE][property_id],
-            labelled[PATCH].get(property_id, ()),
-            oracle=oracle.get(property_id),
+            base,
+            patch,
+            oracle=change,
             screening=screening,
             runner_id=(runners or {}).get(property_id),
         )
@@ -393,7 +403,39 @@ def report_document(
         "exit_status": 0 if plan.nothing_selected else worst_exit(decisions),
         "decisions": [report_entry(item) for item in properties],
         "screening": screening_summary(plan, properties, screening),
+        "skipped": skipped_count(properties),
     }
+
+
+def not_run_on_patch(replays: Sequence[Replay]) -> bool:
+    """The project skipped every replay of the patch side: the test did not run there."""
+    return bool(replays) and all(replay.label == Label.SKIPPED for replay in replays)
+
+
+def skipped_count(properties: Sequence[PropertyOutcome]) -> int:
+    """How many properties did not run on the patch because the project skips them."""
+    return sum(not_run_on_patch(item.evidence.patch) for item in properties)
+
+
+def skipped_line(skipped: int, total: int) -> str | None:
+    """``skipped 3 of 80: the project skips them on the patch`` under the table (None: no
+    skip)."""
+    if not skipped:
+        return None
+    return f"skipped {skipped} of {total}: the project skips them on the patch"
+
+
+# Codes whose reasons the table's other columns already say: the two sides' states, or
+# the moved call counts.
+_SHOWN_ELSEWHERE = frozenset({"not_reproduced", "call_budget"})
+
+
+def table_reasons(code: str, reasons: Sequence[str]) -> str:
+    """A decision's reasons for a terminal table (``fails_on_base_too; ...``), "-" when
+    the other columns already say them."""
+    if code in _SHOWN_ELSEWHERE or not reasons:
+        return "-"
+    return "; ".join(reasons)
 
 
 def screening_summary(

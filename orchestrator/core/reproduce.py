@@ -238,6 +238,9 @@ class SideReplay:
     replay: int
     seed: int
     recorded: Replay
+    # How many replays of the property the run recorded on this side: its screening
+    # replays alone when it was decided on them, N when it was replayed further.
+    recorded_count: int = 1
 
     @property
     def hash_seed(self) -> str:
@@ -291,6 +294,7 @@ def plan_reproduce(
                 replay=number,
                 seed=replay_seed(run.seed, raw_runs.get((name, number))),
                 recorded=recorded[name][number - 1],
+                recorded_count=len(recorded[name]),
             )
             for name in sides
         ),
@@ -399,7 +403,7 @@ def where(assertion_id: str | None) -> str | None:
     place = assertion_id.rsplit("@", 1)[1]
     path, _, rest = place.partition(":")
     line = rest.split(":", 1)[0]
-    return f"{path}:{line}" if path and line.isdigit() else None
+    return f"{path}:{line}" if path and re.fullmatch(r"[0-9]+", line) else None
 
 
 def describe(replay: Replay) -> str:

@@ -87,7 +87,10 @@ def signal_reasons(
     """Why a property's screening replays call for more (empty: no signal)."""
     reasons: list[str] = []
     for side, replays in (("base", base), ("patch", patch)):
-        not_passing = [replay for replay in replays if replay.label != Label.ASSERT_PASS]
+        # The project's own skip is no signal: replaying it N times only skips it again.
+        not_passing = [
+            replay for replay in replays if replay.label not in (Label.ASSERT_PASS, Label.SKIPPED)
+        ]
         if not_passing:
             reasons.append(f"{side}: {_labels_text(not_passing)}")
     reasons.extend(f"calls {describe_change(change)}" for change in budget_changes(base, patch))

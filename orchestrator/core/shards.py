@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.bounds import MAX_SHARDS
 from orchestrator.core.digest import digest
 from orchestrator.core.lanes import worst_exit_status
 from orchestrator.core.pool import assign_longest_first
@@ -61,6 +62,8 @@ def parse_shard(text: str) -> Shard:
     index, count = int(match.group(1)), int(match.group(2))
     if count < 1 or not 1 <= index <= count:
         raise InputError(f"--shard {text!r}: I must be between 1 and N")
+    if count > MAX_SHARDS:  # every part is computed to take one
+        raise InputError(f"--shard {text!r}: N must be at most {MAX_SHARDS}")
     return Shard(index=index, count=count)
 
 
@@ -156,8 +159,10 @@ def check_shards(runs: Sequence[ShardRun]) -> tuple[ShardRun, ...]:
                     f"{_shown(theirs)}: not cut from one selection"
                 )
     count = first.shard.get("count")
-    if not isinstance(count, int) or count < 1:
-        raise InputError(f"{first.name}: run-log.json: shard count is not a positive number")
+    if not isinstance(count, int) or not 1 <= count <= MAX_SHARDS:
+        raise InputError(
+            f"{first.name}: run-log.json: shard count is not a number from 1 to {MAX_SHARDS}"
+        )
     by_index: dict[int, ShardRun] = {}
     for run in runs:
         index = run.shard.get("index")
@@ -301,6 +306,9 @@ def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
     screening = merged_screening(ordered)
     if screening is not None:
         summary["screening"] = screening
+    skipped = [run.summary.get("skipped") for run in ordered]
+    if all(isinstance(n, int) and not isinstance(n, bool) for n in skipped):
+        summary["skipped"] = sum(n for n in skipped if isinstance(n, int))
     return Merged(run_log=run_log, summary=summary, copies=tuple(copies))
 
 

@@ -110,7 +110,7 @@ def candidate_verdict(
     assertion key (its assertion id when the probe gave no key). Anything else is a
     :class:`NoVerdict`.
     """
-    if skipped or replay.label == Label.ASSERT_PASS:
+    if skipped or replay.label in (Label.ASSERT_PASS, Label.SKIPPED):
         return None
     if replay.label == Label.ASSERT_FAIL:
         return assertion_identity(replay.assertion_key or replay.assertion_id or "")

@@ -11,7 +11,10 @@ The test files are (:class:`TestFileRule`):
   ``test_*``, ``*_test``, ``*_tests``), e.g. ``tests/`` for ``tests/unit/test_x.py``
   and ``src/pkg/tests/`` for ``src/pkg/tests/test_x.py``; a module in no such folder
   contributes itself only. Without ``--property``, the paths the command names play
-  the properties' part (``pytest tests/`` -> ``tests/``);
+  the properties' part (``pytest tests/`` -> ``tests/``), and a command that names no
+  path (``pytest -q``) runs every test module of the tree: their folders are taken the
+  same way, found in the trees (as SWE-bench applies a test patch: the test package whole,
+  its ``__init__.py``, helper modules and data included);
 - every ``conftest.py`` and every ``test_*.py`` / ``*_test.py``, anywhere;
 - every ``--test-path PATH``: a file, or a folder and everything under it.
 
@@ -100,32 +103,52 @@ class TestFileRule:
 
 
 def rule_for_tests(
-    property_ids: Sequence[str], command_paths: Sequence[str], test_paths: Sequence[str]
+    property_ids: Sequence[str],
+    command_paths: Sequence[str],
+    test_paths: Sequence[str],
+    trees: Iterable[Iterable[str]] = (),
 ) -> TestFileRule:
     """The rule for a run: the properties' test folders and modules (or, without
-    properties, the command's paths'), plus ``--test-path`` (already normalised)."""
+    properties, the command's paths'; when it names none, the folders of every test module
+    of ``trees``, the paths of each tree involved), plus ``--test-path`` (already
+    normalised)."""
     folders: dict[str, None] = {}
     files: dict[str, None] = {}
-    for property_id in property_ids:
-        module = normal_path(split_node_id(property_id).path)
-        if module is None:
-            continue
-        files.setdefault(module, None)
-        folder = outer_test_folder(module)
+
+    def take(path: str, *, is_folder: bool = False, own: bool = True) -> None:
+        folder = outer_test_folder(path, is_folder=is_folder)
         if folder is not None:
             folders.setdefault(folder, None)
-    if not property_ids:
-        for argument in command_paths:
-            path_text, sep, _ = argument.partition("::")
-            path = normal_path(path_text)
-            if path is None:
-                continue
-            named_file = bool(sep) or path.endswith(".py")
-            folder = outer_test_folder(path, is_folder=not named_file)
-            if folder is not None:
-                folders.setdefault(folder, None)
-            elif named_file:
-                files.setdefault(path, None)
+        if own:
+            files.setdefault(path, None)
+
+    for property_id in property_ids:
+        module = normal_path(split_node_id(property_id).path)
+        if module is not None:
+            take(module)
+    if property_ids:
+        return TestFileRule(folders=tuple(folders), files=tuple(files), extra=tuple(test_paths))
+    named = False
+    for argument in command_paths:
+        path_text, sep, _ = argument.partition("::")
+        path = normal_path(path_text)
+        if path is None:
+            continue
+        named = True
+        named_file = bool(sep) or path.endswith(".py")
+        folder = outer_test_folder(path, is_folder=not named_file)
+        if folder is not None:
+            folders.setdefault(folder, None)
+        elif named_file:
+            files.setdefault(path, None)
+    if not named:
+        # The command runs the whole tree: every test module's folder, as pytest finds them
+        # (a module outside any test folder is a test file by its name already).
+        found = {path for tree in trees for path in tree}
+        for module in sorted(
+            path for path in found if is_test_module_name(PurePosixPath(path).name)
+        ):
+            take(module, own=False)
     return TestFileRule(folders=tuple(folders), files=tuple(files), extra=tuple(test_paths))
 
 
@@ -179,18 +202,39 @@ class TestOverlay:
         """Does ``path`` on an overlaid tree come from ``rev`` (or is it gone)?"""
         return self.rule.matches(path)
 
+    def summary(self) -> str:
+        """What was laid over, for the screen: ``12 files from tests/ and 1 test file
+        elsewhere laid over each tree, 1 removed``."""
+        folders = (*self.rule.folders, *self.rule.extra)
+        under = [p for p in self.files if any(_under(p, folder) for folder in folders)]
+        elsewhere = len(self.files) - len(under)
+        parts = []
+        if folders:
+            named = ", ".join(f"{folder}/" for folder in folders)
+            parts.append(f"{_count(len(under), 'file')} from {named}")
+        if elsewhere or not folders:
+            parts.append(f"{_count(elsewhere, 'test file')}{' elsewhere' if folders else ''}")
+        removed = {path for paths in self.removed.values() for path in paths}
+        gone = f", {len(removed)} removed" if removed else ""
+        return f"{' and '.join(parts)} laid over each tree{gone}"
+
     def to_json(self) -> dict[str, Any]:
         """What the run log records: the pinned SHA, the rule, every file with its blob."""
         return {
             "tests_from": self.rev,
             "tests_from_ref": self.ref,
             "rule_for_tests": self.rule.to_json(),
+            "overlay_summary": self.summary(),
             "overlaid_files": [{"path": path, "blob": blob} for path, blob in self.files.items()],
             "overlay_removed": {
                 side: [{"path": path, "blob": blob} for path, blob in removed.items()]
                 for side, removed in self.removed.items()
             },
         }
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def plan_overlay(

@@ -33,11 +33,14 @@ def flake_thaw_verdict(replays: Sequence[Replay], expected: int) -> Verdict:
         {
             f"{r.label}:{r.reason or 'unspecified'}"
             for r in replays
-            if not Label.is_completed(r.label)
+            if r.label != Label.SKIPPED and not Label.is_completed(r.label)
         }
     )
     if infra:
         return Verdict(thawed=False, code="probe_infra_error", reasons=tuple(infra))
+    skipped = sorted({r.message or "no reason given" for r in replays if r.label == Label.SKIPPED})
+    if skipped:  # the project skips it now: nothing shows the flake is gone
+        return Verdict(thawed=False, code="skipped", reasons=tuple(skipped))
     failing = sorted({r.assertion_id or "?" for r in replays if r.label != Label.ASSERT_PASS})
     if failing:
         count = labels.count(Label.ASSERT_FAIL)

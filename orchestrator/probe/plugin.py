@@ -276,13 +276,23 @@ class ProbeSession:
         self._same_file = _SameFile()
         self._fixture_bytes: bytes | None = None
         self._collect_read_only: dict[str, dict[str, Any]] = {}
+        # Collectors already recorded as skipped or failed: a second collection (around a
+        # module that skipped itself) reports them again.
+        self._collectors_seen: set[str] = set()
         seed_generators(self.seed)
         self._random_state = random.getstate()
 
     # -- collection ---------------------------------------------------------------
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.nodeid in self._collectors_seen:  # a second collection (see below)
+            return
+        if report.skipped:  # a module (or package) that skips itself as it is imported
+            self._collectors_seen.add(report.nodeid)
+            self.skipped.append({"nodeid": report.nodeid, "reason": _skip_reason(report)})
+            return
         if report.failed:
+            self._collectors_seen.add(report.nodeid)
             nodeid = report.nodeid or "<session>"
             read_only = self._collect_read_only.pop(report.nodeid, None)
             self.tests.append(
@@ -303,7 +313,44 @@ class ProbeSession:
         outcome = yield
         excinfo = outcome.excinfo
         if excinfo is not None and isinstance(excinfo[1], pytest.UsageError):
+            if self._collect_around_skipped_modules(session, excinfo[1]):
+                outcome.force_result(None)  # the session goes on with the other arguments
+                return
             self._record_usage_error(excinfo[1])
+
+    def _not_found(self, error: pytest.UsageError) -> list[str]:
+        """The node ids pytest reported it could not find (as rootdir-relative ids)."""
+        found = []
+        for argument in error.args:
+            for line in str(argument).splitlines():
+                match = _NOT_FOUND_LINE.search(line)
+                if match is not None and not line.startswith("("):
+                    found.append(self._relative_arg(match.group("arg").strip()))
+        return found
+
+    def _collect_around_skipped_modules(
+        self, session: pytest.Session, error: pytest.UsageError
+    ) -> bool:
+        """A node id inside a module that skipped itself on import is "not found", and
+        pytest then stops the whole session. When every argument it could not find lies in
+        such a module, collect the other arguments again, so that they run (the skipped
+        module's tests are listed as skipped through the module). False: not that case."""
+        missing = self._not_found(error)
+        skipped = {entry["nodeid"] for entry in self.skipped}
+        if not missing or not all(_under_any(arg, skipped) for arg in missing):
+            return False
+        invoked = self.config.invocation_params.dir
+        remaining = [
+            arg
+            for arg in self.config.args
+            if self._relative_arg(_absolute_arg(arg, invoked)) not in missing
+        ]
+        try:
+            session.perform_collect(remaining)
+        except pytest.UsageError as again:  # not expected: pytest names every miss at once
+            self._record_usage_error(again)
+            session.items = []
+        return True
 
     def _record_usage_error(self, error: pytest.UsageError) -> None:
         found_any = False
@@ -351,8 +398,17 @@ class ProbeSession:
             record.calls = METER.counts
             record.network = METER.network
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, None]:
+        # A wrapper sees the exception after every other implementation: pytest's unittest
+        # support hands a TestCase's real failure (its traceback and type) to `call` only
+        # in its own makereport, so an earlier look finds no exception at all.
+        yield
+        self._record_failure(item, call)
+
+    def _record_failure(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         excinfo = call.excinfo
         if excinfo is None:  # the pass path: nothing to record
             return
@@ -379,14 +435,16 @@ class ProbeSession:
         code under test changes, because frames in other files are passed over.
         """
         own_file = str(item.path)
-        own: TracebackType | None = None
+        own = self._deepest_in(tb, own_file)
+        if own is None:
+            # A test inherited from a class in another module (a mixin in the test
+            # package's __init__.py): the file its function is defined in is its own.
+            defined_in = _defining_file(item)
+            if defined_in is not None:
+                own = self._deepest_in(tb, defined_in)
         deepest: TracebackType = tb
-        cursor: TracebackType | None = tb
-        while cursor is not None:
-            if self._same_file(cursor.tb_frame.f_code.co_filename, own_file):
-                own = cursor
-            deepest = cursor
-            cursor = cursor.tb_next
+        while deepest.tb_next is not None:
+            deepest = deepest.tb_next
         exception = type(value).__name__
         frame = own if own is not None else deepest
         code = frame.tb_frame.f_code
@@ -394,7 +452,7 @@ class ProbeSession:
         offset = (line - code.co_firstlineno) if line is not None else 0
         # co_qualname is Python 3.11+; older runner images get the bare name.
         function = f"{getattr(code, 'co_qualname', code.co_name)}+{offset}"
-        if own is not None:
+        if own is not None and self._same_file(code.co_filename, own_file):
             location = f"{item.nodeid.split('::', 1)[0]}:{line}"
         else:
             path = self._relative_arg(code.co_filename)
@@ -404,6 +462,16 @@ class ProbeSession:
             f"{item.nodeid}@{location}:{exception}",
             f"{item.nodeid}@{function}:{exception}",
         )
+
+    def _deepest_in(self, tb: TracebackType, filename: str) -> TracebackType | None:
+        """The deepest frame of ``tb`` in ``filename`` (None when none is)."""
+        found: TracebackType | None = None
+        cursor: TracebackType | None = tb
+        while cursor is not None:
+            if self._same_file(cursor.tb_frame.f_code.co_filename, filename):
+                found = cursor
+            cursor = cursor.tb_next
+        return found
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = self.records.get(report.nodeid)
@@ -492,14 +560,44 @@ class ProbeSession:
         return json.loads(self._fixture_bytes)
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
+def _under_any(nodeid: str, parents: set[str]) -> bool:
+    """Is ``nodeid`` one of ``parents`` or inside one of them (a module, a directory)?"""
+    return any(
+        nodeid == parent or nodeid.startswith((parent + "::", parent.rstrip("/") + "/"))
+        for parent in parents
+    )
+
+
+def _absolute_arg(arg: str, invoked: Path) -> str:
+    """A command-line argument with its path made absolute against the invocation folder."""
+    path, sep, rest = arg.partition("::")
+    return os.path.normpath(invoked / path) + sep + rest
+
+
+def _defining_file(item: pytest.Item) -> str | None:
+    """The file the test's function is written in (its decorators unwrapped), or None."""
+    function: Any = getattr(item, "obj", None)
+    with contextlib.suppress(Exception):  # a test object of a kind we cannot read
+        seen = 0
+        while hasattr(function, "__wrapped__") and seen < 100:  # a cycle is no chain
+            function = function.__wrapped__
+            seen += 1
+        function = getattr(function, "__func__", function)  # a bound method
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            return str(code.co_filename)
+    return None
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     xfail_reason = getattr(report, "wasxfail", None)
     if xfail_reason is not None:
         return f"xfailed: {xfail_reason}".rstrip(": ")
     longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return str(longrepr)
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    # pytest prefixes the reason it was given; the reason alone is what people wrote.
+    prefix = "Skipped: "
+    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 _SESSION_KEY = pytest.StashKey[ProbeSession]()

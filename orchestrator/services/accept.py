@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.input_file import check_input, read_input
 from orchestrator.core.acceptance import ACCEPTANCE_SCHEMA, Outcome, judge_replays, patch_paths
+from orchestrator.core.bounds import MAX_REPLAYS, count_problem
 from orchestrator.core.property_lint import (
     Finding,
     find_function,
@@ -167,11 +169,9 @@ class AcceptResult:
 def pin_mutant(repo: Path, mutant: str, property_files: Sequence[str]) -> MutantPin:
     """A patch file when ``mutant`` names one, else a revision; neither is bad input."""
     candidate = Path(mutant)
-    if candidate.is_file():
-        try:
-            data = candidate.read_bytes()
-        except OSError as error:
-            raise InputError(f"--mutant {mutant}: {error.strerror}") from None
+    # Anything there but a folder is read as a patch (a FIFO or a link is refused).
+    if candidate.is_symlink() or (candidate.exists() and not candidate.is_dir()):
+        data = read_input(candidate, name=f"--mutant {mutant}")
         text = data.decode("utf-8", errors="replace")
         touched = patch_paths(text)
         if not touched:
@@ -200,12 +200,13 @@ def pin_mutant(repo: Path, mutant: str, property_files: Sequence[str]) -> Mutant
 def plan_accept(options: AcceptOptions) -> AcceptPlan:
     """Pin the revision and the mutant and read the property. Nothing runs yet."""
     ref = parse_property_id(options.property_id)
-    if options.replays < 1:
-        raise InputError("--replays must be at least 1")
+    problem = count_problem("--replays", options.replays, maximum=MAX_REPLAYS)
+    if problem is not None:
+        raise InputError(problem)
     if options.timeout_s <= 0:
         raise InputError("--timeout must be positive")
-    if options.fixture is not None and not options.fixture.is_file():
-        raise InputError(f"--fixture {options.fixture}: no such file")
+    if options.fixture is not None:
+        check_input(options.fixture, name=f"--fixture {options.fixture}")
     if options.test_paths and options.tests_from is None:
         raise InputError("--test-path goes with --tests-from (it names more test files to take)")
     test_paths = normal_test_paths(options.test_paths)
@@ -315,7 +316,7 @@ def _replay(
 def _infra_reason(replays: Mapping[str, Sequence[Replay]]) -> str | None:
     for side, side_replays in replays.items():
         for replay in side_replays:
-            if not Label.is_completed(replay.label):
+            if not Label.is_completed(replay.label) and replay.label != Label.SKIPPED:
                 reason = f"{side}: {replay.label}"
                 if replay.reason:
                     reason += f" ({replay.reason})"

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import InputError
 from orchestrator.services.thaw import BudgetSamples
 
 
@@ -64,14 +65,18 @@ def run_budget(
     """
     from orchestrator.adapters.docker import connect, resolve_image
     from orchestrator.adapters.git import resolve_rev
-    from orchestrator.files import read_json
+    from orchestrator.core.bounds import MAX_REPLAYS, count_problem
+    from orchestrator.files import parse_json, read_bytes
     from orchestrator.services.thaw import Probe, run_check
 
+    problem = count_problem("--samples", options.samples, maximum=MAX_REPLAYS, minimum=5)
+    if problem is not None:
+        raise InputError(problem)
     payload = None
     fixture_bytes = None
     if options.fixture is not None:
-        payload = read_json(str(options.fixture))
-        fixture_bytes = options.fixture.read_bytes()
+        fixture_bytes = read_bytes(options.fixture, name=f"--fixture {options.fixture}")
+        payload = parse_json(fixture_bytes, str(options.fixture))
     repo = options.repo.resolve()
     sha = resolve_rev(repo, options.rev)
     client = connect(env)

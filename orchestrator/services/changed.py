@@ -19,6 +19,7 @@ from orchestrator.core.changed import (
     select_changed,
     static_test_ids,
 )
+from orchestrator.core.oracle import ProjectModules
 from orchestrator.services.oracle import compare_blobs
 
 
@@ -40,12 +41,17 @@ def select_changed_tests(
     ]
     objects = git_adapter.read_objects(repo, wanted)
     on_base, on_patch = _sources(base_tree, objects), _sources(patch_tree, objects)
+    # Test classes' bases are followed into every module of the side's tree.
+    sides = [
+        (sources, ProjectModules(files=frozenset(tree), sources=sources))
+        for sources, tree in ((on_base, base_tree), (on_patch, patch_tree))
+    ]
     tests: dict[str, tuple[str, ...]] = {}
     for module in candidate_modules((base_tree, patch_tree), command_paths):
         ids: dict[str, None] = {}
-        for sources in (on_base, on_patch):
+        for sources, modules in sides:
             if module in sources:
-                ids.update(dict.fromkeys(static_test_ids(sources[module], module)))
+                ids.update(dict.fromkeys(static_test_ids(sources[module], module, modules)))
         if ids:
             tests[module] = tuple(ids)
     every = [nodeid for ids in tests.values() for nodeid in ids]

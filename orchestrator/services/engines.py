@@ -23,7 +23,6 @@ docs/scale-out.md).
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import tarfile
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.adapters import docker as docker_adapter
+from orchestrator.core import result_files
 from orchestrator.core.pool import check_engine_urls, runner_ids
 from orchestrator.errors import EngineError, EngineUnavailableError, InputError, one_line
 from orchestrator.log import get_logger
@@ -46,16 +46,16 @@ log = get_logger(__name__)
 # Where a replay container finds its inputs and leaves its results.
 SRC = "/src"
 TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
-OUT = "/replay/out"
+# The results folder: a size-capped tmpfs in the container, on every engine. The host
+# never mounts a folder of its own there: results come back through the reader
+# (orchestrator.adapters.results), so nothing the tree leaves behind is ever followed.
+OUT = "/replay-out"
+# mode=1777 rather than uid=1000: Podman refuses a tmpfs uid option.
+RESULTS_TMPFS = f"rw,nosuid,nodev,noexec,size={result_files.TMPFS_BYTES},mode=1777"
 FIXTURE = "/replay/fixture.json"
 # Recorded test durations (a scheduling hint for --jobs workers), beside the fixture.
 DURATIONS = "/replay/durations.json"
 PROBE_ROOT = "/opt/orchestrator"
-# The volume path: the fixture's volume is mounted at /replay (read-only), so results go
-# to an anonymous volume beside it (a volume inside a read-only one cannot be written
-# through the API), in a folder the container's user may write.
-VOLUME_OUT_ROOT = "/replay-out"
-VOLUME_OUT = f"{VOLUME_OUT_ROOT}/w"
 # With writable_tree the read-only tree is copied into /src per replay; on the volume path
 # it cannot sit under /replay (the fixture's read-only volume), so it has its own place.
 VOLUME_TREE = "/replay-tree"
@@ -89,45 +89,27 @@ class Inputs:
 
 
 class Staging(Protocol):
-    """How one engine's containers get their inputs and give back their results."""
-
-    @property
-    def out_path(self) -> str:
-        """Where the driver writes its result files in the container."""
-
-    @property
-    def scratch_volumes(self) -> tuple[str, ...]:
-        """Writable paths of the container backed by anonymous volumes."""
+    """How one engine's containers get their inputs (results come back the same way on
+    every engine: :func:`orchestrator.services.sides.run_and_read`)."""
 
     @property
     def tree_path(self) -> str:
         """Where the read-only tree is mounted when the run copies it (writable_tree)."""
 
-    def mounts(
-        self, side: str, out_dir: Path, *, tree_target: str = SRC
-    ) -> list[docker_adapter.Mount]: ...
-
-    def before_start(self, container: docker_adapter.Container) -> None: ...
-
-    def collect(self, container: docker_adapter.Container, out_dir: Path) -> None: ...
+    def mounts(self, side: str, *, tree_target: str = SRC) -> list[docker_adapter.Mount]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
 class BindStaging:
-    """Bind mounts of local folders: the single local engine."""
+    """Bind mounts of local folders (read-only): the single local engine."""
 
     inputs: Inputs
-    out_path: str = OUT
-    scratch_volumes: tuple[str, ...] = ()
     tree_path: str = TREE
 
-    def mounts(
-        self, side: str, out_dir: Path, *, tree_target: str = SRC
-    ) -> list[docker_adapter.Mount]:
+    def mounts(self, side: str, *, tree_target: str = SRC) -> list[docker_adapter.Mount]:
         mounts = [
             docker_adapter.Mount(source=self.inputs.trees[side], target=tree_target),
             docker_adapter.Mount(source=self.inputs.probe, target=f"{PROBE_ROOT}/orchestrator"),
-            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
         ]
         if self.inputs.fixture is not None:
             mounts.append(docker_adapter.Mount(source=self.inputs.fixture, target=FIXTURE))
@@ -135,28 +117,18 @@ class BindStaging:
             mounts.append(docker_adapter.Mount(source=self.inputs.durations, target=DURATIONS))
         return mounts
 
-    def before_start(self, container: docker_adapter.Container) -> None:
-        return None
-
-    def collect(self, container: docker_adapter.Container, out_dir: Path) -> None:
-        return None  # the container wrote into out_dir itself
-
 
 @dataclass(frozen=True, kw_only=True)
 class VolumeStaging:
-    """Labelled volumes filled from tars, mounted read-only; results read back through
-    the API from an anonymous volume. Works for an engine on another machine."""
+    """Labelled volumes filled from tars, mounted read-only. Works for an engine on
+    another machine."""
 
     sources: Mapping[str, str]  # side -> volume name
     probe: str
     fixture: str | None  # the volume mounted at /replay: the fixture and the durations
-    out_path: str = VOLUME_OUT
-    scratch_volumes: tuple[str, ...] = (VOLUME_OUT_ROOT,)
     tree_path: str = VOLUME_TREE
 
-    def mounts(
-        self, side: str, out_dir: Path, *, tree_target: str = SRC
-    ) -> list[docker_adapter.Mount]:
+    def mounts(self, side: str, *, tree_target: str = SRC) -> list[docker_adapter.Mount]:
         mounts = [
             docker_adapter.Mount(source=self.sources[side], target=tree_target),
             docker_adapter.Mount(source=self.probe, target=PROBE_ROOT),
@@ -164,30 +136,6 @@ class VolumeStaging:
         if self.fixture is not None:
             mounts.append(docker_adapter.Mount(source=self.fixture, target="/replay"))
         return mounts
-
-    def before_start(self, container: docker_adapter.Container) -> None:
-        # An anonymous volume's root belongs to root: a folder in it for uid 1000.
-        container.put_archive(VOLUME_OUT_ROOT, docker_adapter.tar_of([("w", None, 0o777)]))
-
-    def collect(self, container: docker_adapter.Container, out_dir: Path) -> None:
-        extract_results(container.get_archive(VOLUME_OUT), out_dir)
-
-
-def extract_results(data: bytes, out_dir: Path) -> list[str]:
-    """The regular files at the top of a results tar (``w/<name>``) into ``out_dir``; a
-    name with a path in it is skipped (the tar comes from a container)."""
-    written = []
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
-        for member in archive.getmembers():
-            _, _, name = member.name.partition("/")
-            if not member.isfile() or not name or "/" in name or name in (".", ".."):
-                continue
-            source = archive.extractfile(member)
-            if source is None:
-                continue
-            (out_dir / name).write_bytes(source.read())
-            written.append(name)
-    return written
 
 
 def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

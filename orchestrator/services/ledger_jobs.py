@@ -124,7 +124,7 @@ def queue_infra(
             f"{side}:{replay.label}:{replay.reason or 'unspecified'}"
             for side, replays in (("base", evidence.base), ("patch", evidence.patch))
             for replay in replays
-            if not model.Label.is_completed(replay.label)
+            if model.Label.is_infra(replay.label)
         }
     )
     runners = sorted(

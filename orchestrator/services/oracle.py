@@ -1,11 +1,12 @@
 """Each property's oracle on both pinned revisions (lanes.md row 2).
 
 Reads every property's test module and the ``conftest.py`` files above it at each SHA
-(one pass over each revision's tree for all properties) and compares the slices with the
-pure :mod:`orchestrator.core.oracle`. With ``--tests-from`` the trees compared are the
-overlaid ones: a test file is read at the overlay's revision on both sides. The replay
-service calls :func:`property_oracles` after the sides ran; the digests and reasons go
-into each property's evidence.
+(one pass over each revision's tree for all properties), and the other project modules its
+classes inherit from (a mixin in ``tests/__init__.py``, read round by round as the bases
+lead there), and compares the slices with the pure :mod:`orchestrator.core.oracle`. With
+``--tests-from`` the trees compared are the overlaid ones: a test file is read at the
+overlay's revision on both sides. The replay service calls :func:`property_oracles` after
+the sides ran; the digests and reasons go into each property's evidence.
 """
 
 from __future__ import annotations
@@ -14,12 +15,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from orchestrator.adapters import git as git_adapter
-from orchestrator.core.oracle import OracleChange, compare_slices, compare_sources, oracle_slice
+from orchestrator.core.oracle import (
+    OracleChange,
+    ProjectModules,
+    compare_slices,
+    compare_sources,
+    inherited_modules,
+    may_inherit_from_elsewhere,
+    oracle_slice,
+)
 from orchestrator.core.pytest_command import conftest_paths, split_node_id
-from orchestrator.core.test_files import TestOverlay
+from orchestrator.core.test_files import TestOverlay, overlaid_tree
 
 Blobs = Mapping[str, bytes | None]
-Sources = tuple[bytes | None, dict[str, bytes | None]]  # a module's bytes, its conftests'
+# A property's files on one side: its module's bytes, its conftests', the bytes of the other
+# modules its classes inherit from, and the side's file paths (to resolve imports; shared,
+# never compared).
+Sources = tuple[bytes | None, dict[str, bytes | None], dict[str, bytes | None], frozenset[str]]
+# Rounds of reading bases from other modules (a mixin's own base in a third module, ...).
+MAX_BASE_ROUNDS = 6
 
 
 def oracle_files(property_id: str) -> tuple[str, tuple[str, ...]]:
@@ -81,48 +95,102 @@ def oracle_inputs(
     """Property id -> the files its oracle is sliced from, on base and on patch (read in
     one pass over both sides' trees for all properties)."""
     paths = oracle_paths(property_ids)
-    on_base, on_patch = read_sides(repo, [base_rev, patch_rev], paths, overlay)
-    return inputs_from_blobs(on_base, on_patch, property_ids)
+    revs = (base_rev, patch_rev)
+    sides = read_sides(repo, list(revs), paths, overlay)
+    modules = sorted({module for module, _ in map(oracle_files, property_ids) if module})
+    files: list[frozenset[str]] = []
+    for rev, blobs in zip(revs, sides, strict=True):
+        if not any(may_inherit_from_elsewhere(blobs.get(module)) for module in modules):
+            files.append(frozenset())
+            continue
+        tree = git_adapter.list_tree(repo, rev)
+        paths_there = frozenset(tree if overlay is None else overlaid_tree(tree, overlay))
+        files.append(paths_there)
+        for _ in range(MAX_BASE_ROUNDS):
+            known = ProjectModules(files=paths_there, sources=blobs)
+            wanted = sorted(
+                {path for module in modules for path in inherited_modules(module, known)[1]}
+            )
+            if not wanted:
+                break
+            blobs.update(read_side(repo, rev, wanted, overlay))
+    return inputs_from_blobs(sides[0], sides[1], property_ids, files=(files[0], files[1]))
 
 
 def inputs_from_blobs(
-    base: Blobs, patch: Blobs, property_ids: Sequence[str]
+    base: Blobs,
+    patch: Blobs,
+    property_ids: Sequence[str],
+    *,
+    files: tuple[frozenset[str], frozenset[str]] | None = None,
 ) -> dict[str, tuple[Sources, Sources]]:
-    """Property id -> its module and conftest bytes on each side. Pure."""
+    """Property id -> its module, conftest and base-class module bytes on each side
+    (``files``: each side's paths; default, the paths of its blobs). Pure."""
+    base_files, patch_files = files if files is not None else (frozenset(base), frozenset(patch))
+    inherited: dict[tuple[int, str], dict[str, bytes | None]] = {}
 
-    def side(blobs: Blobs, module: str, conftests: tuple[str, ...]) -> Sources:
-        return blobs.get(module), {path: blobs.get(path) for path in conftests}
+    def side(
+        blobs: Blobs, paths: frozenset[str], module: str, conftests: tuple[str, ...]
+    ) -> Sources:
+        key = (id(blobs), module)
+        if key not in inherited:
+            found: frozenset[str] = frozenset()
+            if paths and may_inherit_from_elsewhere(blobs.get(module)):
+                found = inherited_modules(module, ProjectModules(files=paths, sources=blobs))[0]
+            inherited[key] = {path: blobs.get(path) for path in sorted(found)}
+        conftest_bytes = {path: blobs.get(path) for path in conftests}
+        return blobs.get(module), conftest_bytes, inherited[key], paths
 
     inputs = {}
     for property_id in property_ids:
         module, conftests = oracle_files(property_id)
-        inputs[property_id] = (side(base, module, conftests), side(patch, module, conftests))
+        inputs[property_id] = (
+            side(base, base_files, module, conftests),
+            side(patch, patch_files, module, conftests),
+        )
     return inputs
 
 
 def same_files(inputs: tuple[Sources, Sources]) -> bool:
-    """Are a property's module and conftest files the same bytes on both sides? Its oracle
-    is then unchanged (whatever the slice), so only its digest is left to compute."""
-    return inputs[0] == inputs[1]
+    """Are a property's module, conftest and base-class files the same bytes on both sides?
+    Its oracle is then unchanged (whatever the slice), so only its digest is left to
+    compute."""
+    return inputs[0][:3] == inputs[1][:3]
 
 
 def compare_inputs(inputs: Mapping[str, tuple[Sources, Sources]]) -> dict[str, OracleChange]:
     """Each property's :class:`OracleChange` from its files on both sides. Pure."""
     changes: dict[str, OracleChange] = {}
+    # The properties of one module share its base-class modules: one value for them all
+    # keeps what was resolved once (the sources are held so that their ids stay theirs).
+    shared: dict[tuple[int, int], tuple[ProjectModules, Sources]] = {}
+
+    def _modules(sources: Sources) -> ProjectModules:
+        key = (id(sources[2]), id(sources[3]))
+        if key not in shared:
+            shared[key] = (ProjectModules(files=sources[3], sources=sources[2]), sources)
+        return shared[key][0]
+
     for property_id, (before, after) in inputs.items():
         if same_files((before, after)):
             # One slice serves both sides (a whole-suite run has thousands of these).
-            same = oracle_slice(before[0], before[1], property_id)
+            same = oracle_slice(before[0], before[1], property_id, _modules(before))
             changes[property_id] = compare_slices(same, same)
         else:
-            changes[property_id] = compare_sources(before, after, property_id)
+            changes[property_id] = compare_sources(
+                (before[0], before[1]),
+                (after[0], after[1]),
+                property_id,
+                (_modules(before), _modules(after)),
+            )
     return changes
 
 
 def compare_blobs(
     base: Blobs, patch: Blobs, property_ids: Sequence[str]
 ) -> dict[str, OracleChange]:
-    """Property id -> its oracle on both sides, from each side's file bytes. Pure."""
+    """Property id -> its oracle on both sides, from each side's file bytes (all the
+    modules its classes may inherit from among them). Pure."""
     return compare_inputs(inputs_from_blobs(base, patch, property_ids))
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import files, interrupts
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.input_file import check_input
 from orchestrator.core.digest import NULL_DIGEST, digest
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.pool import lanes_for, narrow_targets, plan_batches_on, sides_at_once
@@ -163,16 +164,36 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 def validate_options(options: ReplayOptions) -> None:
+    from orchestrator.core.bounds import (
+        MAX_JOBS,
+        MAX_REPLAYS,
+        MAX_SLOTS,
+        MAX_TIMEOUT_S,
+        screen_problem,
+    )
+
     if options.replays < 1:
         raise InputError("--replays must be at least 1")
     if options.screen is not None and options.screen < 1:
         raise InputError("--screen must be at least 1 (--replays-all replays without screening)")
+    for flag, count, maximum in (
+        ("--replays", options.replays, MAX_REPLAYS),
+        ("--screen", options.screen, MAX_REPLAYS),
+        ("--jobs", options.jobs, MAX_JOBS),
+        ("--slots", options.slots, MAX_SLOTS),
+    ):
+        _check_count(flag, count, maximum)
+    problem = screen_problem(options.screen, options.replays)
+    if problem is not None:
+        raise InputError(problem)
     if options.screen is not None and options.replays_all:
         raise InputError("--screen and --replays-all exclude each other")
     if options.jobs is not None and options.jobs < 1:
         raise InputError("--jobs must be at least 1")
-    if options.timeout_s <= 0:
-        raise InputError("--timeout must be a positive number of seconds")
+    if not 0 < options.timeout_s <= MAX_TIMEOUT_S:
+        raise InputError(
+            f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}"
+        )
     if options.isolation not in ISOLATIONS:
         raise InputError(f"--isolation must be one of: {', '.join(ISOLATIONS)}")
     if options.shrink_report is not None and options.fixture is None:
@@ -192,6 +213,22 @@ def validate_options(options: ReplayOptions) -> None:
     for property_id in options.property_ids:
         if not split_node_id(property_id).names_a_test:
             raise InputError(f"--property {property_id!r}: expected a pytest node id (path::test)")
+    # Input files: each a regular file under the cap, refused before anything is opened.
+    for flag, path in (
+        ("--fixture", options.fixture),
+        ("--shrink-report", options.shrink_report),
+        ("--origin", options.origin),
+    ):
+        if path is not None:
+            check_input(path, name=f"{flag} {path}")
+
+
+def _check_count(flag: str, count: int | None, maximum: int) -> None:
+    from orchestrator.core.bounds import count_problem
+
+    problem = None if count is None else count_problem(flag, count, maximum=maximum)
+    if problem is not None:
+        raise InputError(problem)
 
 
 def shrink_from_report(doc: Any, fixture_digest: str) -> ShrinkSummary:
@@ -216,11 +253,9 @@ def origin_bytes_from(report_doc: Any, origin: Path | None, origin_digest: str) 
     from orchestrator.core.digest import canonical_json
 
     if origin is not None:
-        data = origin.read_bytes() if origin.is_file() else None
-        if data is None:
-            raise InputError(f"--origin {origin}: no such file")
-        payload = files.read_json(str(origin))
         source = f"--origin {origin}"
+        data = files.read_bytes(origin, name=source)
+        payload = files.parse_json(data, source)
     elif isinstance(report_doc, dict) and "origin" in report_doc:
         payload = report_doc["origin"]
         data = canonical_json(payload)
@@ -274,6 +309,8 @@ def plan_replay(
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
+    for rev in dict.fromkeys((base_rev, patch_rev)):  # before anything is written
+        git_adapter.check_tree_size(repo, rev)
     tests = plan_tests(options, repo, base_rev, patch_rev)
     args = pytest_args(options.command, tests.property_ids)
 
@@ -281,15 +318,21 @@ def plan_replay(
     fixture: Path | None = None
     fixture_bytes: bytes | None = None
     if options.fixture is not None:
+        # Read once, from the path given (a link there is refused, not followed): these
+        # bytes are digested, kept in the run folder and mounted.
+        fixture_bytes = files.read_bytes(options.fixture, name=f"--fixture {options.fixture}")
         fixture = options.fixture.resolve()
-        # Read once: these bytes are digested, kept in the run folder and mounted.
-        fixture_bytes = files.read_bytes(fixture)
         fixture_digest = digest(files.parse_json(fixture_bytes, str(fixture)))
     shrink: ShrinkSummary | None = None
     origin_digest = fixture_digest
     origin_bytes = fixture_bytes
     if options.shrink_report is not None:
-        report_doc = files.read_json(str(options.shrink_report))
+        report_doc = files.parse_json(
+            files.read_bytes(
+                options.shrink_report, name=f"--shrink-report {options.shrink_report}"
+            ),
+            str(options.shrink_report),
+        )
         shrink = shrink_from_report(report_doc, fixture_digest)
         origin_digest = shrink.origin_digest or fixture_digest
         origin_bytes = origin_bytes_from(report_doc, options.origin, origin_digest)
@@ -937,7 +980,7 @@ def combined_engines(
 
 def _replay_number(name: str) -> int | None:
     stem = name.removeprefix("replay-").removesuffix(".json")
-    if name.startswith("replay-") and name.endswith(".json") and stem.isdigit():
+    if name.startswith("replay-") and name.endswith(".json") and re.fullmatch(r"[0-9]+", stem):
         return int(stem)
     return None
 
@@ -986,7 +1029,7 @@ def record_in_ledger(
     kept = plan.kept_fixture
     if kept is not None and not kept.is_file():
         kept = plan.options.fixture
-    fixture_bytes = kept.read_bytes() if kept is not None else None
+    fixture_bytes = files.read_bytes(kept) if kept is not None else None
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
     # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.

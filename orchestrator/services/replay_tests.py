@@ -22,6 +22,7 @@ from orchestrator.errors import InputError
 from orchestrator.services.changed import select_changed_tests
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.tests_from import (
+    log_overlay,
     missing_at_tests_from,
     normal_test_paths,
     plan_test_overlay,
@@ -77,6 +78,8 @@ def plan_tests(options: ReplayOptions, repo: Path, base_rev: str, patch_rev: str
             test_paths=normal_test_paths(options.test_paths),
         )
     if not property_ids:
+        if overlay is not None:
+            log_overlay(overlay)
         return TestsPlan(property_ids=(), overlay=overlay, selection=selection)
     oracle = property_oracles(repo, base_rev, patch_rev, property_ids, overlay=overlay)
     if overlay is not None:
@@ -89,6 +92,7 @@ def plan_tests(options: ReplayOptions, repo: Path, base_rev: str, patch_rev: str
             kept = tuple(nodeid for nodeid in property_ids if nodeid not in missing)
             selection = replace(selection, selected=kept)
             property_ids = kept
+        log_overlay(overlay)
     absent = {
         BASE: {p for p in property_ids if oracle[p].base_digest is None},
         PATCH: {p for p in property_ids if oracle[p].patch_digest is None},

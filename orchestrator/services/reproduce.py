@@ -38,13 +38,17 @@ from orchestrator import files, interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import terminal
-from orchestrator.adapters.results import read_replay_files
+from orchestrator.adapters.results import (
+    ResultsRead,
+    read_results_stream,
+    reader_command,
+    replay_file_from,
+)
 from orchestrator.core.digest import digest
 from orchestrator.core.evidence import parse_evidence
 from orchestrator.core.labels import ContainerFacts, label_replay
 from orchestrator.core.replay_env import MADE_DIRS
 from orchestrator.core.reproduce import (
-    IDLE_COMMAND,
     SHELL_COMMAND,
     Comparison,
     Mode,
@@ -66,7 +70,9 @@ from orchestrator.model import Replay
 from orchestrator.services.run_folders import read_documents
 from orchestrator.services.sides import (
     FIXTURE,
+    OUT,
     PROBE_ROOT,
+    READ_BACK_S,
     SRC,
     TREE,
     ReplayPlan,
@@ -88,6 +94,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 ATTACH = "--attach"  # the driver's flag: the replay keeps its stdin, stdout and stderr
+OUTPUT_KEPT_BYTES = 1024 * 1024  # of the replay's output, for the --json report
 LABEL_REPRODUCE = "orchestrator.reproduce"  # the replay number a container reproduces
 INTERPRETER = "python3"  # what driver_command runs the driver with
 
@@ -386,9 +393,6 @@ def _reproduce_side(
             work = git_adapter.make_scratch("reproduce")
             if not keep:
                 stack.callback(git_adapter.remove_scratch, work)
-        out_dir = work / "out"
-        out_dir.mkdir()
-        out_dir.chmod(0o777)  # written by the container's uid 1000
         fixture_copy = None
         if prepared.fixture_bytes is not None:
             fixture_copy = private_fixture(work, prepared.fixture_bytes)
@@ -416,15 +420,12 @@ def _reproduce_side(
         )
         config = side_container_config(
             sides_plan,
-            spec,
+            spec.name,
             tree=tree,
-            out_dir=out_dir,
             fixture_copy=fixture_copy,
             pythonpath=roots,
             name=name,
             labels={**owner.labels(side.side), LABEL_REPRODUCE: str(side.replay)},
-            replays=1,
-            command=IDLE_COMMAND,
         )
         driver, alone = commands_for(plan, side)
         on_note(_header(plan, side))
@@ -432,7 +433,8 @@ def _reproduce_side(
             if plan.mode is Mode.RUN:
 
                 def tee(chunk: bytes) -> None:
-                    output.append(chunk)
+                    if sum(map(len, output)) < OUTPUT_KEPT_BYTES:  # what the report keeps
+                        output.append(chunk)
                     on_output(chunk)
 
                 exit_ = container.exec_stream(
@@ -467,7 +469,15 @@ def _reproduce_side(
                     status_code=session.exit_code(), killed_at_deadline=False, cancelled=False
                 )
             facts = replace(container.facts(exit_), exit_code=exit_.status_code)
-        observed = _label(out_dir, facts, plan, side)
+            read = ResultsRead()
+            if facts.running:
+                chunks, _ = container.exec_chunks(
+                    reader_command(sides_plan.interpreter or "python3", OUT),
+                    deadline=time.monotonic() + READ_BACK_S,
+                )
+                read = read_results_stream(chunks)
+            facts = replace(facts, oom_killed=facts.oom_killed or bool(read.oom_kill))
+        observed = _label(read, facts, plan, side)
         kept = None
         if keep:
             kept = Kept(name=name, folders=(work, tree.parent), hash_seed=side.hash_seed)
@@ -482,11 +492,11 @@ def _reproduce_side(
 
 
 def _label(
-    out_dir: Path, facts: ContainerFacts, plan: ReproducePlan, side: SideReplay
+    read: ResultsRead, facts: ContainerFacts, plan: ReproducePlan, side: SideReplay
 ) -> Replay | None:
     """The replay's label, as ``replay`` gives it; None for a shell in which it was not
     run."""
-    (replay_file,) = read_replay_files(out_dir, 1)
+    replay_file = replay_file_from(read, 1)
     if plan.mode is Mode.SHELL and replay_file.state == "missing":
         return None
     labelled = label_replay(replay_file, facts, plan.property_id)
@@ -497,7 +507,7 @@ def _header(plan: ReproducePlan, side: SideReplay) -> str:
     overlay = f", tests from {plan.run.tests_from[:12]}" if plan.run.tests_from else ""
     return (
         f"== {side.side} {side.rev[:12]}{overlay}: {plan.property_id}, replay {side.replay} "
-        f"of {plan.run.replays} (seed {side.seed}, PYTHONHASHSEED {side.hash_seed}) =="
+        f"of {side.recorded_count} (seed {side.seed}, PYTHONHASHSEED {side.hash_seed}) =="
     )
 
 

@@ -38,11 +38,17 @@ class ReportTargets:
 
 
 def _read_json(path: Path, name: str) -> Any:
+    """A run folder's document: a regular file (a FIFO or a link in a downloaded artifact
+    is refused, never opened) of at most ``MAX_RUN_DOCUMENT_BYTES``."""
+    from orchestrator.adapters.input_file import read_input
+    from orchestrator.core.bounds import MAX_RUN_DOCUMENT_BYTES
+
+    if not path.exists() and not path.is_symlink():
+        raise InputError(f"{name}: {path.name} is missing")
+    data = read_input(path, name=f"{name}: {path.name}", cap=MAX_RUN_DOCUMENT_BYTES)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{name}: {path.name} is missing") from None
-    except (OSError, UnicodeDecodeError) as error:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
         raise InputError(f"{name}: {path.name}: cannot read ({error})") from None
     except json.JSONDecodeError as error:
         raise InputError(f"{name}: {path.name}: not JSON ({error.msg})") from None

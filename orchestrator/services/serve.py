@@ -53,6 +53,7 @@ from orchestrator.probe import JOB_SCHEMA
 from orchestrator.services.sides import (
     OUT,
     PROBE_ROOT,
+    RESULTS_TMPFS,
     SRC,
     STARTUP_SLACK_S,
     TREE,
@@ -167,8 +168,6 @@ class WarmContainer:
                 self.side.repo, self.side.rev, mutant=self.side.mutant, tests=self.side.tests
             )
         )
-        out_dir = self._scratch("out")
-        out_dir.chmod(0o777)  # written by the container's uid 1000
         channel = JobChannel(self._scratch("serve") / "channel")
         stack.callback(channel.close)
         channel.open()
@@ -179,7 +178,6 @@ class WarmContainer:
             docker_adapter.Mount(
                 source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
             ),
-            docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
             docker_adapter.Mount(source=channel.folder, target=SERVE),
         ]
         pythonpath = self.side.pythonpath
@@ -198,7 +196,10 @@ class WarmContainer:
             environment=replay_environment(replace(plan, fixture=None), pythonpath),
             labels=self.owner.labels(self.side.name),
             limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
-            tmpfs={SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {},
+            tmpfs={
+                OUT: RESULTS_TMPFS,  # the driver's own files; results come through the channel
+                **({SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {}),
+            },
         )
         container = stack.enter_context(docker_adapter.Container(self.client, config))
         self._container = container

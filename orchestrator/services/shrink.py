@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import git as git_adapter
+from orchestrator.core.bounds import MAX_SHRINK_ATTEMPTS, count_problem
 from orchestrator.core.digest import canonical_json, digest
 from orchestrator.core.pytest_command import pytest_args, split_node_id
 from orchestrator.core.shrink import (
@@ -119,8 +120,9 @@ def validate_request(request: ShrinkTestRequest) -> None:
     """Usage mistakes, found before anything is asked of git or the engine."""
     if not split_node_id(request.test).names_a_test:
         raise InputError(f"--test {request.test!r}: expected a pytest node id (path::test)")
-    if request.attempts < 1:
-        raise InputError("--attempts must be at least 1")
+    problem = count_problem("--attempts", request.attempts, maximum=MAX_SHRINK_ATTEMPTS)
+    if problem is not None:
+        raise InputError(problem)
     if request.timeout_s <= 0:
         raise InputError("--timeout must be a positive number of seconds")
     if request.tests_from is not None and not request.tests_from.strip():

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
@@ -50,7 +51,13 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.results import read_replay_files, replay_file_name
+from orchestrator.adapters.results import (
+    ResultsRead,
+    read_results_stream,
+    reader_command,
+    replay_file_name,
+    replay_files_from,
+)
 from orchestrator.core import replay_env
 from orchestrator.core.labels import (
     ContainerFacts,
@@ -61,6 +68,7 @@ from orchestrator.core.labels import (
 )
 from orchestrator.core.pool import RAW, Batch, narrow_targets, plan_batches
 from orchestrator.core.pytest_command import expand_parametrized
+from orchestrator.core.reproduce import IDLE_COMMAND
 from orchestrator.errors import (
     EngineError,
     InputError,
@@ -77,6 +85,7 @@ from orchestrator.services.engines import (
     FIXTURE,
     OUT,
     PROBE_ROOT,
+    RESULTS_TMPFS,
     SRC,
     TREE,
     DockerEngine,
@@ -105,7 +114,7 @@ STARTUP_SLACK_S = 15.0
 PER_REPLAY_SLACK_S = 2.0
 
 # The container's paths live in services.engines; kept importable from here.
-__all__ = ["DURATIONS", "FIXTURE", "OUT", "PROBE_ROOT", "SRC", "TREE"]
+__all__ = ["DURATIONS", "FIXTURE", "OUT", "PROBE_ROOT", "RESULTS_TMPFS", "SRC", "TREE"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -275,30 +284,28 @@ def interpreter_of(client: DockerClient, image_id: str) -> str:
 def writable_tree_tmpfs(tree: Path) -> str:
     """Options of the tmpfs the tree is copied into: room for two copies, owned by the
     runner user (uid 1000), executable (suites run scripts of their tree)."""
-    size = 0
+    size = 0  # from blocks, not st_size: what the files really take
     for folder, _dirs, names in os.walk(tree):
         for name in names:
             with contextlib.suppress(OSError):
-                size += os.lstat(os.path.join(folder, name)).st_size
+                size += os.lstat(os.path.join(folder, name)).st_blocks * 512
     megabytes = max(64, (2 * size) // (1024 * 1024) + 32)
     return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
 
 
 def side_mounts(
     tree: Path,
-    out_dir: Path,
     fixture_copy: Path | None,
     *,
     writable_tree: bool = False,
     durations_copy: Path | None = None,
 ) -> list[docker_adapter.Mount]:
-    """What a side's container sees: its tree (read-only) at SRC (with ``writable_tree``
-    at TREE, copied to SRC per replay), the probe beside it, the folder the driver writes
-    its results into, the fixture and the recorded durations (read-only)."""
+    """What a side's container sees, all read-only: its tree at SRC (with
+    ``writable_tree`` at TREE, copied to SRC per replay), the probe beside it, the
+    fixture and the recorded durations. Results go to a tmpfs (:data:`OUT`)."""
     mounts = [
         docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
         docker_adapter.Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
-        docker_adapter.Mount(source=out_dir, target=OUT, read_only=False),
     ]
     if fixture_copy is not None:
         mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
@@ -307,58 +314,68 @@ def side_mounts(
     return mounts
 
 
+def side_tmpfs(plan: ReplayPlan, tree: Path) -> dict[str, str]:
+    """The container's writable places besides /tmp: the results folder, and with
+    ``writable_tree`` the tmpfs the tree is copied into. Both are capped."""
+    tmpfs = {OUT: RESULTS_TMPFS}
+    if plan.writable_tree:
+        tmpfs[SRC] = writable_tree_tmpfs(tree)
+    return tmpfs
+
+
 def side_container_config(
     plan: ReplayPlan,
-    side: SideSpec,
+    side: str,
     *,
     tree: Path,
-    out_dir: Path,
     fixture_copy: Path | None,
     pythonpath: Sequence[str],
     name: str,
     labels: Mapping[str, str],
-    replays: int,
-    command: Sequence[str] | None = None,
-    targets: Sequence[str] | None = None,
     staging: Staging | None = None,
     durations_copy: Path | None = None,
 ) -> dict[str, Any]:
-    """The one builder of a side's container (``replay`` and ``reproduce`` both use it):
-    the pinned image, the mounts, only the replay's environment (``pythonpath``: the side's
-    import roots), the limits, the tmpfs a writable tree is copied into, no network; with
-    ``plan.jobs`` above 1 the driver's ``--workers`` and the durations they split by
-    (``durations_copy``, or the staging's). ``command`` replaces the driver's
-    (``reproduce`` runs the driver with ``docker exec`` in a container that idles, so that
-    it can be kept for more)."""
+    """The one builder of a side's container (``replay``, collection and ``reproduce``
+    use it): the pinned image, the mounts, only the replay's environment
+    (``pythonpath``: the side's import roots), the limits, the capped tmpfs folders,
+    no network. Its own process only idles: the driver runs in it with ``docker exec``
+    (:func:`run_and_read`), so that the container outlives the driver and its results
+    can be read back from the tmpfs."""
     if staging is None:  # bind mounts of this machine's folders
         mounts = side_mounts(
             tree,
-            out_dir,
             fixture_copy,
             writable_tree=plan.writable_tree,
             durations_copy=durations_copy,
         )
-        out, tree_path = OUT, TREE
-        scratch_volumes: tuple[str, ...] = ()
     else:  # the engine's own way in: bind mounts, or volumes on an engine elsewhere
-        out, tree_path = staging.out_path, staging.tree_path
-        tree_target = tree_path if plan.writable_tree else SRC
-        mounts = staging.mounts(side.name, out_dir, tree_target=tree_target)
-        scratch_volumes = staging.scratch_volumes
-    if command is None:
-        selected = side_targets(plan, side) if targets is None else targets
-        command = driver_command(plan, replays, selected, out=out, tree=tree_path)
+        tree_target = staging.tree_path if plan.writable_tree else SRC
+        mounts = staging.mounts(side, tree_target=tree_target)
     return docker_adapter.container_config(
         image_id=plan.image_id,
         name=name,
-        command=command,
+        command=IDLE_COMMAND,
         mounts=mounts,
         environment=replay_environment(plan, pythonpath),
         labels=labels,
         limits=plan_limits(plan),
-        tmpfs={SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {},
-        scratch_volumes=scratch_volumes,
+        tmpfs=side_tmpfs(plan, tree),
     )
+
+
+def side_driver_command(
+    plan: ReplayPlan,
+    side: SideSpec,
+    *,
+    replays: int,
+    targets: Sequence[str] | None = None,
+    staging: Staging | None = None,
+) -> list[str]:
+    """The driver's command for one of the side's containers (``targets``: what pytest
+    is handed, default the side's own). Pure."""
+    selected = side_targets(plan, side) if targets is None else targets
+    tree_path = TREE if staging is None else staging.tree_path
+    return driver_command(plan, replays, selected, out=OUT, tree=tree_path)
 
 
 def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
@@ -583,63 +600,63 @@ def _run_container(
     numbers: tuple[int, ...],
     pythonpath: Sequence[str],
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
-    """One container's life: create, start, follow, wait to our deadline, collect, remove;
-    then read the results it left."""
+    """One container's life: create, start, run the driver to its end (or our deadline),
+    read its results back, remove."""
     plan = replace(run.plan, property_ids=batch.property_ids) if batch.property_ids else run.plan
-    out_dir = run.make_scratch("out")
+    config = side_container_config(
+        plan,
+        side.name,
+        tree=run.trees[side.name],
+        fixture_copy=run.fixture_copy,
+        pythonpath=pythonpath,
+        name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
+        labels=run.owner.labels(side.name),
+        staging=staging,
+    )
+    command = side_driver_command(
+        plan,
+        side,
+        replays=len(numbers),
+        targets=_batch_targets(run, batch, side),
+        staging=staging,
+    )
+    tail = LineTail()
+    read = ResultsRead()
     try:
-        out_dir.chmod(0o777)  # written by the container's uid 1000
-        config = side_container_config(
-            plan,
-            side,
-            tree=run.trees[side.name],
-            out_dir=out_dir,
-            fixture_copy=run.fixture_copy,
-            pythonpath=pythonpath,
-            name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
-            labels=run.owner.labels(side.name),
-            replays=len(numbers),
-            targets=_batch_targets(run, batch, side),
-            staging=staging,
+        facts, read = _observe(
+            run,
+            engine=engine,
+            side=side.name,
+            config=config,
+            command=command,
+            numbers=numbers,
+            tail=tail,
         )
-        tail = LineTail()
-        try:
-            facts = _observe(
-                run,
-                engine=engine,
-                staging=staging,
-                side=side.name,
-                config=config,
-                numbers=numbers,
-                out_dir=out_dir,
-                tail=tail,
-            )
-        except docker_adapter.Cancelled:
-            facts = ContainerFacts(cancelled=True, message="interrupted before start")
-        except EngineError as error:
-            facts = ContainerFacts(engine_error=error.reason, message=error.message)
-        if facts.engine_error or facts.oom_killed or (facts.exit_code or 0) != 0:
-            log.info(
-                "container.facts",
-                side=side.name,
-                engine=engine.url,
-                exit_code=facts.exit_code,
-                oom_killed=facts.oom_killed,
-                engine_error=facts.engine_error,
-                killed_at_deadline=facts.killed_at_deadline,
-                output_tail=list(tail.lines)[-10:],
-            )
-        files = read_replay_files(out_dir, len(numbers))
-        raw_root = run.raw_root(batch)
-        if raw_root is not None:
-            _keep_raw(out_dir, raw_root / side.name, numbers)
-        # Renumber: with one container per replay, each writes its own replay-001.json.
-        return [
-            (replace(replay_file, replay=number), facts)
-            for replay_file, number in zip(files, numbers, strict=True)
-        ]
-    finally:
-        run.drop_scratch(out_dir)
+    except docker_adapter.Cancelled:
+        facts = ContainerFacts(cancelled=True, message="interrupted before start")
+    except EngineError as error:
+        facts = ContainerFacts(engine_error=error.reason, message=error.message)
+    if facts.engine_error or facts.oom_killed or (facts.exit_code or 0) != 0 or read.problem:
+        log.info(
+            "container.facts",
+            side=side.name,
+            engine=engine.url,
+            exit_code=facts.exit_code,
+            oom_killed=facts.oom_killed,
+            engine_error=facts.engine_error,
+            killed_at_deadline=facts.killed_at_deadline,
+            results_problem=read.problem,
+            output_tail=list(tail.lines)[-10:],
+        )
+    files = replay_files_from(read, len(numbers))
+    raw_root = run.raw_root(batch)
+    if raw_root is not None:
+        _keep_raw(read, raw_root / side.name, numbers)
+    # Renumber: with one container per replay, each writes its own replay-001.json.
+    return [
+        (replace(replay_file, replay=number), facts)
+        for replay_file, number in zip(files, numbers, strict=True)
+    ]
 
 
 def _batch_targets(run: _Run, batch: Batch, side: SideSpec) -> tuple[str, ...]:
@@ -659,40 +676,73 @@ def _observe(
     run: _Run,
     *,
     engine: DockerEngine,
-    staging: Staging,
     side: str,
     config: Mapping[str, Any],
+    command: Sequence[str],
     numbers: tuple[int, ...],
-    out_dir: Path,
     tail: Callable[[str], None],
-) -> ContainerFacts:
-    """Run one container to its end (or our deadline), collect its result files, and
-    return the engine's facts."""
+) -> tuple[ContainerFacts, ResultsRead]:
+    """Run the driver in one container to its end (or our deadline), read back what it
+    left, and return the engine's facts with it."""
     entered = time.monotonic()
     with docker_adapter.Container(
-        engine.client,
-        config,
-        live=run.live,
-        cancelled=run.cancelled,
-        before_start=staging.before_start,
+        engine.client, config, live=run.live, cancelled=run.cancelled
     ) as container:
         started = time.monotonic()
-        container.follow_logs(_line_handler(run, side, numbers, tail))
-        exit_ = container.wait(deadline=started + side_deadline_s(run.plan, len(numbers)))
-        exited = time.monotonic()
-        facts = container.facts(exit_)
-        try:
-            staging.collect(container, out_dir)
-        except EngineError as error:  # the results are on an engine that failed us
-            facts = replace(facts, engine_error=error.reason, message=error.message)
+        facts, read = run_and_read(
+            container,
+            command=command,
+            on_line=_line_handler(run, side, numbers, tail),
+            deadline=started + side_deadline_s(run.plan, len(numbers)),
+            interpreter=run.plan.interpreter or "python3",
+        )
         log.debug(
             "container.timing",
             side=side,
             create_start_ms=round((started - entered) * 1000),
-            run_ms=round((exited - started) * 1000),
-            inspect_ms=round((time.monotonic() - exited) * 1000),
+            run_ms=round((time.monotonic() - started) * 1000),
         )
-    return facts
+    return facts, read
+
+
+# Reading a results folder back: a tmpfs of a few MiB, one small process.
+READ_BACK_S = 60.0
+
+
+def run_and_read(
+    container: docker_adapter.Container,
+    *,
+    command: Sequence[str],
+    on_line: Callable[[str], None],
+    deadline: float,
+    interpreter: str,
+) -> tuple[ContainerFacts, ResultsRead]:
+    """The one way a side's command runs: ``docker exec`` in the idling container, its
+    output line by line (each line capped) to ``on_line``; then, while the container
+    still runs (also past the deadline, before it is killed), the results folder read
+    back through :mod:`orchestrator.adapters.results`. The facts: the command's exit
+    code, our deadline, a cancellation, and an OOM kill seen by the engine or counted
+    in the container's memory cgroup."""
+    lines = docker_adapter.BoundedLines(on_line)
+    exit_ = container.exec_stream(
+        command,
+        environment={},
+        on_output=lines.feed,
+        deadline=deadline,
+        kill_at_deadline=False,
+    )
+    lines.close()
+    facts = container.facts(exit_)
+    read = ResultsRead()
+    if not exit_.cancelled and facts.running:
+        chunks, _ = container.exec_chunks(
+            reader_command(interpreter, OUT), deadline=time.monotonic() + READ_BACK_S
+        )
+        read = read_results_stream(chunks)
+    else:  # the container itself ended (its init killed from inside, or OOM): use its code
+        exit_ = replace(exit_, status_code=facts.exit_code)
+    oom = facts.oom_killed or bool(read.oom_kill)
+    return replace(facts, exit_code=exit_.status_code, oom_killed=oom, running=False), read
 
 
 class LineTail:
@@ -719,12 +769,13 @@ def _line_handler(
     return handle
 
 
-def _keep_raw(out_dir: Path, dest: Path, numbers: tuple[int, ...]) -> None:
+def _keep_raw(read: ResultsRead, dest: Path, numbers: tuple[int, ...]) -> None:
+    """The result files as they came back (capped, regular files only) under ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     for index, number in enumerate(numbers, start=1):
-        source = out_dir / replay_file_name(index)
-        if source.is_file():
-            shutil.copyfile(source, dest / replay_file_name(number))
+        data = read.files.get(replay_file_name(index))
+        if data is not None:
+            (dest / replay_file_name(number)).write_bytes(data)
 
 
 def _export_side(
@@ -1281,14 +1332,17 @@ def collect_command(plan: ReplayPlan) -> list[str]:
 def collected_selection(found: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The node ids to replay from each side's ``replay-collect/1`` document, first side
     first. A collector that failed on every side it appears on (a module that does not
-    import) is a property of its own, so that its failure is decided, not lost. Pure."""
+    import), or skipped itself, is a property of its own, so that its failure (or skip) is
+    decided, not lost. Pure."""
     items: dict[str, None] = {}
     for doc in found:
         for item in doc.get("items") or ():
             if isinstance(item, str):
                 items.setdefault(item, None)
     for doc in found:
-        for error in doc.get("errors") or ():
+        # A module that skips itself on import has no items: it is a property of its own,
+        # so that the skip is shown, not lost.
+        for error in (*(doc.get("errors") or ()), *(doc.get("skipped") or ())):
             if not isinstance(error, str) or error in items:
                 continue
             prefix = error.rstrip("/") + ("/" if not error.endswith(".py") else "::")
@@ -1340,45 +1394,44 @@ def collect_tests(
         )
 
         def collect(side: SideSpec) -> Mapping[str, Any] | None:
-            out_dir = scratch / f"out-{side.name}"
-            out_dir.mkdir()
-            out_dir.chmod(0o777)  # written by the container's uid 1000
             pythonpath = side.pythonpath
             if pythonpath is None:
                 pythonpath = tree_pythonpath(trees[side.name], plan.extra_pythonpath).entries
+            environment = {
+                **replay_environment(plan, pythonpath),
+                # No driver makes HOME here: the tmpfs itself serves collection.
+                "HOME": "/tmp",
+                "TMPDIR": "/tmp",
+                "REPLAY_COLLECT_OUT": f"{OUT}/{COLLECT_FILE}",
+            }
             config = docker_adapter.container_config(
                 image_id=plan.image_id,
                 name=container_name(run_id, f"collect-{side.name}", 1),
-                command=collect_command(plan),
-                mounts=staging.mounts(side.name, out_dir),
-                environment={
-                    **replay_environment(plan, pythonpath),
-                    # No driver makes HOME here: the tmpfs itself serves collection.
-                    "HOME": "/tmp",
-                    "TMPDIR": "/tmp",
-                    "REPLAY_COLLECT_OUT": f"{staging.out_path}/{COLLECT_FILE}",
-                },
+                command=IDLE_COMMAND,
+                mounts=staging.mounts(side.name),
+                environment=environment,
                 labels=owner.labels(side.name),
                 limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
-                scratch_volumes=staging.scratch_volumes,
+                tmpfs={OUT: RESULTS_TMPFS},
             )
             tail = LineTail()
             with docker_adapter.Container(
-                engine.client,
-                config,
-                live=live,
-                cancelled=cancelled,
-                before_start=staging.before_start,
+                engine.client, config, live=live, cancelled=cancelled
             ) as container:
-                container.follow_logs(tail)
-                exit_ = container.wait(deadline=time.monotonic() + side_deadline_s(plan, 1))
-                staging.collect(container, out_dir)
-            doc = _read_collected(out_dir / COLLECT_FILE)
+                facts, read = run_and_read(
+                    container,
+                    command=collect_command(plan),
+                    on_line=tail,
+                    deadline=time.monotonic() + side_deadline_s(plan, 1),
+                    interpreter=plan.interpreter or "python3",
+                )
+            doc = _collected_doc(read)
             if doc is None:
                 log.warning(
                     "collect.failed",
                     side=side.name,
-                    exit_code=exit_.status_code,
+                    exit_code=facts.exit_code,
+                    results_problem=read.problem or read.unsafe.get(COLLECT_FILE),
                     output_tail=list(tail.lines)[-10:],
                 )
             return doc
@@ -1402,11 +1455,13 @@ def collect_tests(
     return collected_selection([doc for doc in found if doc is not None])
 
 
-def _read_collected(path: Path) -> Mapping[str, Any] | None:
-    import json
-
+def _collected_doc(read: ResultsRead) -> Mapping[str, Any] | None:
+    """The ``replay-collect/1`` document that came back, if it is one."""
+    raw = read.files.get(COLLECT_FILE)
+    if raw is None:
+        return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("items"), list) else None

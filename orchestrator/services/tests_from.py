@@ -23,6 +23,9 @@ from orchestrator.core.test_files import (
     rule_for_tests,
 )
 from orchestrator.errors import InputError, UnknownRevisionError
+from orchestrator.log import get_logger
+
+log = get_logger(__name__)
 
 
 def normal_test_paths(test_paths: Sequence[str]) -> tuple[str, ...]:
@@ -77,7 +80,9 @@ def plan_test_overlay(
             f"--test-path {missing[0]}: no such file or folder on any side "
             f"({', '.join([ref, *sides])})"
         )
-    rule = rule_for_tests(property_ids, command_paths, test_paths)
+    rule = rule_for_tests(
+        property_ids, command_paths, test_paths, trees=[tests_tree, *side_trees.values()]
+    )
     overlay = plan_overlay(
         ref=ref, rev=rev, rule=rule, tests_tree=tests_tree, side_trees=side_trees
     )
@@ -86,6 +91,18 @@ def plan_test_overlay(
     ):
         raise InputError(f"--tests-from {ref} ({rev[:12]}): no test module there to take")
     return overlay
+
+
+def log_overlay(overlay: TestOverlay) -> None:
+    """One log line saying what was laid over (once the input was found good)."""
+    log.info(
+        "tests_from.overlay",
+        tests_from=overlay.ref,
+        rev=overlay.rev,
+        folders=[*overlay.rule.folders, *overlay.rule.extra],
+        files=len(overlay.files),
+        summary=overlay.summary(),
+    )
 
 
 def missing_at_tests_from(oracle: Mapping[str, OracleChange]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from orchestrator.core.owners import ProcessOwner, claim_token, local_owner, own
 from orchestrator.core.pytest_command import pytest_args
 from orchestrator.core.thaw import Verdict, flake_thaw_verdict, timing_thaw_verdict
 from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary
-from orchestrator.errors import ImageNotFoundError
+from orchestrator.errors import ImageNotFoundError, InputError
 from orchestrator.log import get_logger
 
 if TYPE_CHECKING:
@@ -217,7 +217,11 @@ def run_thaw(
     Claims held by a thaw job of this host whose process is gone are given back first
     (a SIGKILLed job must not hold its freezes until the claims go stale)."""
     from orchestrator.adapters.host import current_owner
+    from orchestrator.core.bounds import MAX_REPLAYS, count_problem
 
+    problem = count_problem("--replays", options.replays, maximum=MAX_REPLAYS)
+    if problem is not None:  # before any freeze is claimed
+        raise InputError(problem)
     release_dead_claims(ledger)
     claimant = claim_token(current_owner(), uuid.uuid4().hex[:12])
     token, rows = ledger.claim_due(now, within=due_within, claimant=claimant)

@@ -16,6 +16,7 @@ def replays(*labels: str) -> tuple[Replay, ...]:
 
 PASS, FAIL = Label.ASSERT_PASS.value, Label.ASSERT_FAIL.value
 TIMEOUT, HARNESS = Label.TIMEOUT.value, Label.HARNESS_ERROR.value
+SKIPPED = Label.SKIPPED.value
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,10 @@ TIMEOUT, HARNESS = Label.TIMEOUT.value, Label.HARNESS_ERROR.value
         ((PASS,), ("garbled",), Outcome.INFRA),
         ((), (FAIL,), Outcome.INFRA),
         ((PASS,), (), Outcome.INFRA),
+        # The project's skip is no infrastructure: no pass on the revision, no kill.
+        ((SKIPPED, SKIPPED), (FAIL, FAIL), Outcome.FAILS_UNMUTATED),
+        ((PASS, PASS), (SKIPPED, SKIPPED), Outcome.MUTANT_SURVIVED),
+        ((SKIPPED,), (HARNESS,), Outcome.INFRA),
     ],
 )
 def test_judge_replays(
@@ -40,7 +45,7 @@ def test_judge_replays(
     assert judge_replays(replays(*unmutated), replays(*mutant)) is outcome
 
 
-labels = st.sampled_from([PASS, FAIL, TIMEOUT, HARNESS])
+labels = st.sampled_from([PASS, FAIL, TIMEOUT, HARNESS, SKIPPED])
 
 
 @given(st.lists(labels, min_size=1, max_size=6), st.lists(labels, min_size=1, max_size=6))

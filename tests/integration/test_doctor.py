@@ -64,6 +64,7 @@ def test_doctor_with_no_engine_exits_3_with_one_line_reason(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("orchestrator:")]
     assert len(errors) == 1
     assert dead in errors[0]
+    assert "DOCKER_HOST" in errors[0]  # what to do about it
     assert result.stdout.splitlines()[0].startswith("engine: MISSING")
 
 
@@ -76,3 +77,4 @@ def test_doctor_with_a_missing_image_exits_3_naming_it(docker_client):
     assert doc["ok"] is False
     assert [c["ok"] for c in doc["checks"]] == [True, False, True, True]
     assert "orchestrator-absent/never-built:0" in result.stderr
+    assert "`orchestrator image runner`" in result.stderr  # what to run, without a checkout

@@ -111,6 +111,43 @@ def test_container_config_is_hermetic():
         "/a": {"bind": "/src", "mode": "ro"},
         "/b": {"bind": "/replay/out", "mode": "rw"},
     }
+    # What the tree can spend on the host through the engine is capped too.
+    assert config["log_config"]["Type"] == "json-file"
+    assert config["log_config"]["Config"] == {"max-size": "1m", "max-file": "1"}
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in config["ulimits"]}
+    assert ulimits == {
+        "fsize": (1024**3, 1024**3),
+        "nofile": (4096, 4096),
+        "nproc": (8192, 8192),
+    }
+
+
+def test_a_sides_container_mounts_nothing_writable_and_results_go_to_a_capped_tmpfs(tmp_path):
+    """Every mount of a side's container is read-only: the results folder is a tmpfs
+    in the container, and its own process only idles (the driver runs with exec)."""
+    writable = sides.ReplayPlan(**{**PLAN.__dict__, "writable_tree": True})
+    config = sides.side_container_config(
+        writable,
+        "base",
+        tree=tmp_path,
+        fixture_copy=None,
+        pythonpath=["/src"],
+        name="orchestrator-x",
+        labels={},
+    )
+    assert all(mount["mode"] == "ro" for mount in config["volumes"].values())
+    assert config["tmpfs"][sides.OUT] == sides.RESULTS_TMPFS
+    assert "size=67108864" in sides.RESULTS_TMPFS
+    assert "mode=1777" in sides.RESULTS_TMPFS
+    assert sides.SRC in config["tmpfs"]  # the writable tree's copy
+    assert config["command"] == ["sleep", "infinity"]
+
+
+def test_the_writable_tree_tmpfs_is_sized_from_blocks_not_sizes(tmp_path):
+    sparse = tmp_path / "sparse.bin"
+    with sparse.open("wb") as handle:
+        handle.truncate(10 * 1024**3)  # 10 GiB long, no blocks
+    assert sides.writable_tree_tmpfs(tmp_path).split(",")[4] == "size=64m"
 
 
 def test_isolation_side_is_one_container_container_is_one_per_replay():

@@ -568,10 +568,12 @@ def test_without_json_a_table_names_property_labels_deltas_lane_and_code(tmp_pat
     )  # fmt: skip
     assert result.code == 1, result.stderr
     header, row, *rest = result.stdout.splitlines()
-    assert header.split() == ["property", "base", "patch", "call", "deltas", "lane", "code"]
+    assert header.split() == [
+        "property", "base", "patch", "call", "deltas", "lane", "code", "reasons"
+    ]  # fmt: skip
     assert row.split() == [
         STAMP, "assert_pass", "x2", "assert_pass", "x2", "clock:", "base", "{1}", "vs", "patch",
-        "{2}", "property_regression", "call_budget",
+        "{2}", "property_regression", "call_budget", "-",  # the deltas column says why
     ]  # fmt: skip
     ledger_line, folder_line = rest
     assert folder_line == f"run folder: {tmp_path / 'run'}"

@@ -5,10 +5,12 @@ The pure labelling rules on their own are tests/unit/test_core_labels.py."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.adapters import results
@@ -51,6 +53,18 @@ def run_doc(k: int = 1, status: str = "completed", result: dict | None = None, *
     }
 
 
+def read_back(folder: Path, replays: int) -> tuple[ReplayFile, ...]:
+    """The folder read as a container's is: the tool's reader script (run here with
+    this interpreter), its tar stream parsed under the caps."""
+    done = subprocess.run(
+        results.reader_command(sys.executable, str(folder)),
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return results.replay_files_from(results.read_results_stream([done.stdout]), replays)
+
+
 def write(tmp_path: Path, k: int, doc: object) -> Path:
     path = tmp_path / results.replay_file_name(k)
     path.write_text(json.dumps(doc))
@@ -67,7 +81,7 @@ def test_a_good_file_gives_the_probes_label_and_calls(tmp_path):
             )
         ),
     )
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert replay_file.state == "ok"
     labelled = labels.label_replays(
         [(replay_file, ContainerFacts(image_id=IMAGE))], [PROP, OTHER], runner_id="ci"
@@ -85,7 +99,7 @@ def test_a_good_file_gives_the_probes_label_and_calls(tmp_path):
 
 
 def test_a_missing_file_is_no_result(tmp_path):
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert replay_file.state == "missing"
     replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "no_result")
@@ -94,19 +108,20 @@ def test_a_missing_file_is_no_result(tmp_path):
 def test_a_half_written_file_is_corrupt_result(tmp_path):
     text = json.dumps(run_doc(result=probe_doc(entry())))
     (tmp_path / results.replay_file_name(1)).write_text(text[: len(text) // 2])
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert replay_file.state == "corrupt"
     replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "corrupt_result")
 
 
+@settings(deadline=None, max_examples=40)  # each example runs the reader as a process
 @given(cut=st.integers(min_value=0))
 def test_no_prefix_of_a_result_file_is_ever_trusted(tmp_path_factory, cut):
     data = json.dumps(run_doc(result=probe_doc(entry()))).encode()
     cut = cut % len(data)  # every proper prefix, including the empty file
     folder = tmp_path_factory.mktemp("cut")
     (folder / results.replay_file_name(1)).write_bytes(data[:cut])
-    (replay_file,) = results.read_replay_files(folder, 1)
+    (replay_file,) = read_back(folder, 1)
     assert replay_file.state == "corrupt"
     assert labels.label_replay(replay_file, ContainerFacts(), PROP).label == "harness_error"
 
@@ -127,41 +142,41 @@ def test_no_prefix_of_a_result_file_is_ever_trusted(tmp_path_factory, cut):
 )
 def test_a_wrong_document_is_corrupt_not_a_verdict(tmp_path, doc):
     write(tmp_path, 1, doc)
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert replay_file.state == "corrupt"
     assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "corrupt_result"
 
 
 def test_driver_timeout_status_is_timeout(tmp_path):
     write(tmp_path, 1, run_doc(status="timeout", exit_code=None))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert labels.label_replay(replay_file, ContainerFacts(), PROP).label == "timeout"
 
 
 def test_driver_no_result_after_a_signal_is_signal(tmp_path):
     write(tmp_path, 1, run_doc(status="no_result", exit_code=-9))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "signal")
 
 
 def test_driver_no_result_in_an_oom_killed_container_is_oom(tmp_path):
     write(tmp_path, 1, run_doc(status="no_result", exit_code=-9))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     replay = labels.label_replay(replay_file, ContainerFacts(exit_code=0, oom_killed=True), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "oom")
 
 
 def test_a_finished_replay_keeps_its_result_even_if_the_deadline_hit_later(tmp_path):
     write(tmp_path, 1, run_doc(result=probe_doc(entry())))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     facts = ContainerFacts(exit_code=137, killed_at_deadline=True)
     assert labels.label_replay(replay_file, facts, PROP).label == "assert_pass"
 
 
 def test_a_property_not_collected_is_not_found(tmp_path):
     write(tmp_path, 1, run_doc(result=probe_doc(entry(OTHER))))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     replay = labels.label_replay(replay_file, ContainerFacts(), PROP)
     assert (replay.label, replay.reason) == ("harness_error", "not_found")
 
@@ -171,7 +186,7 @@ def test_a_collection_error_on_the_module_labels_its_tests(tmp_path):
         "tests/test_x.py", "harness_error", reason="collection_error", message="boom"
     )
     write(tmp_path, 1, run_doc(result=probe_doc(module_error)))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     replay = labels.label_replay(replay_file, ContainerFacts(), PROP)
     assert (replay.label, replay.reason, replay.message) == (
         "harness_error",
@@ -239,19 +254,19 @@ def test_a_collection_error_wins_over_the_not_found_it_causes(tmp_path):
     module_error = entry("tests/test_x.py", "harness_error", reason="collection_error")
     not_found = entry(PROP, "harness_error", reason="not_found")
     write(tmp_path, 1, run_doc(result=probe_doc(module_error, not_found)))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "collection_error"
 
 
 def test_a_session_error_labels_every_property(tmp_path):
     session_error = entry("<session>", "harness_error", reason="usage_error")
     write(tmp_path, 1, run_doc(result=probe_doc(session_error)))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "usage_error"
 
 
 def test_a_wrong_node_id_in_a_good_module_is_not_found(tmp_path):
     not_found = entry(PROP, "harness_error", reason="not_found")
     write(tmp_path, 1, run_doc(result=probe_doc(entry(OTHER), not_found)))
-    (replay_file,) = results.read_replay_files(tmp_path, 1)
+    (replay_file,) = read_back(tmp_path, 1)
     assert labels.label_replay(replay_file, ContainerFacts(), PROP).reason == "not_found"

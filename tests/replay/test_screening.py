@@ -215,6 +215,8 @@ def test_named_properties_are_not_screened_unless_asked(tmp_path, repo):
         (("--screen", "1", "--replays-all"), "--screen and --replays-all"),
         (("--screen", "0"), "--screen"),
         (("--jobs", "0"), "--jobs"),
+        (("--screen", "6", "--replays", "5"), "--screen 6 is more than --replays 5"),
+        (("--replays", "1001"), "--replays"),
     ],
 )
 def test_screening_usage_mistakes_are_exit_2(tmp_path, repo, args, message):

@@ -296,7 +296,8 @@ def test_changed_selects_what_the_patch_touched(tmp_path, history):
     assert helper.code == 1, helper.stderr
     lines = helper.stdout.splitlines()
     assert lines[0] == (
-        "changed: selected 1 of 5 tests (1 by their oracle, 0 by an import of a changed module)"
+        "changed: selected 1 of 5 tests found in 2 test modules"
+        " (1 by their oracle, 0 by an import of a changed module)"
     )
     assert [line.split()[0] for line in lines[2:-2]] == [PAIR]
     assert lines[-2] == f"oracle changed: {PAIR}: helper make_pair"
@@ -306,7 +307,7 @@ def test_changed_selects_what_the_patch_touched(tmp_path, history):
     selection = fix.report["run_log"]["selection"]
     assert selection["changed_modules"] == ["lib.py", "tests/test_lib.py"]
     assert selection["importing_changed"] == ["tests/test_lib.py", "tests/test_other.py"]
-    assert selection["candidates"] == 6
+    assert (selection["candidates"], selection["test_modules"]) == (6, 2)
     assert len(selection["selected"]) == 6  # lib.py changed: both modules import it
     assert lanes(fix.report)[NEW] == ("reject_run", "oracle_changed")
     assert fix.report["run_log"]["targets"]["base"] == [

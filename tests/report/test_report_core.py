@@ -27,6 +27,7 @@ from orchestrator.core.reports.view import (
     node_parts,
     read_run,
 )
+from orchestrator.core.text_safety import terminal_safe, terminal_safe_lines
 from orchestrator.errors import SchemaError
 
 LANES_BY_KIND = {
@@ -253,7 +254,8 @@ def test_the_page_escapes_what_it_shows_and_runs_only_its_own_script(
     assert tags.count("script") == 1
     assert tags.count("style") == 1
     keys = [attrs["data-key"] for tag, attrs in parser.tags if tag == "article"]
-    assert sorted(keys) == sorted(node.lower() for node, _, _ in rows)
+    # The search key is the id as shown: control characters as visible escapes.
+    assert sorted(keys) == sorted(terminal_safe_lines(node.lower()) for node, _, _ in rows)
     # The CSP names the hashes of exactly the style and script the page carries.
     csp = next(
         a["content"] for t, a in parser.tags if a.get("http-equiv") == "Content-Security-Policy"
@@ -391,9 +393,10 @@ def test_annotation_text_is_escaped_as_github_reads_it(node: str, reason: str, p
     assert "\n" not in line
     assert "\r" not in line
     fields = dict(field.split("=", 1) for field in head.removeprefix("error ").split(","))
-    assert _unescape(fields["file"]) == path
+    # What GitHub reads back is the text with its control characters as visible escapes.
+    assert _unescape(fields["file"]) == terminal_safe(path)
     assert fields["line"] == "5"
-    assert _unescape(message).startswith(f"{node}: {reason}"[:1000])
+    assert _unescape(message).startswith(terminal_safe(f"{node}: {reason}")[:1000])
 
 
 def test_a_run_view_is_frozen() -> None:
@@ -401,3 +404,76 @@ def test_a_run_view_is_frozen() -> None:
     assert isinstance(run, RunView)
     with pytest.raises(AttributeError):
         run.run_id = "x"  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- skips
+
+
+def skipped_items(reasons: list[str]) -> list[tuple[str, str, str, list[str], dict[str, Any]]]:
+    """A property skipped on both sides per reason, one skipped on the patch only, one
+    skipped on base only (it ran on the patch), one that failed."""
+    items: list[tuple[str, str, str, list[str], dict[str, Any]]] = [
+        (
+            f"t.py::test_skip_{i}",
+            "no_freeze",
+            "skipped",
+            [f"skipped on both sides: {why}"],
+            {"base": [replay("skipped", message=why)], "patch": [replay("skipped", message=why)]},
+        )
+        for i, why in enumerate(reasons)
+    ]
+    items += [
+        (
+            "t.py::test_gone",
+            "no_freeze",
+            "skipped_on_patch",
+            ["skipped on the patch: gone"],
+            {"base": [replay("assert_pass")], "patch": [replay("skipped", message="gone")]},
+        ),
+        (
+            "t.py::test_new",
+            "no_freeze",
+            "skipped_on_base",
+            ["skipped on base: new"],
+            {"base": [replay("skipped", message="new")], "patch": [replay("assert_pass")]},
+        ),
+        ("t.py::test_red", "property_regression", "c", ["r"], failing("t.py::test_red", "t.py", 3)),
+    ]
+    return items
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(texts, max_size=5))
+def test_junit_marks_and_counts_what_the_patch_skipped(junit_xsd: Path, reasons: list[str]) -> None:
+    xml = render_junit([read_run(run_docs(skipped_items(reasons)))])
+    xmlschema.XMLSchema(junit_xsd).validate(xml)
+    suite = ET.fromstring(xml).find("testsuite")
+    assert suite is not None
+    # Skipped on both sides, and skipped on the patch: the test did not run with the patch.
+    assert suite.get("skipped") == str(len(reasons) + 1)
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    for i in range(len(reasons)):
+        skipped = cases[f"test_skip_{i}"].find("skipped")
+        assert skipped is not None
+        assert (skipped.get("message") or "").startswith("no_freeze / skipped: skipped on both")
+    assert cases["test_gone"].find("skipped") is not None
+    assert cases["test_new"].find("skipped") is None
+    assert cases["test_red"].find("skipped") is None
+    assert cases["test_red"].find("failure") is not None
+
+
+def test_markdown_and_html_show_and_count_skipped_tests() -> None:
+    run = read_run(run_docs(skipped_items(["needs BACKEND_URL"])))
+    assert run.skipped == 2
+    text = render_markdown([run])
+    assert "| skipped | 2 (the project skips them on the patch) |" in text
+    heading = "#### 2 properties skipped by the project on the patch"
+    assert heading in text
+    after = text.split(heading, 1)[1]
+    assert "`t.py::test_skip_0`" in after
+    assert "skipped on both sides: needs BACKEND_URL" in after
+    assert "`t.py::test_gone`" in after
+    assert "1 more property behaved alike" in text  # test_new ran on the patch and passed
+    page = render_html([run])
+    assert page.count('class="c skip"') == 4 + 1  # a cell per skipped replay, and the legend
+    assert "skipped 2" in page

@@ -234,6 +234,29 @@ def test_a_flaky_replay_may_not_come_out_the_same_and_says_so(recorded, cli, doc
     assert_removed(docker_client, cli, done)
 
 
+def test_the_header_counts_the_replays_the_property_really_got(tmp_path, cli, docker_client):
+    # A whole-suite run screens each test once; only the tests with signal get --replays 3.
+    repo = build_example(tmp_path / "example")
+    run_dir = tmp_path / "run"
+    report = replay(
+        cli, repo, run_dir, "extra-clock-read", "--replays", "3", "--fixture", str(repo.fixture)
+    )
+    quiet = next(
+        entry["property_id"]
+        for entry in report["decisions"]
+        if entry["patch_labels"] == ["assert_pass"]  # screened once, no signal
+    )
+    assert len(labels(report, BUDGET_PROPERTY, "patch")) == 3  # replayed to N
+    done = cli.run("reproduce", str(run_dir), quiet)
+    assert done.code == 0, done.stderr
+    (header,) = [line for line in done.stdout.splitlines() if line.startswith("== ")]
+    assert f"{quiet}, replay 1 of 1 (seed" in header
+    replayed = cli.run("reproduce", str(run_dir), BUDGET_PROPERTY, "--side", "base")
+    assert replayed.code == 0, replayed.stderr
+    (header,) = [line for line in replayed.stdout.splitlines() if line.startswith("== ")]
+    assert f"{BUDGET_PROPERTY}, replay 1 of 3 (seed" in header
+
+
 def test_a_run_made_with_workers_is_reproduced_in_one_session(tmp_path, cli, docker_client):
     # --jobs 2 split each replay of the whole suite across two pytest workers (and the
     # limits scaled with them); reproducing one property runs it alone, in one session.

@@ -24,7 +24,7 @@ from orchestrator.core.imports import (
     module_names,
     own_name,
 )
-from orchestrator.core.oracle import compare_sources
+from orchestrator.core.oracle import ProjectModules, compare_sources
 from orchestrator.core.pytest_command import without_params
 
 
@@ -229,6 +229,82 @@ def test_the_static_tests_are_the_ones_pytest_collects(tmp_path):
     assert collected == set(static_test_ids(TRICKY, "test_t.py")), done.stdout
 
 
+MIXED = {
+    "tests/__init__.py": code(
+        """
+        from .mixins import Sized
+
+
+        class Checks:
+            def test_in_package(self):
+                pass
+        """
+    ),
+    "tests/mixins.py": code(
+        """
+        import unittest
+
+
+        class Base(unittest.TestCase):
+            def test_base(self):
+                pass
+
+
+        class Sized:
+            def test_size(self):
+                pass
+
+            def helper(self):
+                pass
+        """
+    ),
+    "tests/test_mixed.py": code(
+        """
+        import unittest
+
+        import tests.mixins as m
+        from tests import Checks, Sized
+
+
+        class TestSized(Sized, unittest.TestCase):
+            def test_own(self):
+                pass
+
+
+        class WithBase(m.Base):
+            pass
+
+
+        class NotCollected(Checks):
+            pass
+
+
+        class TestPlainMixin(Checks):
+            pass
+        """
+    ),
+}
+
+
+def test_tests_inherited_from_other_modules_are_the_ones_pytest_collects(tmp_path):
+    for path, text in MIXED.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/test_mixed.py"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    collected = {line.strip() for line in done.stdout.splitlines() if "::" in line}
+    modules = ProjectModules(files=frozenset(MIXED), sources=MIXED)
+    found = static_test_ids(MIXED["tests/test_mixed.py"], "tests/test_mixed.py", modules)
+    assert collected == set(found), done.stdout
+    assert "tests/test_mixed.py::TestSized::test_size" in found
+    # Without the other modules the source shows only the class's own tests.
+    alone = static_test_ids(MIXED["tests/test_mixed.py"], "tests/test_mixed.py")
+    assert "tests/test_mixed.py::TestSized::test_size" not in alone
+
+
 def test_candidates_are_the_test_modules_the_command_runs():
     trees = [{"tests/test_a.py": "1", "tests/unit/b_test.py": "2", "lib.py": "3"},
              {"other/test_c.py": "4", "tests/conftest.py": "5"}]  # fmt: skip
@@ -301,7 +377,8 @@ def test_a_changed_module_selects_every_test_of_the_modules_that_import_it():
     assert chosen.importing == ("tests/test_lib.py",)
     assert chosen.changed_modules == ("lib.py",)
     assert chosen.summary() == (
-        "selected 2 of 4 tests (0 by their oracle, 2 by an import of a changed module)"
+        "selected 2 of 4 tests found in 3 test modules"
+        " (0 by their oracle, 2 by an import of a changed module)"
     )
 
 

@@ -6,10 +6,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from unit_factories import evidence, side
 
 from orchestrator.core import replay_run
+from orchestrator.core.lanes import decide
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.replay_run import BASE, PATCH, Pins, ReplayOptions, RunPlan
 from orchestrator.model import Decision, Lane, Replay
@@ -213,3 +215,22 @@ def test_a_changed_selection_of_nothing_is_no_verdict_to_wait_for() -> None:
     assert report["run_log"]["selection"]["candidates"] == 1
     # Without a selection, no decision at all is undecided, as before.
     assert replay_run.report_document(run_plan(), ())["exit_status"] == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    base=st.lists(st.sampled_from(["assert_pass", "assert_fail"]), min_size=1, max_size=3),
+    patch=st.lists(st.sampled_from(["assert_pass", "assert_fail"]), min_size=1, max_size=3),
+)
+def test_the_tables_reasons_say_why_unless_another_column_does(
+    base: list[str], patch: list[str]
+) -> None:
+    n = max(len(base), len(patch))
+    decision = decide(evidence(base=side(*(base * n)[:n]), patch=side(*(patch * n)[:n])))
+    cell = replay_run.table_reasons(decision.code, decision.reasons)
+    if decision.code == "not_reproduced":
+        assert cell == "-"  # the base and patch columns already say P and P
+    else:
+        assert cell == "; ".join(decision.reasons)
+    if decision.code == "uniform_failure":
+        assert cell.startswith("fails_on_base_too; ")

@@ -255,6 +255,21 @@ def test_the_plan_pins_replay_n_of_each_side() -> None:
     assert pdb.timeout_s == PDB_TIMEOUT_S
 
 
+@given(
+    counts=st.fixed_dictionaries({"base": st.integers(1, 7), "patch": st.integers(1, 7)}),
+    side=st.sampled_from(["base", "patch", "both"]),
+)
+def test_the_plan_counts_the_replays_each_side_recorded(counts: dict[str, int], side: str) -> None:
+    # A property decided on its screening has fewer replays than the run's --replays.
+    recorded = {name: (replay("assert_pass"),) * count for name, count in counts.items()}
+    plan = plan_reproduce(
+        recorded_run(), PROP, recorded, {}, side=side, replay=1, mode=Mode.RUN, keep=False
+    )
+    assert plan.sides
+    for chosen in plan.sides:
+        assert chosen.recorded_count == counts[chosen.side]
+
+
 def test_an_unknown_side_is_refused() -> None:
     with pytest.raises(InputError, match="--side"):
         plan_reproduce(

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from orchestrator.core.test_files import (
     TestFileRule,
+    is_test_file_name,
+    is_test_module_name,
     missing_test_paths,
     normal_path,
     outer_test_folder,
@@ -63,7 +65,49 @@ def test_without_properties_the_commands_paths_name_the_test_folders():
     assert rule.folders == ("tests",)
     assert rule.files == ("checks/test_x.py",)
     assert not rule.matches("src/lib.py")
-    assert rule_for_tests((), (), ()) == TestFileRule()  # the name rule only
+    assert rule_for_tests((), (), ()) == TestFileRule()  # no tree: the name rule only
+
+
+def test_a_command_without_paths_takes_the_folder_of_every_test_module_whole():
+    base = [
+        "lib.py",
+        "tests/__init__.py",
+        "tests/test_a.py",
+        "tests/data/golden.json",
+        "src/pkg/tests/test_b.py",
+        "src/pkg/mod.py",
+        "pkg/test_c.py",
+        "pkg/util.py",
+    ]
+    patch = ["lib.py", "tests/__init__.py", "tests/test_a.py", "it/test_d.py",
+             "testing/helpers.py"]  # fmt: skip
+    rule = rule_for_tests((), (), (), trees=[base, patch])
+    assert rule.folders == ("src/pkg/tests", "tests")
+    taken = ["tests/__init__.py", "tests/data/golden.json", "src/pkg/tests/test_b.py",
+             "pkg/test_c.py", "it/test_d.py", "conftest.py"]  # fmt: skip
+    assert [path for path in taken if not rule.matches(path)] == []
+    # Code beside a test module and a folder with no test module stay the side's.
+    assert [p for p in ("lib.py", "src/pkg/mod.py", "pkg/util.py", "testing/helpers.py")
+            if rule.matches(p)] == []  # fmt: skip
+    # A command that names a path keeps its own rule.
+    assert rule_for_tests((), ("tests/test_a.py",), (), trees=[base]).folders == ("tests",)
+    assert rule_for_tests((), ("pkg",), (), trees=[base]).folders == ()
+
+
+def test_the_overlay_says_what_it_laid_over():
+    rule = rule_for_tests((), (), ("golden",), trees=[["tests/test_a.py"]])
+    tests = {"tests/__init__.py": "1", "tests/test_a.py": "2", "golden/x.json": "3",
+             "pkg/test_c.py": "4", "lib.py": "5"}  # fmt: skip
+    side = {"tests/test_old.py": "6", "lib.py": "5"}
+    overlay = plan_overlay(ref="patch", rev="r", rule=rule, tests_tree=tests,
+                           side_trees={"base": side, "patch": tests})  # fmt: skip
+    assert overlay.summary() == (
+        "3 files from tests/, golden/ and 1 test file elsewhere laid over each tree, 1 removed"
+    )
+    assert overlay.to_json()["overlay_summary"] == overlay.summary()
+    alone = plan_overlay(ref="r", rev="r", rule=TestFileRule(), tests_tree={"test_x.py": "1"},
+                         side_trees={})  # fmt: skip
+    assert alone.summary() == "1 test file laid over each tree"
 
 
 @pytest.mark.parametrize(
@@ -139,3 +183,21 @@ def test_an_overlaid_tree_has_the_chosen_tests_and_the_sides_code(side, tests, e
     applied = {p: b for p, b in side.items() if p not in plan.remove}
     applied.update({p: tests[p] for p in plan.write})
     assert applied == after
+
+
+whole_tree_paths = st.sampled_from(
+    ["lib.py", "tests/__init__.py", "tests/test_a.py", "tests/helpers.py", "tests/data/x.json",
+     "src/pkg/tests/test_b.py", "src/pkg/tests/util.py", "src/pkg/mod.py", "pkg/test_c.py",
+     "pkg/util.py", "testing/helpers.py", "docs/index.md", "conftest.py"]
+)  # fmt: skip
+
+
+@given(st.lists(st.lists(whole_tree_paths, max_size=8), min_size=1, max_size=3))
+def test_without_paths_a_file_is_taken_exactly_when_a_test_module_shares_its_test_folder(trees):
+    rule = rule_for_tests((), (), (), trees=trees)
+    modules = {p for tree in trees for p in tree if is_test_module_name(p.rsplit("/", 1)[-1])}
+    for path in {p for tree in trees for p in tree}:
+        folder = outer_test_folder(path)
+        shared = folder is not None and any(outer_test_folder(m) == folder for m in modules)
+        named = is_test_file_name(path.rsplit("/", 1)[-1])
+        assert rule.matches(path) == (shared or named), (path, rule)

@@ -25,6 +25,16 @@ def replays(*labels: str, calls: tuple[int, ...] | None = None) -> tuple[model.R
     )
 
 
+def test_a_flake_the_project_now_skips_does_not_thaw() -> None:
+    skipped = (*replays(*[P] * 4), model.Replay(label="skipped", message="needs BACKEND_URL"))
+    verdict = flake_thaw_verdict(skipped, 5)
+    assert (verdict.thawed, verdict.code, verdict.reasons) == (
+        False,
+        "skipped",
+        ("needs BACKEND_URL",),
+    )
+
+
 def test_a_flake_thaws_only_on_all_pass_with_one_call_budget() -> None:
     assert flake_thaw_verdict(replays(*[P] * 5), 5).thawed
     still = flake_thaw_verdict(replays(P, F, *[P] * 3), 5)

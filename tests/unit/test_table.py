@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.commands._table import Column, plain_lines, print_table, rich_plain_lines
+from orchestrator.core.text_safety import terminal_safe
 
 HEADINGS = st.from_regex(r"[a-z_]{1,10}( [a-z_]{1,8})?", fullmatch=True)
 COLUMNS = st.lists(
@@ -52,7 +53,10 @@ def test_plain_text_is_laid_out_directly_as_rich_would(table):
 @given(tables(ANY))
 def test_print_table_off_a_terminal_prints_riches_lines_for_any_text(table):
     columns, rows = table
-    assert printed(columns, rows) == rich_plain_lines(columns, rows)
+    safe = [[terminal_safe(cell) for cell in row] for row in rows]
+    lines = printed(columns, rows)
+    assert lines == rich_plain_lines(columns, safe)
+    assert len(lines) == 1 + len(rows)  # a cell never starts a row of its own
 
 
 def test_text_rich_treats_its_own_way_is_left_to_rich():

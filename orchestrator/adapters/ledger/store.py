@@ -19,8 +19,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, Table, and_, delete, func, insert, or_, select, text, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -602,7 +600,7 @@ class Ledger:
                 pick = pick.with_for_update(of=FREEZES, skip_locked=True)
             ids = list(conn.execute(pick).scalars())
             if ids:
-                upsert = (postgresql_insert if postgres else sqlite_insert)(CLAIMS)
+                upsert = _dialect_insert(conn, CLAIMS)
                 # The WHERE re-checks a row another job claimed meanwhile: it stays theirs.
                 upsert = upsert.on_conflict_do_update(
                     index_elements=[CLAIMS.c.freeze_id],
@@ -819,9 +817,14 @@ def _freeze_row(row: Any) -> FreezeRow:
 
 
 def _dialect_insert(conn: Connection, table: Table) -> Any:
-    """INSERT with ``ON CONFLICT`` support in the connection's dialect."""
+    """INSERT with ``ON CONFLICT`` support in the connection's dialect (each dialect's
+    module is imported when a ledger of it is written: a read never needs one)."""
     if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
         return postgresql_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
     return sqlite_insert(table)
 
 

@@ -21,13 +21,17 @@ from orchestrator.core.reports.view import (
     node_parts,
     sorted_properties,
 )
+from orchestrator.core.text_safety import terminal_safe
 
 MESSAGE_LIMIT = 2000
 
 
 def _data(text: str) -> str:
-    """Escape a workflow command's message (GitHub's own escaping)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a workflow command's message: every control character as a visible escape
+    (the log shows ANSI sequences as colours, and a line break would end the command),
+    then GitHub's own escaping of ``%``, CR and LF."""
+    safe = terminal_safe(text)
+    return safe.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _property_value(text: str) -> str:

@@ -34,6 +34,7 @@ from orchestrator.core.reports.view import (
     sorted_properties,
     worst_exit,
 )
+from orchestrator.core.text_safety import terminal_safe_lines
 from orchestrator.model import Lane
 
 # (symbol, CSS class, words): a symbol per label so the strip reads in greyscale too.
@@ -42,6 +43,7 @@ CELLS: dict[str, tuple[str, str, str]] = {
     "assert_fail": ("\u2717", "fail", "assertion failed"),
     "timeout": ("\u25f7", "timeout", "timeout"),
     "harness_error": ("!", "harness", "harness error (no verdict)"),
+    "skipped": ("\u2013", "skip", "skipped by the project (no verdict, not infrastructure)"),
 }
 UNKNOWN_CELL = ("?", "unknown", "unknown label")
 CHUNK = 20  # rows per content-visibility chunk
@@ -57,7 +59,7 @@ LANE_MEANING: dict[str, str] = {
     Lane.RERUN_SHRINK: "the shrunk fixture is not stable",
     Lane.FLAKE_QUEUE_ELIGIBLE: "flaky on both sides, same assertion",
     Lane.FIX_CANDIDATE: "fails on base, passes on the patch",
-    Lane.NO_FREEZE: "alike on both sides",
+    Lane.NO_FREEZE: "alike on both sides, or skipped by the project",
 }
 
 STYLE_TEMPLATE = """\
@@ -107,7 +109,7 @@ padding:8px 0;display:grid;grid-template-columns:minmax(150px,auto) minmax(0,1fr
 .c{display:inline-block;width:18px;height:18px;line-height:18px;text-align:center;border-radius:3px;
 color:#fff;font-size:12px;font-weight:700;text-decoration:none}
 .c.pass{background:#1a7f37}.c.fail{background:#cf222e}.c.timeout{background:#bf8700}
-.c.harness{background:#6639ba}.c.unknown{background:#57606a}
+.c.harness{background:#6639ba}.c.unknown{background:#57606a}.c.skip{background:#8c959f}
 .facts{min-width:0}.facts p,.facts ul{margin:2px 0}.facts ul{padding-left:18px}
 .calls{border-collapse:collapse;margin:2px 0}
 .calls td,.calls th{border:1px solid var(--line);padding:1px 8px;text-align:left}
@@ -147,7 +149,9 @@ CSP = (
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    """HTML-escaped, and every control character and bidi override (which a browser
+    would act on: reorder the text around it) as a visible escape; line breaks kept."""
+    return escape(terminal_safe_lines(str(text)), quote=True)
 
 
 def _lane_class(lane: str) -> str:
@@ -202,6 +206,9 @@ def _run_block(run: RunView) -> str:
         badge(lane, lane_kind(lane, None), f"{lane} {count}")
         for lane, count in run.counts().items()
     )
+    if run.skipped:
+        counts += f' <span class="skipped muted">skipped {run.skipped}</span>'
+
     status = run.exit_status
     status_class = f"exit-{status}" if status in (0, 1, 3) else "exit-x"
     return (

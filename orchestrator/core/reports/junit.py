@@ -4,7 +4,9 @@ The form is the one of the Jenkins JUnit schema (``junit-10.xsd``, the schema py
 checks its own ``xunit2`` output against), so that every reader of JUnit XML takes it:
 
 - a blocking lane is a ``failure`` (``type`` the lane, ``message`` "lane / code: first
-  reason"); an undecided lane is an ``error``; a non-blocking lane passes;
+  reason"); an undecided lane is an ``error``; a non-blocking lane passes, or is
+  ``skipped`` (counted in the suite's ``skipped``) when the project skipped every replay
+  of the patch;
 - the run's pins are the ``testsuite``'s ``properties`` (base and patch revisions, image,
   seed, command, ...);
 - what that schema has no place for on a ``testcase`` (its lane and code as named values,
@@ -31,6 +33,7 @@ from orchestrator.core.reports.view import (
     RunView,
     node_parts,
 )
+from orchestrator.core.text_safety import terminal_safe, terminal_safe_lines
 
 # Characters XML 1.0 cannot carry at all (control characters but tab, newline, return).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -42,6 +45,19 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
+def _one_line(text: str) -> str:
+    """A value from the tree (a node id, a reason, an assertion) for a ``name: value``
+    line or an attribute: control characters, line breaks too, as visible escapes (a CI
+    page shows them as they are and a line break would forge a line)."""
+    return xml_text(terminal_safe(text))
+
+
+def _lines(text: str) -> str:
+    """A text of several lines (an assertion message): its breaks kept, every other
+    control character as a visible escape."""
+    return xml_text(terminal_safe_lines(text))
+
+
 def _seconds(value: float) -> str:
     return f"{max(value, 0.0):.3f}"
 
@@ -49,7 +65,7 @@ def _seconds(value: float) -> str:
 def _system_out(item: PropertyView, run: RunView) -> str:
     parts = node_parts(item.property_id)
     lines = [
-        f"property: {item.property_id}",
+        f"property: {_one_line(item.property_id)}",
         f"lane: {item.lane}",
         f"code: {item.code}",
         f"kind: {item.kind.value}",
@@ -58,16 +74,17 @@ def _system_out(item: PropertyView, run: RunView) -> str:
         f"patch_rev: {run.patch_rev or 'unknown'}",
     ]
     if parts.path:
-        lines.append(f"file: {parts.path}")
-    lines += [f"reason: {reason}" for reason in item.reasons]
+        lines.append(f"file: {_one_line(parts.path)}")
+    lines += [f"reason: {_one_line(reason)}" for reason in item.reasons]
     lines += [
-        f"calls: {delta.name} base {format_counts(delta.base)} patch {format_counts(delta.patch)}"
+        f"calls: {_one_line(delta.name)} base {format_counts(delta.base)}"
+        f" patch {format_counts(delta.patch)}"
         for delta in item.call_deltas
     ]
     if item.oracle_changed:
         lines.append(
             "oracle: changed"
-            + (f" ({'; '.join(item.oracle_reasons)})" if item.oracle_reasons else "")
+            + (f" ({_one_line('; '.join(item.oracle_reasons))})" if item.oracle_reasons else "")
         )
     for side in SIDES:
         replays = item.replays(side)
@@ -76,31 +93,38 @@ def _system_out(item: PropertyView, run: RunView) -> str:
         for replay in replays:
             words = [f"{side} replay {replay.number}: {replay.label}"]
             if replay.reason:
-                words.append(f"({replay.reason})")
+                words.append(f"({_one_line(replay.reason)})")
+            elif replay.skipped and replay.message:
+                words.append(f"({_one_line(' '.join(replay.message.split()))})")
             if replay.assertion_id:
-                words.append(replay.assertion_id)
+                words.append(_one_line(replay.assertion_id))
             if replay.duration_ms is not None:
                 words.append(f"{replay.duration_ms:g} ms")
             if replay.log:
-                words.append(f"log {replay.log}")
+                words.append(f"log {_one_line(replay.log)}")
             lines.append(" ".join(words))
     return xml_text("\n".join(lines) + "\n")
 
 
 def _message(item: PropertyView) -> str:
     first = item.reasons[0] if item.reasons else ""
-    return xml_text(f"{item.lane} / {item.code}" + (f": {first}" if first else ""))[:MESSAGE_LIMIT]
+    return _one_line(f"{item.lane} / {item.code}" + (f": {first}" if first else ""))[:MESSAGE_LIMIT]
 
 
 def _details(item: PropertyView) -> str:
-    lines = list(item.reasons)
+    lines = [_one_line(reason) for reason in item.reasons]
     for side in (PATCH, BASE):
         for assertion in item.failing_assertions(side):
-            lines.append(f"failing on {side}: {assertion}")
+            lines.append(f"failing on {side}: {_one_line(assertion)}")
         messages = [r.message for r in item.replays(side) if r.failed and r.message]
         if messages:
-            lines.append(f"{side} message: {messages[0]}")
+            lines.append(f"{side} message: {_lines(messages[0])}")
     return xml_text("\n".join(lines))[: MESSAGE_LIMIT * 4]
+
+
+def _skipped(item: PropertyView) -> bool:
+    """A non-blocking property the project skips on the patch: it did not run there."""
+    return item.skipped and item.kind is Kind.NON_BLOCKING
 
 
 def _testcase(item: PropertyView, run: RunView) -> ET.Element:
@@ -108,8 +132,8 @@ def _testcase(item: PropertyView, run: RunView) -> ET.Element:
     case = ET.Element(
         "testcase",
         {
-            "classname": xml_text(parts.classname),
-            "name": xml_text(parts.name),
+            "classname": _one_line(parts.classname),
+            "name": _one_line(parts.name),
             "time": _seconds(item.duration_s),
         },
     )
@@ -119,6 +143,8 @@ def _testcase(item: PropertyView, run: RunView) -> ET.Element:
     elif item.kind is Kind.UNDECIDED:
         element = ET.SubElement(case, "error", {"type": item.lane, "message": _message(item)})
         element.text = _details(item)
+    elif _skipped(item):
+        ET.SubElement(case, "skipped", {"message": _message(item)})
     ET.SubElement(case, "system-out").text = _system_out(item, run)
     return case
 
@@ -133,7 +159,7 @@ def _suite(run: RunView) -> ET.Element:
         "tests": str(len(properties)),
         "failures": str(failures),
         "errors": str(errors),
-        "skipped": "0",
+        "skipped": str(sum(_skipped(item) for item in properties)),
         "time": _seconds(total_time),
     }
     if run.started_at:

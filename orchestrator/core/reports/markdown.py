@@ -2,8 +2,9 @@
 
 The same top block as the page (pins, exit status, a count per lane), a table of
 the properties that need a look (every lane but ``no_freeze``), blocking lanes first,
-and one line for the rest. GitHub refuses a step summary over 1 MiB, so the table
-stops before ``max_bytes`` with "and N more".
+a table of the properties the project skips on the patch, and one line for the rest.
+GitHub refuses a step summary over 1 MiB, so the tables stop before ``max_bytes`` with
+"and N more".
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ from orchestrator.core.reports.view import (
     sorted_properties,
     worst_exit,
 )
+from orchestrator.core.text_safety import terminal_safe
 
 GITHUB_SUMMARY_LIMIT = 1024 * 1024  # bytes GitHub accepts for one step's summary
 DEFAULT_MAX_BYTES = GITHUB_SUMMARY_LIMIT - 4096  # room for a few lines written before ours
 
-_SYMBOLS = {"assert_pass": "\u2713", "assert_fail": "\u2717", "timeout": "\u25f7"}
+_SYMBOLS = {
+    "assert_pass": "\u2713",
+    "assert_fail": "\u2717",
+    "timeout": "\u25f7",
+    "skipped": "\u2013",
+}
 
 
 def _size(text: str) -> int:
@@ -34,8 +41,9 @@ def _size(text: str) -> int:
 
 def _code(text: str) -> str:
     """An inline code span that holds any text: a longer fence than any backtick run
-    inside, pipes escaped for tables, line breaks flattened."""
-    flat = " ".join(text.split("\n")).replace("|", "\\|")
+    inside, pipes escaped for tables, control characters (line breaks too) written as
+    visible escapes."""
+    flat = terminal_safe(text).replace("|", "\\|")
     longest = run = 0
     for char in flat:
         run = run + 1 if char == "`" else 0
@@ -46,8 +54,8 @@ def _code(text: str) -> str:
 
 
 def _text(text: str) -> str:
-    """Plain cell text: HTML and table syntax neutralised, one line."""
-    flat = " ".join(text.split())
+    """Plain cell text: HTML and table syntax neutralised, one line, no control character."""
+    flat = terminal_safe(" ".join(text.split()))
     for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "&#124;")):
         flat = flat.replace(char, entity)
     return flat
@@ -79,6 +87,8 @@ def run_block(run: RunView) -> str:
         ("tests from", _code(run.tests_from) if run.tests_from else "each side's own"),
         ("engine / runner", _text(", ".join((run.runner_id or "?", *run.engines)))),
     ]
+    if run.skipped:
+        rows.insert(2, ("skipped", f"{run.skipped} (the project skips them on the patch)"))
     lines = [f"### Replay {_code(run.run_id)}", "", "| | |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
     return "\n".join(lines) + "\n"
@@ -104,12 +114,37 @@ def _row(item: PropertyView, show_run: bool) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _table(heading: str, items: Sequence[PropertyView], show_run: bool, room: int) -> str:
+    """A heading and a table of ``items``, cut with "and N more" to fit ``room`` bytes
+    ("" when not even the heading fits)."""
+    columns = ["property", "lane", "code", "base", "patch", "reasons", "failing assertion"]
+    if show_run:
+        columns.insert(0, "run")
+    lines = [heading, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    body = "\n".join(lines) + "\n"
+    # Room for the longest "and N more" line, so that whatever is cut still fits.
+    used = _size(body) + _size(_more(len(items)))
+    if used > room:
+        return ""
+    rows: list[str] = []
+    for item in items:
+        row = _row(item, show_run) + "\n"
+        if used + _size(row) > room:
+            break
+        rows.append(row)
+        used += _size(row)
+    cut = len(items) - len(rows)
+    return body + "".join(rows) + (_more(cut) if cut else "")
+
+
 def render_markdown(runs: Sequence[RunView], *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """The job summary, at most ``max_bytes`` of UTF-8 (the top block always fits a
-    sensible limit; the table is what gets cut)."""
+    sensible limit; the tables are what gets cut)."""
     properties = sorted_properties(runs)
     flagged = [item for item in properties if item.lane not in GREEN_LANES]
-    rest = [item for item in properties if item.lane in GREEN_LANES]
+    # A test the project skips on the patch is shown, not folded into "behaved alike".
+    skipped = [item for item in properties if item.lane in GREEN_LANES and item.skipped]
+    rest = [item for item in properties if item.lane in GREEN_LANES and not item.skipped]
     show_run = len(runs) > 1
     head = [f"## Replay: {exit_meaning(worst_exit(runs))}", ""]
     head += [run_block(run) for run in runs]
@@ -121,29 +156,17 @@ def render_markdown(runs: Sequence[RunView], *, max_bytes: int = DEFAULT_MAX_BYT
         if rest
         else ""
     )
-    if not flagged:
+    if not flagged and not skipped:
         return text + (rest_line.lstrip("\n") or "No properties.\n")
-    columns = ["property", "lane", "code", "base", "patch", "reasons", "failing assertion"]
-    if show_run:
-        columns.insert(0, "run")
-    table = [
-        f"#### {len(flagged)} {'property needs' if len(flagged) == 1 else 'properties need'} "
-        "a look",
-        "",
-        "| " + " | ".join(columns) + " |",
-        "|" + "---|" * len(columns),
-    ]
-    body = "\n".join(table) + "\n"
-    # Room for the longest "and N more" line, so that whatever is cut still fits.
-    reserve = _size(_more(len(flagged)))
-    used = _size(text) + _size(body) + _size(rest_line) + reserve
-    rows: list[str] = []
-    for item in flagged:
-        row = _row(item, show_run) + "\n"
-        if used + _size(row) > max_bytes:
-            break
-        rows.append(row)
-        used += _size(row)
-    cut = len(flagged) - len(rows)
-    tail = _more(cut) if cut else ""
-    return text + body + "".join(rows) + tail + rest_line
+    room = max_bytes - _size(text) - _size(rest_line)
+    tables = ""
+    if flagged:
+        need = "property needs" if len(flagged) == 1 else "properties need"
+        tables = _table(f"#### {len(flagged)} {need} a look", flagged, show_run, room)
+    if skipped:
+        which = "property" if len(skipped) == 1 else "properties"
+        heading = f"#### {len(skipped)} {which} skipped by the project on the patch"
+        separator = "\n" if tables else ""
+        shown = _table(heading, skipped, show_run, room - _size(tables) - _size(separator))
+        tables += separator + shown if shown else ""
+    return text + tables + rest_line

@@ -43,6 +43,8 @@ LANE_ORDER: tuple[str, ...] = (
 # The one lane that means "nothing to look at": the property behaved alike on both sides.
 GREEN_LANES = frozenset({Lane.NO_FREEZE.value})
 
+SKIPPED = "skipped"  # the project skipped the test (lanes.md row 4a)
+
 _ASSERTION_SITE = re.compile(r"@(?P<path>[^@]+):(?P<line>[0-9]+):(?P<type>[^:@]+)\Z")
 _REPLAY_FILE = "replay-{number:03d}.json"
 
@@ -160,6 +162,10 @@ class ReplayView:
     def failed(self) -> bool:
         return self.label == "assert_fail"
 
+    @property
+    def skipped(self) -> bool:
+        return self.label == SKIPPED
+
 
 @dataclass(frozen=True, kw_only=True)
 class CallDelta:
@@ -216,6 +222,22 @@ class PropertyView:
         return tuple(seen)
 
     @property
+    def skipped(self) -> bool:
+        """The project skipped every replay on the patch: the test did not run there."""
+        labels = self.labels(PATCH)
+        return bool(labels) and all(label == SKIPPED for label in labels)
+
+    @property
+    def skip_reason(self) -> str | None:
+        """The first skip's reason, the patch's before base's (None: no skipped replay or
+        none gave a reason)."""
+        for side in (PATCH, BASE):
+            for replay in self.replays(side):
+                if replay.skipped and replay.message:
+                    return replay.message
+        return None
+
+    @property
     def duration_s(self) -> float:
         """Time the property's replays took, both sides (JUnit's ``time``)."""
         total = sum(replay.duration_ms or 0.0 for replay in (*self.base, *self.patch))
@@ -248,6 +270,11 @@ class RunView:
 
     def counts(self) -> dict[str, int]:
         return lane_counts(self.properties)
+
+    @property
+    def skipped(self) -> int:
+        """How many properties did not run on the patch (the project skips them)."""
+        return sum(item.skipped for item in self.properties)
 
 
 def lane_counts(properties: Sequence[PropertyView]) -> dict[str, int]:

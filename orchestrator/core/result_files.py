@@ -1,0 +1,60 @@
+"""Which files a container may hand back, and how large. Pure.
+
+The tree under test runs in the same container as the probe and can write anything into
+the results folder: a symlink to a host secret, a FIFO, a device, a file of gigabytes.
+The host never opens that folder. A small reader the tool runs in the container
+reports every top-level entry (its kind and size) and the bytes of the regular ones
+under the cap; this module decides, from that report alone, what the host accepts:
+regular files with a plain name, each under :data:`FILE_BYTES`, at most
+:data:`ENTRIES` of them. Anything else is *unsafe*: labelled ``harness_error`` /
+``unsafe_result``, never followed, never copied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+MIB: Final = 1024 * 1024
+# The results folder is a tmpfs of this size in the container (charged to its memory).
+TMPFS_BYTES: Final = 64 * MIB
+# One result file (a replay of a whole suite of some ten thousand tests is a few MiB).
+FILE_BYTES: Final = 32 * MIB
+# Entries the reader reports; a folder with more is refused whole.
+ENTRIES: Final = 1024
+# What the host reads of the reader's stream: every file at its cap, plus tar headers.
+STREAM_BYTES: Final = TMPFS_BYTES + 2 * MIB
+# A plain file name: what the driver and the collection plugin write, nothing else.
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+UNSAFE_RESULT: Final = "unsafe_result"
+KINDS: Final = ("file", "symlink", "fifo", "directory", "device", "socket", "other")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultEntry:
+    """One top-level entry of the results folder as the reader saw it (``lstat``)."""
+
+    name: str
+    kind: str
+    size: int
+
+
+def entry_problem(entry: ResultEntry, *, file_bytes: int = FILE_BYTES) -> str | None:
+    """Why the host must not take this entry, or None when it is a plain, small file."""
+    if not _PLAIN_NAME.fullmatch(entry.name):
+        return f"a result entry with a name that is not plain ({entry.name!r})"
+    if entry.kind != "file":
+        kind = entry.kind if entry.kind in KINDS else "other"
+        return f"{entry.name} is a {kind}, not a regular file"
+    if entry.size < 0 or entry.size > file_bytes:
+        return f"{entry.name} is {entry.size} bytes, over the cap of {file_bytes} bytes"
+    return None
+
+
+def folder_problem(entries: int, *, limit: int = ENTRIES) -> str | None:
+    """Why the whole folder is refused: more entries than any run writes."""
+    if entries > limit:
+        return f"the results folder holds more than {limit} entries"
+    return None

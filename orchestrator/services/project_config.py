@@ -1,0 +1,98 @@
+"""The project's own configuration (``[tool.orchestrator]``) and its default image.
+
+The table is read from ``pyproject.toml`` at the **base** revision, pinned: the patch is
+the change under judgement and may come from anyone, so what it says about the command,
+the image, the environment or the timeout is never used (a pull request cannot switch its
+own tests off). The parsing is pure (:mod:`orchestrator.core.project_config`).
+
+Without ``--image`` or ``image =``, a replay runs in the newest project image ``orchestrator
+image build`` made for the project (found by its ``orchestrator.project`` label, the name
+``pyproject.toml``/``setup.cfg`` give at the base revision), else in the runner image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.adapters import git as git_adapter
+from orchestrator.core import project_config as core
+from orchestrator.core.project_image import (
+    LABEL_PROJECT,
+    LABEL_PROJECT_IMAGE,
+    read_metadata,
+)
+from orchestrator.core.runner_image import RUNNER_LATEST
+from orchestrator.errors import GitError, InputError
+from orchestrator.log import get_logger
+
+log = get_logger(__name__)
+
+METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedConfig:
+    config: core.ProjectConfig
+    rev: str | None  # the full SHA it was read at (None: nothing to read)
+    project: str | None  # the project's name, for its image
+
+
+def _text(data: bytes | None, path: str, rev: str) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text at {rev[:12]}") from None
+
+
+def load_config(repo: Path, rev: str) -> LoadedConfig:
+    """``[tool.orchestrator]`` and the project's name at ``rev`` (pinned here)."""
+    try:
+        sha = git_adapter.resolve_rev(repo, rev)
+        blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
+    except (InputError, GitError):
+        # No repository or no such revision: the command's own checks say so, in their
+        # order (a usage mistake first); there is no configuration to read.
+        return LoadedConfig(config=core.ProjectConfig(), rev=None, project=None)
+    texts = {path: _text(blobs[path], path, sha) for path in METADATA_FILES}
+    try:
+        config = core.parse_config(texts["pyproject.toml"])
+    except InputError as error:  # say which revision's file it was
+        raise InputError(f"{error} (at {rev} = {sha[:12]})") from None
+    try:
+        name = read_metadata(
+            pyproject=texts["pyproject.toml"],
+            setup_cfg=texts["setup.cfg"],
+            setup_py=texts["setup.py"],
+        ).name
+    except InputError:
+        name = None  # metadata only names the project image; the table was fine
+    if config.keys():
+        log.info("config.read", rev=sha, keys=list(config.keys()))
+    return LoadedConfig(config=config, rev=sha, project=name)
+
+
+def default_image(env: Mapping[str, str], project: str | None, url: str | None = None) -> str:
+    """The newest project image made for ``project`` on the engine, else the runner image."""
+    if project is None:
+        return RUNNER_LATEST
+    from packaging.utils import canonicalize_name
+
+    from orchestrator.adapters import docker as docker_adapter
+
+    client = docker_adapter.connect(env, url=url)
+    try:
+        images = docker_adapter.images_labelled(client, f"{LABEL_PROJECT_IMAGE}=1")
+    finally:
+        client.close()
+    wanted = canonicalize_name(project)
+    for pin in images:  # newest first
+        named = pin.labels.get(LABEL_PROJECT) or ""
+        if named and canonicalize_name(named) == wanted:
+            ref = pin.tags[0] if pin.tags else pin.id
+            log.info("config.project_image", project=project, image=ref, id=pin.id)
+            return ref
+    return RUNNER_LATEST
