@@ -850,6 +850,10 @@ def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: b
             )
 
 
+def located(comparison: Comparison) -> str:
+    return f"{comparison.located_same}/{comparison.located}" if comparison.located else "-"
+
+
 def before_after(
     work: Path, before: str, after: str, libraries: Sequence[Library], markdown: bool
 ) -> list[str]:
@@ -862,6 +866,8 @@ def before_after(
         "tests",
         f"agree {before}",
         f"agree {after}",
+        f"line same {before}",
+        f"line same {after}",
         f"exit {before}",
         f"exit {after}",
         "expected",
@@ -881,6 +887,8 @@ def before_after(
                 str(row.comparison.tests),
                 f"{old.comparison.agree}/{old.comparison.tests}",
                 f"{row.comparison.agree}/{row.comparison.tests}",
+                located(old.comparison),
+                located(row.comparison),
                 str(old.exit),
                 str(row.exit),
                 str(row.expected_exit),
