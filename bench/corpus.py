@@ -1,0 +1,933 @@
+"""Corpus: `orchestrator replay` against plain pytest on real libraries' upstream fixes.
+
+    .venv/bin/python bench/corpus.py --mirror-root /work/.mirror --work /tmp/corpus \
+        [--library NAME ...] [--commit SHA ...] [--scenario forward|reversed|noop ...]
+        [--tag TAG] [--markdown]
+    .venv/bin/python bench/corpus.py --work /tmp/corpus --report-only [--tag TAG] [--markdown]
+        [--before TAG]
+
+The libraries and their fix commits are in bench/corpus.toml. The script never fetches:
+`--mirror-root` holds one git repository per library, `<root>/<owner>+<name>/repo` (a bare
+mirror) or `<root>/<owner>+<name>` (a clone); it is cloned once into `WORK/clones/NAME`,
+where the no-op commits are made. Nothing is written into this project.
+
+For each fix commit FIX with parent PARENT:
+
+- **Ground truth**, plain pytest in the same image (the library's image, the tree mounted
+  read-only, no network, non-root, `pytest -q -p no:cacheprovider` as the user would type
+  it, plus a small plugin that writes each test's outcome and failing line, and
+  `--continue-on-collection-errors`, so that a test module that does not import on a side
+  (its tests are errors there) leaves the other modules' outcomes): the tree at FIX, and
+  at PARENT with the fix's test files laid over (SWE-bench style: every
+  file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
+  `conftest.py`; added, modified and deleted alike).
+- **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch`, the
+  default command, whole suite, as README tells a user. Expected per test: base as plain
+  pytest on PARENT + fix tests, patch as on FIX.
+- **reversed**: `--base FIX --patch PARENT --tests-from base` (the fix undone, judged by
+  the fix's tests): must block (exit 1) when the fix's tests catch the bug.
+- **noop**: `--base FIX --patch NOOP --tests-from patch`, NOOP a commit on top of FIX that
+  adds one comment line to a test module and to a code module: must not block.
+
+Per test, the tool's labels on each side are compared with pytest's outcome there, and its
+lane with the lane those outcomes call for (docs/lanes.md, section 3): pass/pass
+no_freeze, fail/pass fix_candidate, pass/fail property_regression, fail/fail block_patch
+(same failing line) or different_bug, an error infra_queue. A test pytest skipped (or
+xfailed) on both sides must be shown and not block. Results are kept under
+`WORK/results/TAG/` (ground truth under `WORK/truth/`, shared by every tag), so a second
+run with another `--tag` (the tool after some fixes) reuses the ground truth and its
+table sits beside the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = ROOT / ".venv" / "bin" / "orchestrator"
+CORPUS = Path(__file__).with_name("corpus.toml")
+RUNNER_IMAGE = "orchestrator-runner:latest"
+SCENARIOS = ("forward", "reversed", "noop")
+BLOCKING = {"reject_run", "property_regression", "different_bug", "block_patch"}
+UNDECIDED = {"reject_malformed", "infra_queue", "rerun_shrink"}
+TEST_DIRS = re.compile(r"^(tests?|testing|test_.*|.*_tests?)$")
+TEST_FILE = re.compile(r"^(test_.*\.py|.*_test\.py|conftest\.py)$")
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "corpus",
+    "GIT_AUTHOR_EMAIL": "corpus@example.invalid",
+    "GIT_COMMITTER_NAME": "corpus",
+    "GIT_COMMITTER_EMAIL": "corpus@example.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}
+
+# Loaded with -p into the plain pytest run: each test's outcome, and for a failure the
+# deepest line in the test's own file and the exception type.
+PLUGIN = """
+import json
+import os
+
+OUTCOMES = {}
+
+
+def _failure(report):
+    longrepr = report.longrepr
+    chain = getattr(longrepr, "chain", None)
+    traceback = chain[-1][0] if chain else getattr(longrepr, "reprtraceback", None)
+    crash = getattr(longrepr, "reprcrash", None)
+    kind = None
+    if crash is not None and crash.message:
+        head = crash.message.split(":", 1)[0].strip()
+        kind = head.rsplit(".", 1)[-1] if head.replace(".", "").isidentifier() else None
+        if crash.message.startswith("assert "):  # a rewritten plain assert
+            kind = "AssertionError"
+    own = os.path.normpath(report.location[0])
+    line = None
+    for entry in getattr(traceback, "reprentries", None) or ():
+        where = getattr(entry, "reprfileloc", None)
+        if where is not None and os.path.normpath(os.path.relpath(where.path)) == own:
+            line = where.lineno
+    return {"line": f"{own}:{line}" if line else None, "type": kind}
+
+
+def pytest_runtest_logreport(report):
+    record = OUTCOMES.setdefault(report.nodeid, {"outcome": None})
+    xfail = hasattr(report, "wasxfail")
+    if report.when == "setup":
+        if report.failed:
+            record["outcome"] = "error"
+        elif report.skipped:
+            record["outcome"] = "xfailed" if xfail else "skipped"
+    elif report.when == "call":
+        if xfail:
+            record["outcome"] = "xfailed" if report.skipped else "xpassed"
+        elif report.skipped:
+            record["outcome"] = "skipped"
+        elif report.failed:
+            record["outcome"] = "failed"
+            record.update(_failure(report))
+        else:
+            record["outcome"] = "passed"
+    elif report.failed and record["outcome"] in (None, "passed"):
+        record["outcome"] = "error"
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        OUTCOMES[report.nodeid or "<session>"] = {"outcome": "collect_error"}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    with open(os.environ["CORPUS_OUT"], "w") as out:
+        json.dump({"exitstatus": int(exitstatus), "tests": OUTCOMES}, out)
+"""
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+@dataclass(frozen=True, kw_only=True)
+class Library:
+    name: str
+    repo: str
+    style: str
+    image: str
+    build_args: tuple[str, ...] = ()
+    build_rev: str = "HEAD"
+    commits: tuple[str, ...] = ()
+    timeout: int = 600
+    run: bool = True  # in a run that names no --library
+
+
+def load_corpus(path: Path) -> list[Library]:
+    data = tomllib.loads(path.read_text())
+    return [
+        Library(
+            name=item["name"],
+            repo=item["repo"],
+            style=item.get("style", ""),
+            image=item.get("image", "runner"),
+            build_args=tuple(item.get("build_args", ())),
+            build_rev=item.get("build_rev", "HEAD"),
+            commits=tuple(item["commits"]),
+            timeout=int(item.get("timeout", 600)),
+            run=bool(item.get("run", True)),
+        )
+        for item in data["library"]
+    ]
+
+
+def git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
+    return done.stdout.strip()
+
+
+def clone(library: Library, mirror_root: Path, work: Path) -> Path:
+    dest = work / "clones" / library.name
+    if dest.exists():
+        return dest
+    folder = mirror_root / library.repo.replace("/", "+")
+    source = folder / "repo" if (folder / "repo").exists() else folder
+    if not source.exists():
+        raise SystemExit(f"{library.name}: no mirror at {folder} (fetch github:{library.repo})")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "--quiet", str(source), str(dest)], check=True)
+    return dest
+
+
+def is_test_path(path: str) -> bool:
+    """The ground truth's test files: SWE-bench's test patch, by path."""
+    parts = path.split("/")
+    return any(TEST_DIRS.match(part) for part in parts[:-1]) or bool(TEST_FILE.match(parts[-1]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Commit:
+    fix: str
+    parent: str
+    subject: str
+    test_changes: tuple[tuple[str, str], ...]  # (status A/M/D, path)
+
+
+def describe(repo: Path, sha: str) -> Commit:
+    fix = git(repo, "rev-parse", sha)
+    parent = git(repo, "rev-parse", f"{fix}^")
+    subject = git(repo, "log", "-1", "--format=%s", fix)
+    changes = []
+    for line in git(repo, "diff", "--name-status", "--no-renames", parent, fix).splitlines():
+        status, path = line.split("\t", 1)
+        if is_test_path(path):
+            changes.append((status[0], path))
+    return Commit(fix=fix, parent=parent, subject=subject, test_changes=tuple(changes))
+
+
+# ---------------------------------------------------------------- images
+
+
+@dataclass(frozen=True, kw_only=True)
+class Image:
+    ref: str
+    pytest: str  # the pytest executable the user would run in it
+
+
+def library_image(library: Library, repo: Path) -> Image:
+    if library.image == "runner":
+        return Image(ref=RUNNER_IMAGE, pytest="pytest")
+    done = subprocess.run(
+        [
+            str(CLI),
+            "image",
+            "build",
+            "--repo",
+            str(repo),
+            "--rev",
+            library.build_rev,
+            "--json",
+            *library.build_args,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{library.name}: image build failed: {done.stderr[-2000:]}")
+    image_id = json.loads(done.stdout)["image_id"]
+    labels = json.loads(
+        subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image_id],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    python = (labels or {}).get("orchestrator.python", "python3")
+    pytest = str(Path(python).with_name("pytest")) if python.startswith("/") else "pytest"
+    return Image(ref=image_id, pytest=pytest)
+
+
+# ---------------------------------------------------------------- ground truth
+
+
+def export(repo: Path, rev: str, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", rev], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+def tree(repo: Path, work: Path, library: str, commit: Commit, variant: str) -> Path:
+    """A tree to run plain pytest on: `fix` or `parent+fixtests`."""
+    dest = work / "trees" / library / f"{commit.fix[:12]}-{variant}"
+    if dest.exists():
+        return dest
+    staging = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    export(repo, commit.fix if variant == "fix" else commit.parent, staging)
+    if variant == "parent+fixtests":
+        for status, path in commit.test_changes:
+            target = staging / path
+            if status == "D":
+                target.unlink(missing_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            blob = subprocess.run(
+                ["git", "-C", str(repo), "show", f"{commit.fix}:{path}"],
+                capture_output=True,
+                check=True,
+            ).stdout
+            target.write_bytes(blob)
+    for entry in [staging, *staging.rglob("*")]:
+        if not entry.is_symlink():
+            entry.chmod(0o755 if entry.is_dir() else 0o644)
+    staging.rename(dest)
+    return dest
+
+
+def src_layout(root: Path) -> bool:
+    src = root / "src"
+    return (
+        src.is_dir()
+        and not (src / "__init__.py").exists()
+        and any(child.is_dir() and (child / "__init__.py").exists() for child in src.iterdir())
+    )
+
+
+def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str, Any]:
+    """One plain pytest run of the whole suite; its outcomes and wall time (cached)."""
+    if out.exists():
+        cached: dict[str, Any] = json.loads(out.read_text())
+        return cached
+    scratch = out.with_suffix(".d")
+    shutil.rmtree(scratch, ignore_errors=True)
+    (scratch / "plugin").mkdir(parents=True)
+    (scratch / "plugin" / "corpus_outcomes.py").write_text(PLUGIN)
+    (scratch / "out").mkdir()
+    (scratch / "out").chmod(0o777)
+    pythonpath = "/corpus-plugin" + (":/src/src" if src_layout(root) else "")
+    command = [
+        "docker", "run", "--rm", "--network", "none", "--read-only",
+        "--tmpfs", "/tmp:rw,exec,size=256m", "--cpus", "1", "--memory", "1g",
+        "--user", "1000:1000", "--workdir", "/src",
+        "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "HOME=/tmp/home", "-e", "TMPDIR=/tmp",
+        "-e", "PYTHONHASHSEED=0", "-e", "REPLAY_SEED=0", "-e", f"PYTHONPATH={pythonpath}",
+        "-e", "HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis",
+        "-e", "CORPUS_OUT=/out/outcomes.json",
+        "-v", f"{root}:/src:ro", "-v", f"{scratch / 'plugin'}:/corpus-plugin:ro",
+        "-v", f"{scratch / 'out'}:/out",
+        image.ref, "sh", "-c",
+        f"mkdir -p /tmp/home && exec {image.pytest} -q -p no:cacheprovider -p corpus_outcomes"
+        " --continue-on-collection-errors",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+    wall = time.perf_counter() - started
+    result_file = scratch / "out" / "outcomes.json"
+    if not result_file.exists():
+        raise SystemExit(f"plain pytest wrote nothing on {root}: {done.stdout[-3000:]}")
+    result: dict[str, Any] = json.loads(result_file.read_text())
+    result["wall_s"] = round(wall, 2)
+    result["tail"] = done.stdout[-1500:]
+    out.write_text(json.dumps(result, indent=1, sort_keys=True))
+    shutil.rmtree(scratch)
+    return result
+
+
+# ---------------------------------------------------------------- replays
+
+
+def noop_commit(repo: Path, fix: str) -> str:
+    """A commit on top of FIX adding one comment line to a test module and a code module."""
+    branch = f"corpus-noop-{fix[:12]}"
+    existing = git(repo, "branch", "--list", branch)
+    if existing:
+        return git(repo, "rev-parse", branch)
+    files = git(repo, "ls-tree", "-r", "--name-only", fix).splitlines()
+    python = [path for path in files if path.endswith(".py")]
+    tests = sorted(
+        (path for path in python if TEST_FILE.match(path.rsplit("/", 1)[-1])),
+        key=lambda path: (not any(TEST_DIRS.match(part) for part in path.split("/")[:-1]), path),
+    )
+    # the package's own __init__.py (src/pkg/ or pkg/), not docs/ or benchmarks/
+    code = sorted(
+        (path for path in python if path.endswith("/__init__.py") and not is_test_path(path)),
+        key=lambda path: (not path.startswith("src/"), path.count("/"), path),
+    )
+    worktree = repo.parent / f".noop-{fix[:12]}"
+    shutil.rmtree(worktree, ignore_errors=True)
+    git(repo, "worktree", "add", "--quiet", "-b", branch, str(worktree), fix)
+    try:
+        for path in tests[:1] + code[:1]:
+            target = worktree / path
+            target.write_text(target.read_text() + "# a comment: nothing else changes\n")
+            git(worktree, "add", path)
+        git(worktree, "commit", "--quiet", "--allow-empty", "-m", "corpus: no-op", env=GIT_ENV)
+        return git(worktree, "rev-parse", "HEAD")
+    finally:
+        git(repo, "worktree", "remove", "--force", str(worktree))
+
+
+def replay(
+    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path, timeout: int
+) -> dict[str, Any]:
+    """One `orchestrator replay` as README tells a user; its report and wall time."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", image.ref, "--tests-from", tests_from, "--timeout", str(timeout),
+        "--no-record", "--out", str(run_dir),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=run_dir.parent, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    summary_file = run_dir / "summary.json"
+    summary: dict[str, Any] = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    return {
+        "exit": done.returncode,
+        "wall_s": round(wall, 2),
+        "stderr": done.stderr[-4000:],
+        "stdout_tail": done.stdout[-1500:],
+        "decisions": [slim(run_dir, decision) for decision in summary.get("decisions", [])],
+        "screening": summary.get("screening"),
+    }
+
+
+def slim(run_dir: Path, decision: Mapping[str, Any]) -> dict[str, Any]:
+    """What the comparison needs of one decision, with each side's failing lines."""
+    lines: dict[str, list[str]] = {"base": [], "patch": []}
+    evidence_file = decision.get("evidence_file")
+    if evidence_file and (run_dir / evidence_file).exists():
+        evidence = json.loads((run_dir / evidence_file).read_text())
+        for side in ("base", "patch"):
+            for replay_record in evidence.get(side) or []:
+                assertion = replay_record.get("assertion_id")
+                if assertion:
+                    lines[side].append(str(assertion).split("@", 1)[-1])
+    return {
+        "property_id": decision["property_id"],
+        "lane": decision["lane"],
+        "code": decision["code"],
+        "base_labels": list(decision.get("base_labels") or []),
+        "patch_labels": list(decision.get("patch_labels") or []),
+        "base_reasons": list(decision.get("base_reasons") or []),
+        "patch_reasons": list(decision.get("patch_reasons") or []),
+        "reasons": list(decision.get("reasons") or []),
+        "failing_lines": lines,
+    }
+
+
+# ---------------------------------------------------------------- comparison
+
+OUTCOME = {
+    "passed": "pass",
+    "failed": "fail",
+    "error": "error",
+    "skipped": "skip",
+    "xfailed": "skip",
+    "xpassed": "skip",
+}
+LABEL = {"pass": "assert_pass", "fail": "assert_fail", "error": "harness_error"}
+
+
+def expected_lanes(base: Mapping[str, Any] | None, patch: Mapping[str, Any] | None) -> set[str]:
+    """The lanes plain pytest's outcomes on the two sides call for."""
+    b = OUTCOME.get(base["outcome"], "error") if base else "absent"
+    p = OUTCOME.get(patch["outcome"], "error") if patch else "absent"
+    if b == p == "absent":
+        return set()  # the tool made it up: any lane disagrees
+    if "error" in (b, p):
+        return {"infra_queue"}
+    if "absent" in (b, p):
+        return {"reject_run"}
+    if b == "skip" and p == "fail":
+        return {"property_regression"}  # pytest is red on the patch
+    if "skip" in (b, p):
+        return {"skipped"}  # shown, never blocking
+    table = {
+        ("pass", "pass"): {"no_freeze"},
+        ("fail", "pass"): {"fix_candidate"},
+        ("pass", "fail"): {"property_regression"},
+    }
+    if (b, p) in table:
+        return table[(b, p)]
+    assert base is not None
+    assert patch is not None
+    same = base.get("line") and (base.get("line"), base.get("type")) == (
+        patch.get("line"),
+        patch.get("type"),
+    )
+    return {"block_patch"} if same else {"different_bug", "block_patch"}
+
+
+def short(outcome: Mapping[str, Any] | None) -> str:
+    return OUTCOME.get(outcome["outcome"], "error") if outcome else "absent"
+
+
+def labels_agree(outcome: Mapping[str, Any] | None, labels: Sequence[str]) -> bool:
+    kind = short(outcome)
+    if kind == "absent":
+        return not labels or set(labels) == {"harness_error"}
+    if kind == "skip":
+        return all("skip" in label for label in labels)
+    return bool(labels) and set(labels) == {LABEL[kind]}
+
+
+def outcomes(truth: Mapping[str, Any]) -> dict[str, Any]:
+    """Each test's outcome; a module that did not import leaves none (see `errored`)."""
+    return {k: v for k, v in truth["tests"].items() if v["outcome"] != "collect_error"}
+
+
+def errored(truth: Mapping[str, Any], node: str) -> bool:
+    """Whether the node's module (or the whole session) failed to collect on that side."""
+    broken = {k for k, v in truth["tests"].items() if v["outcome"] == "collect_error"}
+    return bool(broken & {"<session>", "", node.split("::", 1)[0]})
+
+
+@dataclass(kw_only=True)
+class Comparison:
+    tests: int = 0
+    agree: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    located: int = 0
+    located_same: int = 0
+
+    def add(self, kind: str | None, node: str) -> None:
+        self.tests += 1
+        if kind is None:
+            self.agree += 1
+            return
+        self.kinds[kind] += 1
+        self.examples.setdefault(kind, node)
+
+
+def compare(
+    base_truth: Mapping[str, Any], patch_truth: Mapping[str, Any], result: Mapping[str, Any]
+) -> tuple[Comparison, int]:
+    """Per test: the tool's labels and lane against plain pytest; and the exit expected."""
+    truth_b, truth_p = outcomes(base_truth), outcomes(patch_truth)
+    decided = {d["property_id"]: d for d in result["decisions"]}
+    comparison = Comparison()
+    worst = 0
+    for node in sorted(set(truth_b) | set(truth_p) | set(decided)):
+        b, p = truth_b.get(node), truth_p.get(node)
+        if b is None and errored(base_truth, node):
+            b = {"outcome": "error"}
+        if p is None and errored(patch_truth, node):
+            p = {"outcome": "error"}
+        lanes = expected_lanes(b, p)
+        if lanes & BLOCKING and not lanes - BLOCKING:
+            worst = 1
+        elif lanes & UNDECIDED and worst == 0:
+            worst = 3
+        decision = decided.get(node)
+        pytest_says = f"pytest {short(b)}/{short(p)}"
+        if decision is None:
+            comparison.add(f"not shown ({pytest_says})", node)
+            continue
+        skip_code = decision["code"].startswith("skipped") and decision["lane"] == "no_freeze"
+        lane = "skipped" if skip_code else decision["lane"]
+        shown = f"{decision['lane']}/{decision['code']}"
+        other_failure = ""
+        for side, truth in (("base", b), ("patch", p)):
+            lines = set(decision["failing_lines"][side])
+            if lines and truth and truth.get("outcome") == "failed" and truth.get("line"):
+                comparison.located += 1
+                where = {line.rsplit(":", 1)[0] if not truth["type"] else line for line in lines}
+                comparison.located_same += where == {
+                    f"{truth['line']}:{truth['type']}" if truth["type"] else truth["line"]
+                }
+            types = {line.rsplit(":", 1)[-1] for line in lines} - {"Failed"}
+            if truth and truth.get("type") and types and types != {truth["type"]}:
+                # "Failed" is the probe's type for a unittest failure: the line column
+                # counts it; another type means the side failed for another reason.
+                other_failure = f"{side} fails with {','.join(sorted(types))} ({truth['type']})"
+        if not labels_agree(b, decision["base_labels"]) or not labels_agree(
+            p, decision["patch_labels"]
+        ):
+            labels = "/".join(
+                ",".join(sorted(set(decision[f"{side}_labels"])) or ["-"])
+                for side in ("base", "patch")
+            )
+            comparison.add(f"{shown} [{labels}] ({pytest_says})", node)
+        elif lane not in lanes:
+            comparison.add(f"{shown} ({pytest_says})", node)
+        elif other_failure:
+            comparison.add(f"{shown}, {other_failure}", node)
+        else:
+            comparison.add(None, node)
+    return comparison, worst
+
+
+# ---------------------------------------------------------------- one library
+
+
+def run_library(
+    library: Library,
+    mirror_root: Path,
+    work: Path,
+    tag: str,
+    only: Sequence[str],
+    scenarios: Sequence[str] = SCENARIOS,
+) -> None:
+    repo = clone(library, mirror_root, work)
+    image = library_image(library, repo)
+    print(f"== {library.name}: image {image.ref[:19]}", file=sys.stderr)
+    for sha in library.commits:
+        if only and not any(sha.startswith(o) or o.startswith(sha) for o in only):
+            continue
+        commit = describe(repo, sha)
+        truth_dir = work / "truth" / library.name
+        truth_dir.mkdir(parents=True, exist_ok=True)
+        truths = {}
+        for variant in ("fix", "parent+fixtests"):
+            root = tree(repo, work, library.name, commit, variant)
+            out = truth_dir / f"{commit.fix[:12]}-{variant}.json"
+            truths[variant] = plain_pytest(image, root, out, library.timeout * 2)
+        noop = noop_commit(repo, commit.fix)
+        plans = {
+            "forward": (commit.parent, commit.fix, "patch"),
+            "reversed": (commit.fix, commit.parent, "base"),
+            "noop": (commit.fix, noop, "patch"),
+        }
+        results_dir = work / "results" / tag / library.name
+        results_dir.mkdir(parents=True, exist_ok=True)
+        for scenario, (base, patch, tests_from) in plans.items():
+            if scenario not in scenarios:
+                continue
+            out = results_dir / f"{commit.fix[:12]}-{scenario}.json"
+            if out.exists():
+                continue
+            run_dir = work / "runs" / tag / library.name / f"{commit.fix[:12]}-{scenario}"
+            result = replay(repo, image, base, patch, tests_from, run_dir, library.timeout)
+            result.update(
+                library=library.name,
+                fix=commit.fix,
+                parent=commit.parent,
+                subject=commit.subject,
+                scenario=scenario,
+                image=image.ref,
+                test_changes=[list(change) for change in commit.test_changes],
+            )
+            out.write_text(json.dumps(result, indent=1, sort_keys=True))
+            print(
+                f"   {commit.fix[:8]} {scenario:8} exit {result['exit']} "
+                f"{len(result['decisions'])} decisions {result['wall_s']} s",
+                file=sys.stderr,
+            )
+
+
+# ---------------------------------------------------------------- the tables
+
+
+SIDES = {
+    "forward": ("parent+fixtests", "fix"),
+    "reversed": ("fix", "parent+fixtests"),
+    "noop": ("fix", "fix"),
+}
+
+
+@dataclass(kw_only=True)
+class Row:
+    library: str
+    fix: str
+    subject: str
+    scenario: str
+    comparison: Comparison
+    exit: int
+    expected_exit: int
+    replay_s: float
+    plain_s: float
+    plain_exit: tuple[int, int]
+
+
+def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
+    found: list[Row] = []
+    for library in libraries:
+        results_dir = work / "results" / tag / library.name
+        for sha in library.commits:
+            for scenario in SCENARIOS:
+                matches = sorted(results_dir.glob(f"{sha}*-{scenario}.json"))
+                if not matches:
+                    continue
+                result = json.loads(matches[0].read_text())
+                fix = result["fix"][:12]
+                base_variant, patch_variant = SIDES[scenario]
+                truth_dir = work / "truth" / library.name
+                base_truth = json.loads((truth_dir / f"{fix}-{base_variant}.json").read_text())
+                patch_truth = json.loads((truth_dir / f"{fix}-{patch_variant}.json").read_text())
+                comparison, expected = compare(base_truth, patch_truth, result)
+                plain = base_truth["wall_s"] + patch_truth["wall_s"]
+                found.append(
+                    Row(
+                        library=library.name,
+                        fix=result["fix"][:7],
+                        subject=result["subject"],
+                        scenario=scenario,
+                        comparison=comparison,
+                        exit=result["exit"],
+                        expected_exit=expected,
+                        replay_s=result["wall_s"],
+                        plain_s=plain,
+                        plain_exit=(base_truth["exitstatus"], patch_truth["exitstatus"]),
+                    )
+                )
+    return found
+
+
+def kinds_text(kinds: Counter[str]) -> str:
+    return "; ".join(f"{count} {kind}" for kind, count in kinds.most_common()) or "-"
+
+
+def brief(kind: str) -> str:
+    """A disagreement's kind without the tool's labels: lane/code (pytest's outcomes)."""
+    return re.sub(r" \[[^]]*\]", "", kind)
+
+
+def library_table(library: str, found: Sequence[Row], markdown: bool) -> list[str]:
+    header = [
+        "commit",
+        "scenario",
+        "tests",
+        "agree",
+        "disagree (kind)",
+        "failing line same",
+        "exit (expected)",
+        "replay s",
+        "plain b+p s",
+    ]
+    body: list[list[str]] = []
+    for row in found:
+        c = row.comparison
+        body.append(
+            [
+                row.fix,
+                row.scenario,
+                str(c.tests),
+                str(c.agree),
+                kinds_text(Counter({brief(kind): n for kind, n in c.kinds.items()})),
+                f"{c.located_same}/{c.located}" if c.located else "-",
+                f"{row.exit} ({row.expected_exit})",
+                f"{row.replay_s:.1f}",
+                f"{row.plain_s:.1f}",
+            ]
+        )
+    total_tests = sum(row.comparison.tests for row in found)
+    total_agree = sum(row.comparison.agree for row in found)
+    exits_ok = sum(row.exit == row.expected_exit for row in found)
+    kinds: Counter[str] = Counter()
+    for row in found:
+        for kind, n in row.comparison.kinds.items():
+            kinds[brief(kind)] += n
+    body.append(
+        [
+            "all",
+            f"{len(found)} replays",
+            str(total_tests),
+            str(total_agree),
+            kinds_text(kinds),
+            "",
+            f"{exits_ok}/{len(found)} as expected",
+            f"{sum(row.replay_s for row in found):.1f}",
+            f"{sum(row.plain_s for row in found):.1f}",
+        ]
+    )
+    title = [f"#### {library}", ""] if markdown else [f"== {library}"]
+    return title + render(header, body, markdown)
+
+
+def overall_table(found: Sequence[Row], libraries: Sequence[Library], markdown: bool) -> list[str]:
+    header = [
+        "library",
+        "commits",
+        "tests compared",
+        "agree",
+        "disagree",
+        "exit as expected",
+        "reversed blocks",
+        "no-op passes",
+        "replay s",
+        "plain b+p s",
+    ]
+    body: list[list[str]] = []
+    for library in [*libraries, None]:
+        mine = [row for row in found if library is None or row.library == library.name]
+        if not mine:
+            continue
+        tests = sum(row.comparison.tests for row in mine)
+        agree = sum(row.comparison.agree for row in mine)
+        reversed_rows = [row for row in mine if row.scenario == "reversed"]
+        noop_rows = [row for row in mine if row.scenario == "noop"]
+        body.append(
+            [
+                library.name if library else "all",
+                str(len({(row.library, row.fix) for row in mine})),
+                str(tests),
+                f"{agree} ({100 * agree / tests:.1f} %)" if tests else "0",
+                str(tests - agree),
+                f"{sum(row.exit == row.expected_exit for row in mine)}/{len(mine)}",
+                f"{sum(row.exit == 1 for row in reversed_rows)}/"
+                f"{sum(row.expected_exit == 1 for row in reversed_rows)}"
+                f" of {len(reversed_rows)}",
+                f"{sum(row.exit != 1 for row in noop_rows)}/{len(noop_rows)}",
+                f"{sum(row.replay_s for row in mine):.0f}",
+                f"{sum(row.plain_s for row in mine):.0f}",
+            ]
+        )
+    return render(header, body, markdown)
+
+
+def render(header: Sequence[str], body: Sequence[Sequence[str]], markdown: bool) -> list[str]:
+    if markdown:
+        return [
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(cells) + " |" for cells in body),
+        ]
+    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+        for cells in [header, *body]
+    ]
+
+
+def commit_list(found: Sequence[Row], libraries: Sequence[Library]) -> list[str]:
+    lines = ["| library | repository | test style | fix commits (parent is the base) |"]
+    lines.append("|---|---|---|---|")
+    for library in libraries:
+        subjects = {row.fix: row.subject for row in found if row.library == library.name}
+        if subjects:
+            listed = "<br>".join(
+                f"`{fix}` {subject.replace('|', '/')}" for fix, subject in subjects.items()
+            )
+            lines.append(
+                f"| {library.name} | [{library.repo}](https://github.com/{library.repo}) "
+                f"| {library.style} | {listed} |"
+            )
+    return lines
+
+
+def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: bool) -> None:
+    found = rows(work, tag, libraries)
+    if markdown:
+        print("\n".join(commit_list(found, libraries)))
+        print()
+    print("\n".join(overall_table(found, libraries, markdown)))
+    print()
+    for library in libraries:
+        mine = [row for row in found if row.library == library.name]
+        if mine:
+            print("\n".join(library_table(library.name, mine, markdown)))
+            print()
+    print("Disagreements, one example each:" if not markdown else "Disagreements:")
+    print()
+    for row in found:
+        for kind, count in row.comparison.kinds.most_common():
+            node = row.comparison.examples[kind]
+            prefix = "- " if markdown else "  "
+            print(
+                f"{prefix}{row.library} {row.fix} {row.scenario}: {count} x {kind}; e.g. `{node}`"
+            )
+
+
+def located(comparison: Comparison) -> str:
+    return f"{comparison.located_same}/{comparison.located}" if comparison.located else "-"
+
+
+def before_after(
+    work: Path, before: str, after: str, libraries: Sequence[Library], markdown: bool
+) -> list[str]:
+    """The replays run under both tags, side by side."""
+    earlier = {(row.library, row.fix, row.scenario): row for row in rows(work, before, libraries)}
+    header = [
+        "library",
+        "commit",
+        "scenario",
+        "tests",
+        f"agree {before}",
+        f"agree {after}",
+        f"line same {before}",
+        f"line same {after}",
+        f"exit {before}",
+        f"exit {after}",
+        "expected",
+        f"disagreements left ({after})",
+    ]
+    body: list[list[str]] = []
+    for row in rows(work, after, libraries):
+        old = earlier.get((row.library, row.fix, row.scenario))
+        if old is None:
+            continue
+        kinds = Counter({brief(kind): n for kind, n in row.comparison.kinds.items()})
+        body.append(
+            [
+                row.library,
+                row.fix,
+                row.scenario,
+                str(row.comparison.tests),
+                f"{old.comparison.agree}/{old.comparison.tests}",
+                f"{row.comparison.agree}/{row.comparison.tests}",
+                located(old.comparison),
+                located(row.comparison),
+                str(old.exit),
+                str(row.exit),
+                str(row.expected_exit),
+                kinds_text(kinds),
+            ]
+        )
+    return render(header, body, markdown)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
+    parser.add_argument("--work", type=Path, default=Path("/tmp/corpus"))
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--library", action="append", default=[])
+    parser.add_argument("--commit", action="append", default=[])
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
+    parser.add_argument("--tag", default=None, help="results folder (default: this HEAD)")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--before", help="with --report-only: a tag to set beside --tag")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    tag = args.tag or git(ROOT, "rev-parse", "--short", "HEAD")
+    libraries = [
+        library
+        for library in load_corpus(args.corpus)
+        if library.name in args.library or (not args.library and (library.run or args.report_only))
+    ]
+    work = args.work.resolve()
+    if not args.report_only:
+        for library in libraries:
+            scenarios = args.scenario or SCENARIOS
+            run_library(library, args.mirror_root, work, tag, args.commit, scenarios)
+    if args.report_only and args.before:
+        print("\n".join(before_after(work, args.before, tag, libraries, args.markdown)))
+        return 0
+    print_report(work, tag, libraries, args.markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
