@@ -267,14 +267,18 @@ def _decide(evidence: Evidence) -> Decision:
         return skipped
     base, patch = ran(base), ran(patch)
 
-    # Row 5: same output with a moved call budget is still a regression.
-    moved = budget_changes(base, patch)
+    on_base, on_patch = side_state(base), side_state(patch)
+
+    # Row 5: a moved call budget is a regression whatever the labels say (a retry that
+    # hides a flake), except for a clean fix: base fails every replay, so its output never
+    # matched, and a replay that fails stops early and calls less (row 9 decides it).
+    clean_fix = on_base is SideState.FAIL and on_patch is SideState.PASS
+    moved = () if clean_fix else budget_changes(base, patch)
     if moved:
         return _decision(
             Lane.PROPERTY_REGRESSION, "call_budget", (describe_change(c) for c in moved)
         )
 
-    on_base, on_patch = side_state(base), side_state(patch)
     states = f"base {on_base.value}, patch {on_patch.value}"
     if on_base is SideState.PASS:
         if on_patch is SideState.FAIL:  # row 6

@@ -467,3 +467,13 @@ def test_tests_from_changes_no_lane_and_the_decision_names_it(ev: Evidence, sha:
     assert judged == dataclasses.replace(plain, tests_from=sha)
     assert judged.to_json()["tests_from"] == sha
     assert "tests_from" not in plain.to_json()
+
+
+def test_a_clean_fix_that_calls_more_is_a_fix_candidate_not_a_call_budget_regression() -> None:
+    """Base fails every replay (and so stops early, calling less), the patch passes every
+    one: row 9, not row 5. The same moved budget over a flaky base stays row 5."""
+    fails = side("assert_fail", "assert_fail", "assert_fail", calls={"clock": 1})
+    passes = side("assert_pass", "assert_pass", "assert_pass", calls={"clock": 4})
+    assert lane_code(evidence(base=fails, patch=passes)) == ("fix_candidate", "fix_candidate")
+    flaky = side("assert_fail", "assert_pass", "assert_fail", calls={"clock": 1})
+    assert lane_code(evidence(base=flaky, patch=passes)) == ("property_regression", "call_budget")
