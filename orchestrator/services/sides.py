@@ -182,10 +182,18 @@ class ReplayPlan:
 def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) -> tuple[str, ...]:
     """What follows ``--`` on the driver's command line. Pure.
 
-    The cache provider is off (the sources are read-only); the property node ids
-    are appended.
+    The cache provider is off (the sources are read-only); a module that does not import
+    on one side (the fix's tests naming what only the fix adds) is a property of its own,
+    and the other modules still run there (pytest would stop the whole session); the
+    property node ids are appended.
     """
-    return ("-p", "no:cacheprovider", *pytest_args, *property_ids)
+    return (
+        "-p",
+        "no:cacheprovider",
+        "--continue-on-collection-errors",
+        *pytest_args,
+        *property_ids,
+    )
 
 
 def side_targets(plan: ReplayPlan, side: SideSpec) -> tuple[str, ...]:

@@ -36,7 +36,13 @@ def test_driver_command_runs_the_probe_driver_with_the_plan():
     assert options[options.index("--timeout") + 1] == "7.5"
     assert options[options.index("--seed") + 1] == "11"
     assert options[options.index("--out") + 1] == sides.OUT
-    assert command[separator + 1 :] == ["-p", "no:cacheprovider", "-q", "tests/test_x.py::test_y"]
+    assert command[separator + 1 :] == [
+        "-p",
+        "no:cacheprovider",
+        "--continue-on-collection-errors",
+        "-q",
+        "tests/test_x.py::test_y",
+    ]
 
 
 def test_environment_holds_only_the_replays_own_variables():

@@ -1,0 +1,48 @@
+"""A fix whose tests import what only the fix adds: under ``--tests-from patch`` that test
+module does not import on base. pytest alone would stop base's whole session there; the
+replay keeps running base's other modules (``--continue-on-collection-errors``), so
+their tests are compared as usual and only the broken module is left undecided.
+
+History: BASE (``lib.half``) --- FIX (adds ``lib.third`` and ``tests/test_third.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from replay_gitrepo import commit, init
+
+pytestmark = pytest.mark.docker
+
+CLI = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "orchestrator"
+HALF = "def half(x):\n    return x / 2\n"
+THIRD = "\n\ndef third(x):\n    return x / 3\n"
+TEST_HALF = "import lib\n\n\ndef test_half():\n    assert lib.half(4) == 2\n"
+TEST_THIRD = "from lib import third\n\n\ndef test_third():\n    assert third(9) == 3\n"
+
+
+def test_a_module_that_does_not_import_on_base_leaves_the_other_modules_compared(tmp_path):
+    repo = init(tmp_path / "repo")
+    base = commit(repo, {"lib.py": HALF, "tests/test_half.py": TEST_HALF}, "half")
+    fix = commit(repo, {"lib.py": HALF + THIRD, "tests/test_third.py": TEST_THIRD}, "third")
+    done = subprocess.run(
+        [str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", fix,
+         "--image", "orchestrator-runner:latest", "--tests-from", "patch", "--replays", "2",
+         "--no-record", "--json", "--out", str(tmp_path / "run")],
+        env={**os.environ, "CI": "1"}, cwd=tmp_path, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert done.stdout, done.stderr
+    decided = {d["property_id"]: d for d in json.loads(done.stdout)["decisions"]}
+    half = decided["tests/test_half.py::test_half"]
+    # Ran on base too, although another module of base's suite does not import.
+    assert half["base_labels"], half
+    assert set(half["base_labels"]) == {"assert_pass"}, half
+    assert (half["lane"], half["code"]) == ("no_freeze", "not_reproduced")
+    # The module itself: a property of its own, never decided as a pass.
+    third = [d for pid, d in decided.items() if pid.startswith("tests/test_third.py")]
+    assert third, decided
+    assert all(d["lane"] != "no_freeze" for d in third), third
