@@ -528,7 +528,9 @@ def test_a_shell_in_the_replays_container_runs_the_printed_command(recorded, cli
         child.expect(r"the replay, labelled:  (\S[^\r\n]*)\r\n")
         command = child.match.group(1)
         assert command.startswith("python3 -m orchestrator.probe.replay --replays 1")
-        assert command.endswith(f"-- -p no:cacheprovider -q {BUDGET_PROPERTY}")
+        assert command.endswith(
+            f"-- -p no:cacheprovider --continue-on-collection-errors -q {BUDGET_PROPERTY}"
+        )
         child.expect(r"pytest alone: +([^\r\n]*)\r\n")
         child.expect(PROMPT)
         child.sendline('echo "seed=$REPLAY_SEED hash=$PYTHONHASHSEED in $(pwd)"')
