@@ -5,6 +5,7 @@ killed at the deadline."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -12,7 +13,23 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-DEADLINE_S = 120.0  # far beyond what a refusal takes; a blocked child is killed here
+DEADLINE_S = 120.0
+# The wrapper's only child is the command line: its children's peak is the CLI's own.
+_MEASURE = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.run(sys.argv[2:]).returncode\n"
+    "with open(sys.argv[1], 'w') as f:\n"
+    "    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(code)\n"
+)
+
+
+def _peak_kib(rss_file: Path, fallback: int) -> int:
+    """The CLI's peak as the wrapper saw it (the wrapper's own when it was killed)."""
+    try:
+        return int(rss_file.read_text())
+    except (OSError, ValueError):
+        return fallback  # far beyond what a refusal takes; a blocked child is killed here
 
 
 @dataclass(frozen=True)
@@ -37,16 +54,34 @@ class Finished:
 def run_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, deadline_s: float = DEADLINE_S
 ) -> Finished:
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        rss_file = Path(scratch) / "max-rss-kb"
+        # Through a small wrapper: a child forked from this (large, long-lived) test
+        # process starts with its resident pages, which its own rusage would count.
         child = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", *args],
+            [
+                sys.executable,
+                "-c",
+                _MEASURE,
+                str(rss_file),
+                sys.executable,
+                "-m",
+                "orchestrator",
+                *args,
+            ],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             env={**os.environ, **(env or {})},
+            start_new_session=True,
         )
-        killer = threading.Timer(deadline_s, child.kill)
+        # The wrapper and the command line are one process group: both go at the deadline.
+        killer = threading.Timer(deadline_s, os.killpg, (child.pid, signal.SIGKILL))
         killer.start()
         try:
             _, status, usage = os.wait4(child.pid, 0)
@@ -59,7 +94,7 @@ def run_cli(
             code=child.returncode,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
-            peak_rss_bytes=usage.ru_maxrss * 1024,  # KiB on Linux
+            peak_rss_bytes=_peak_kib(rss_file, usage.ru_maxrss) * 1024,  # KiB on Linux
             killed=os.WIFSIGNALED(status),
         )
 
