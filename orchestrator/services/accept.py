@@ -37,7 +37,7 @@ from orchestrator.core.test_files import TestOverlay
 from orchestrator.errors import InfrastructureError, InputError
 from orchestrator.log import get_logger
 from orchestrator.model import Event, EventKind, Label, Replay
-from orchestrator.services.oracle import read_side
+from orchestrator.services.oracle import oracle_inputs, read_side
 from orchestrator.services.tests_from import (
     normal_test_paths,
     plan_test_overlay,
@@ -217,17 +217,40 @@ def plan_accept(options: AcceptOptions) -> AcceptPlan:
     own_files = property_files(options.property_id)
     mutant = pin_mutant(repo, options.mutant, own_files)
     overlay = _plan_overlay(options, repo, rev, mutant, test_paths)
+    # A class's base in another module (a mixin in tests/__init__.py) states the property
+    # as much as its own file does: a mutant may edit neither.
+    bases = base_modules(repo, rev, options.property_id, overlay)
+    if mutant.patch is not None:
+        edited = sorted(
+            set(
+                patch_paths(
+                    read_input(mutant.patch, name="--mutant").decode("utf-8", errors="replace")
+                )
+            )
+            & set(bases)
+        )
+        if edited:
+            raise InputError(
+                f"--mutant {mutant.ref} edits {edited[0]}, which the property's class "
+                "inherits from; a mutant changes the code under test, never the property"
+            )
     # The refusal looks at the trees that run: with --tests-from both sides hold the
     # property's files of that one revision, so a revision mutant may be any revision.
-    at_rev = read_side(repo, rev, own_files, overlay)
+    at_rev = read_side(repo, rev, (*own_files, *bases), overlay)
     if mutant.rev is not None:
-        at_mutant = read_side(repo, mutant.rev, own_files, overlay)
+        at_mutant = read_side(repo, mutant.rev, (*own_files, *bases), overlay)
         changed = [path for path in own_files if at_rev[path] != at_mutant[path]]
         if changed:
             raise InputError(
                 f"--mutant {mutant.ref} changes the property's own file {changed[0]}; "
                 "a mutant changes the code under test, never the property"
                 + ("" if overlay else "; with --tests-from REV both sides take REV's tests")
+            )
+        changed = [path for path in bases if at_rev[path] != at_mutant[path]]
+        if changed:
+            raise InputError(
+                f"--mutant {mutant.ref} changes {changed[0]}, which the property's class "
+                "inherits from; a mutant changes the code under test, never the property"
             )
     data = at_rev[ref.path]
     if data is None:
@@ -242,6 +265,15 @@ def plan_accept(options: AcceptOptions) -> AcceptPlan:
     return AcceptPlan(
         options=options, repo=repo, rev=rev, mutant=mutant, source=source, overlay=overlay
     )
+
+
+def base_modules(
+    repo: Path, rev: str, property_id: str, overlay: TestOverlay | None
+) -> tuple[str, ...]:
+    """The other project modules the classes of the property's module inherit from, on the
+    unmutated tree (read as its oracle is)."""
+    before, _ = oracle_inputs(repo, rev, rev, [property_id], overlay=overlay)[property_id]
+    return tuple(sorted(before[2]))
 
 
 def _plan_overlay(

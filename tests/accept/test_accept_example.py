@@ -297,3 +297,59 @@ def test_a_missing_image_is_infra_and_never_pulled(
     assert doc["outcome"] == "infra"
     assert NO_SUCH_IMAGE in doc["infra_reason"]
     assert docker_client.images.list(name=NO_SUCH_IMAGE.split(":", maxsplit=1)[0]) == []
+
+
+MIXIN = "class Checks:\n    def check_total(self):\n        assert sum([1, 2]) == 3\n"
+MIXED = (
+    "from tests.checks import Checks\n\n\n"
+    "class TestTotals(Checks):\n    def test_total(self):\n        self.check_total()\n"
+)
+MIXED_PROPERTY = "tests/test_mixed.py::TestTotals::test_total"
+
+
+@pytest.mark.parametrize("kind", ["patch", "rev"])
+def test_a_mutant_that_changes_the_property_class_base_module_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
+) -> None:
+    """The assertion lives in a mixin in another module: a mutant that edits it edits the
+    property, whichever form the mutant takes."""
+    weakened = MIXIN.replace("== 3", "== sum([1, 2])")
+    repo = build_example(
+        tmp_path / "ex",
+        extra_files={"tests/__init__.py": "", "tests/checks.py": MIXIN,
+                     "tests/test_mixed.py": MIXED},
+        extra_patches={"weaken": {"tests/checks.py": weakened}},
+    )  # fmt: skip
+    patch = tmp_path / "weaken.patch"
+    patch.write_text(
+        "--- a/tests/checks.py\n+++ b/tests/checks.py\n@@ -3 +3 @@\n"
+        "-        assert sum([1, 2]) == 3\n+        assert sum([1, 2]) == sum([1, 2])\n"
+    )
+    mutant = str(patch) if kind == "patch" else "patch/weaken"
+    status, _, err = accept(
+        capsys, repo, f"sqlite:///{tmp_path / 'l.db'}",
+        "--property", MIXED_PROPERTY, "--mutant", mutant,
+    )  # fmt: skip
+    assert status == 2
+    assert "tests/checks.py, which the property's class inherits from" in err
+    assert err.count("\n") == 1
+
+
+def test_a_mutant_of_the_code_beside_a_mixin_property_is_not_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The refusal names only the modules the class inherits from: a mutant of the code
+    under test passes planning (the missing image then ends it before any verdict)."""
+    repo = build_example(
+        tmp_path / "ex",
+        extra_files={"tests/__init__.py": "", "tests/checks.py": MIXIN,
+                     "tests/test_mixed.py": MIXED},
+    )  # fmt: skip
+    status, _, err = accept(
+        capsys, repo, f"sqlite:///{tmp_path / 'l.db'}",
+        "--property", MIXED_PROPERTY, "--mutant", "patch/extra-clock-read",
+        "--image", NO_SUCH_IMAGE,
+    )  # fmt: skip
+    assert "inherits from" not in err
+    assert "own file" not in err
+    assert status != 0
