@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import requests.exceptions
 
@@ -39,6 +39,28 @@ log = get_logger(__name__)
 # A line longer than this is cut (the rest up to its newline is dropped): a container
 # that prints without newlines costs the host a bounded buffer.
 LINE_BYTES = 64 * 1024
+
+
+# What an init (docker-init, catatonit) exits with when it cannot execute the container's
+# command: 127 when no such executable exists, 126 when it may not be run.
+NOT_EXECUTED = {127: "has no `{}` executable", 126: "cannot execute `{}`"}
+
+
+def command_not_run(command: Sequence[str], state: Mapping[str, Any]) -> str | None:
+    """Why a container whose own process is gone never ran ``command``, from its inspected
+    ``State``: the image lacks the executable (or may not run it); None when it ran or
+    is running. Pure."""
+    code = state.get("ExitCode")
+    if state.get("Running") or not command or not isinstance(code, int):
+        return None
+    problem = NOT_EXECUTED.get(code)
+    if problem is None:
+        return None
+    shown = " ".join(command)
+    return (
+        f"the image {problem.format(command[0])}: the container's own command `{shown}` "
+        f"could not start (exit {code}), so nothing can run in it"
+    )
 
 
 class BoundedLines:
@@ -262,17 +284,43 @@ class Container:
     def _exec_create(
         self, command: Sequence[str], environment: Mapping[str, str], *, tty: bool
     ) -> str:
-        with translated(self._client):
-            created = self._client.api.exec_create(
-                self.id,
-                list(command),
-                stdout=True,
-                stderr=True,
-                stdin=tty,
-                tty=tty,
-                environment=dict(environment),
-            )
+        try:
+            with translated(self._client):
+                created = self._client.api.exec_create(
+                    self.id,
+                    list(command),
+                    stdout=True,
+                    stderr=True,
+                    stdin=tty,
+                    tty=tty,
+                    environment=dict(environment),
+                )
+        except EngineError as error:
+            self._reraise(error)
         return str(created["Id"])
+
+    def _reraise(self, error: BaseException) -> NoReturn:
+        """Raise ``error``; an engine failure of a container whose own command never
+        started is raised as the one line that says why (the engine only says that the
+        container is not running)."""
+        explained = self._command_failure() if isinstance(error, EngineError) else None
+        if explained is None:
+            raise error
+        raise explained from error
+
+    def _command_failure(self) -> EngineError | None:
+        """Why nothing can run in the container when its own command could not start (an
+        image without the executable it names), as one line; None otherwise, or when the
+        engine cannot tell."""
+        if self._stopped:
+            return None  # we stopped it: its exit code says nothing about the image
+        try:
+            attrs = _inspect(self._sdk())
+        except failures():
+            return None
+        state = attrs.get("State") or {}
+        why = command_not_run(self._config["command"], state)
+        return None if why is None else EngineError("docker_api", f"{self.name}: {why}")
 
     def exec_exit_code(self, exec_id: str) -> int | None:
         """The exit code of a finished ``exec`` (None while it runs, or unknown)."""
@@ -323,7 +371,7 @@ class Container:
                 self._kill_or_raise()
             thread.join(timeout=10)
         if failure and not (late or cancelled):
-            raise failure[0]
+            self._reraise(failure[0])
         status = None if late and not kill_at_deadline else self.exec_exit_code(exec_id)
         return Exit(status_code=status, killed_at_deadline=late, cancelled=cancelled)
 
@@ -361,7 +409,7 @@ class Container:
                 if item is None:
                     return
                 if isinstance(item, BaseException):
-                    raise item
+                    self._reraise(item)
                 yield item
 
         return taken(), lambda: self.exec_exit_code(exec_id)
