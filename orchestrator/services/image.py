@@ -14,9 +14,7 @@ digest is there already. Scratch folders are always removed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from orchestrator.core import project_image as core
 from orchestrator.core.replay_env import LABEL_PYTHON
 from orchestrator.errors import InfrastructureError, InputError
 from orchestrator.log import get_logger
+from orchestrator.services.image_reuse import build_lock, reuse_or_build
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -156,16 +155,9 @@ def _scratch(purpose: str) -> Iterator[Path]:
         yield folder
 
 
-@contextlib.contextmanager
-def _build_lock(key: str) -> Iterator[None]:
-    """One build per inputs digest at a time on this machine: a second waits, then reuses."""
-    path = Path(tempfile.gettempdir()) / f"orchestrator-image-{key[:16]}.lock"
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _lock_name(key: str) -> str:
+    """One lock per inputs digest: builds of other inputs go on side by side."""
+    return key[:16]
 
 
 def _base_image(plan: ImagePlan, client: DockerClient) -> BaseImage:
@@ -181,19 +173,25 @@ def _base_image(plan: ImagePlan, client: DockerClient) -> BaseImage:
     includes = core.apt_includes(plan.apt)
     sources = core.apt_sources(debian.host_source_files(), suite)
     tag = core.apt_base_tag(suite=suite, includes=includes, sources=sources)
-    with _build_lock(hashlib.sha256(tag.encode()).hexdigest()):
-        found = docker_adapter.find_image(client, tag)
-        if found is not None:
-            log.info("image.apt_base_reused", tag=tag)
-            return BaseImage(ref=tag, id=found.id, add_user=True)
-        log.info("image.apt_base_building", tag=tag, packages=list(plan.apt))
+
+    def build() -> str:
         with _scratch("apt") as folder:
             tarball = folder / "rootfs.tar"
             debian.build_rootfs(suite=suite, includes=includes, sources=sources, tarball=tarball)
-            image_id = docker_adapter.import_rootfs(
+            return docker_adapter.import_rootfs(
                 client, tarball, tag=tag, changes=debian.IMPORT_CHANGES
             )
-    return BaseImage(ref=tag, id=image_id, add_user=True)
+
+    with build_lock(_lock_name(hashlib.sha256(tag.encode()).hexdigest())):
+        made = reuse_or_build(
+            client,
+            tag,
+            build=build,
+            reused_event="image.apt_base_reused",
+            building_event="image.apt_base_building",
+            packages=list(plan.apt),
+        )
+    return BaseImage(ref=tag, id=made.image_id, add_user=True)
 
 
 def image_python(client: DockerClient, base: BaseImage) -> str:
@@ -305,29 +303,33 @@ def build_image(
         )
         tag = core.image_tag(plan.metadata.name, inputs)
         stage = inputs.removeprefix("sha256:")
-        with _build_lock(stage):
-            found = docker_adapter.find_image(client, tag)
-            reused = found is not None
-            if found is not None:
-                image_id = found.id
-                log.info("image.reused", tag=tag, id=image_id)
-            else:
-                log.info("image.building", tag=tag, packages=len(kept))
-                try:
-                    image_id = docker_adapter.build_image(
-                        client,
-                        context,
-                        tag=tag,
-                        labels={**labels, core.LABEL_INPUTS: inputs},
-                        buildargs={"STAGE": stage},
-                        on_line=on_line,
-                    )
-                finally:
-                    docker_adapter.prune_stage(client, core.LABEL_STAGE, stage)
+
+        def build() -> str:
+            try:
+                return docker_adapter.build_image(
+                    client,
+                    context,
+                    tag=tag,
+                    labels={**labels, core.LABEL_INPUTS: inputs},
+                    buildargs={"STAGE": stage},
+                    on_line=on_line,
+                )
+            finally:
+                docker_adapter.prune_stage(client, core.LABEL_STAGE, stage)
+
+        with build_lock(_lock_name(stage)):
+            made = reuse_or_build(
+                client,
+                tag,
+                build=build,
+                reused_event="image.reused",
+                building_event="image.building",
+                packages=len(kept),
+            )
     return core.report_document(
-        image_id=image_id,
+        image_id=made.image_id,
         tag=tag,
-        reused=reused,
+        reused=made.reused,
         project=plan.metadata.name,
         rev=plan.rev,
         base_ref=base.ref,

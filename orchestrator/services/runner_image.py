@@ -10,10 +10,7 @@ and skipped when that tag exists; ``orchestrator-runner:latest`` then names the 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.adapters import recipe as recipe_adapter
 from orchestrator.core import runner_image as core
 from orchestrator.log import get_logger
+from orchestrator.services.image_reuse import build_lock, reuse_or_build
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -37,18 +35,6 @@ class RunnerImageOptions:
     repository: str = core.RUNNER_REPOSITORY
 
 
-@contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
-    """One runner build at a time on this machine; a second waits, then reuses."""
-    path = Path(tempfile.gettempdir()) / "orchestrator-image-runner.lock"
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _base(
     client: DockerClient,
     options: RunnerImageOptions,
@@ -63,16 +49,21 @@ def _base(
         return {"ref": options.base_image, "id": pin.id, "reused": True}
     folder = options.recipe / "base"
     tag = core.base_tag(recipe_adapter.context_files(folder))
-    found = docker_adapter.find_image(client, tag)
-    reused = found is not None
-    if found is not None:
-        log.info("runner_image.base_reused", tag=tag)
-    else:
-        log.info("runner_image.base_building", tag=tag, note="from Debian packages, about a minute")
+
+    def build() -> str:
         recipe_adapter.run_base_build(folder, tag, env=env, on_line=on_line)
-        found = docker_adapter.resolve_image(client, tag)
-    docker_adapter.tag_image(client, found.id, core.LOCAL_BASE)
-    return {"ref": tag, "id": found.id, "reused": reused}
+        return docker_adapter.resolve_image(client, tag).id
+
+    base = reuse_or_build(
+        client,
+        tag,
+        build=build,
+        reused_event="runner_image.base_reused",
+        building_event="runner_image.base_building",
+        note="from Debian packages, about a minute",
+    )
+    docker_adapter.tag_image(client, base.image_id, core.LOCAL_BASE)
+    return {"ref": tag, "id": base.image_id, "reused": base.reused}
 
 
 def build_runner_image(
@@ -87,32 +78,32 @@ def build_runner_image(
 
     folder = options.recipe / "runner"
     files = recipe_adapter.context_files(folder)  # a missing recipe fails before any build
-    with _build_lock():
+    with build_lock("runner"):  # the base and the runner: one build of both at a time
         base = _base(client, options, env, on_line)
         tag = core.runner_tag(files, base_image_id=base["id"], repository=options.repository)
-        found = docker_adapter.find_image(client, tag)
-        reused = found is not None
-        if found is not None:
-            image_id = found.id
-            log.info("runner_image.reused", tag=tag, id=image_id)
-        else:
-            log.info("runner_image.building", tag=tag, base=base["id"])
-            image_id = docker_adapter.build_image(
+        runner = reuse_or_build(
+            client,
+            tag,
+            build=lambda: docker_adapter.build_image(
                 client,
                 folder,
                 tag=tag,
                 labels={},
                 buildargs={"BASE_IMAGE": base["id"]},
                 on_line=on_line,
-            )
+            ),
+            reused_event="runner_image.reused",
+            building_event="runner_image.building",
+            base=base["id"],
+        )
         latest = f"{options.repository}:latest"
-        docker_adapter.tag_image(client, image_id, latest)
+        docker_adapter.tag_image(client, runner.image_id, latest)
     return {
         "schema": REPORT_SCHEMA,
-        "image_id": image_id,
+        "image_id": runner.image_id,
         "tag": tag,
         "tags": [tag, latest],
-        "reused": reused,
+        "reused": runner.reused,
         "base_image": base,
         "recipe": str(options.recipe),
     }

@@ -27,7 +27,7 @@ from fixtures.build_example import ExampleRepo  # noqa: E402
 
 CLI = ROOT / ".venv" / "bin" / "orchestrator"
 SCRATCH_PREFIX = "orchestrator-replay-"  # exported source trees (adapters/git.py)
-PID_LABEL = "orchestrator.pid"  # the owning process, on every container (adapters/docker.py)
+PID_LABEL = "orchestrator.pid"  # the owning process, on every container (adapters/docker/owners.py)
 
 
 @dataclass(frozen=True, kw_only=True)

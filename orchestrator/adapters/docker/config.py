@@ -1,0 +1,107 @@
+"""What a hermetic container is made of: its mounts, its limits, and the keyword
+arguments of ``containers.create`` (:func:`container_config`, pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.adapters.docker._sdk import docker
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mount:
+    """A host path (bind mount, the local engine only) or a volume's name (any engine)."""
+
+    source: Path | str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    memory: str = "512m"
+    pids: int = 256
+    cpus: float = 1.0
+    tmp_size: str = "64m"
+    file_bytes: int = 1024 * 1024 * 1024  # RLIMIT_FSIZE: no single file past 1 GiB
+    open_files: int = 4096  # RLIMIT_NOFILE
+
+
+NPROC = 8192  # RLIMIT_NPROC counts the user's processes across every container
+# json-file, one file of at most 1 MiB: what the tool reads comes through its own streams.
+LOG_OPTIONS: Mapping[str, str] = {"max-size": "1m", "max-file": "1"}
+
+
+def container_config(
+    *,
+    image_id: str,
+    name: str,
+    command: Sequence[str],
+    mounts: Sequence[Mount],
+    environment: Mapping[str, str],
+    labels: Mapping[str, str],
+    limits: Limits,
+    working_dir: str = "/src",
+    tmpfs: Mapping[str, str] | None = None,
+    scratch_volumes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The keyword arguments of ``containers.create`` for a hermetic replay. Pure.
+
+    No network, read-only root with a tmpfs for /tmp (plus ``tmpfs``: mount point ->
+    options), a non-root user, no capabilities, no privilege gain, memory/pids/CPU
+    limits, an init process, and only the environment given here (nothing from the host).
+    ``scratch_volumes`` are writable paths backed by anonymous volumes: they outlive the
+    container's stop (a tmpfs does not), so :meth:`Container.get_archive` can read them,
+    and they go with the container.
+    """
+    config: dict[str, Any] = {
+        "image": image_id,
+        "name": name,
+        "command": list(command),
+        "working_dir": working_dir,
+        "environment": dict(environment),
+        "labels": dict(labels),
+        "volumes": {
+            str(mount.source): {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+            for mount in mounts
+        },
+        "network_mode": "none",
+        "read_only": True,
+        "tmpfs": {
+            # exec: suites run scripts they write to tmp_path, as on any machine
+            "/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_size},mode=1777",
+            **(tmpfs or {}),
+        },
+        "user": "1000:1000",
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "mem_limit": limits.memory,
+        "memswap_limit": limits.memory,  # no swap: past the limit means OOM, not slowness
+        "pids_limit": limits.pids,
+        "nano_cpus": int(limits.cpus * 1_000_000_000),
+        "init": True,
+        # The container's own log: capped (a flood fills no disk under the data root).
+        "log_config": docker.types.LogConfig(
+            type=docker.types.LogConfig.types.JSON, config=dict(LOG_OPTIONS)
+        ),
+        # Each file a process writes, and the files it holds open, are bounded too.
+        "ulimits": [
+            docker.types.Ulimit(name="fsize", soft=limits.file_bytes, hard=limits.file_bytes),
+            docker.types.Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+            # Named with the others: Podman, given any, would set this one to the host's
+            # maximum, which a machine that caps it refuses. The pids limit is the bound.
+            docker.types.Ulimit(name="nproc", soft=NPROC, hard=NPROC),
+        ],
+        "detach": True,
+        "stdin_open": False,
+        "tty": False,
+    }
+    if scratch_volumes:
+        config["mounts"] = [
+            docker.types.Mount(target, None, type="volume", labels=dict(labels))
+            for target in scratch_volumes
+        ]
+    return config
