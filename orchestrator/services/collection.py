@@ -11,7 +11,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import replace
@@ -107,7 +107,7 @@ def collect_tests(
 
 def _each_side(
     sides: Sequence[SideSpec],
-    collect: Any,
+    collect: Callable[[SideSpec], Mapping[str, Any] | None],
     *,
     cancelled: threading.Event,
     live: docker_adapter.LiveContainers,

@@ -376,7 +376,3 @@ class SideWorkspace:
                 side.repo, side.rev, mutant=side.mutant, tests=side.tests, keep=self.keep
             )
         )
-
-    def callback(self, action: Callable[[], object]) -> None:
-        """Run ``action`` on exit, before what was made earlier is removed."""
-        self._stack.callback(action)
