@@ -177,7 +177,6 @@ class WarmContainer:
             plan,
             name=self.name,
             labels=self.owner.labels(self.side.name),
-            # No fixture mount: each job names its own, beside it in the channel folder.
             mounts=[
                 *side_mounts(tree, None, writable_tree=plan.writable_tree),
                 docker_adapter.Mount(source=channel.folder, target=SERVE),
