@@ -19,7 +19,7 @@ Both replays run with the ledger record on (the default), in one scratch folder 
 `.replay/` keeps the ledger and the recorded durations across rounds. Each round checks
 that (a) and (s) decided the same lane for every test, and that the planted changes and
 flakes landed where they should. Then it times one side alone, `--jobs 1` against
-`--jobs 2` (the same replay_sides call `replay` makes, one side, split by the durations
+`--jobs 2` (the same run_sides call `replay` makes, one side, split by the durations
 recorded above), and checks both gave the same labels.
 
 The three flakes keep state in the container's /tmp, which the replays of one side share:
@@ -371,7 +371,7 @@ def one_side(suite: Suite, jobs: int, durations: Path | None) -> tuple[float, di
     from orchestrator import log
     from orchestrator.adapters.docker import connect, engine_cpus, resolve_image
     from orchestrator.core.schedule import container_limits
-    from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
+    from orchestrator.services.sides import ReplayPlan, SideSpec, run_sides
 
     log.configure("console", os.environ)  # warnings only: no debug lines amid the figures
     client = connect(os.environ)
@@ -393,7 +393,8 @@ def one_side(suite: Suite, jobs: int, durations: Path | None) -> tuple[float, di
             durations=durations,
         )
         started = time.perf_counter()
-        labelled = replay_sides(plan, [SideSpec(name="patch", repo=suite.repo, rev=suite.patch)])
+        side = SideSpec(name="patch", repo=suite.repo, rev=suite.patch)
+        labelled = run_sides(plan, [side]).labelled
         elapsed = time.perf_counter() - started
     finally:
         client.close()

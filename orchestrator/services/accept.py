@@ -307,7 +307,7 @@ def _replay(
 ) -> tuple[str, dict[str, tuple[Replay, ...]]]:
     """Both sides at once, same image ID; returns the image ID and the labels per side."""
     from orchestrator.adapters.docker import connect, resolve_image
-    from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
+    from orchestrator.services.sides import ReplayPlan, SideSpec, run_sides
 
     options = plan.options
     if client is None:
@@ -341,7 +341,7 @@ def _replay(
             tests=None if overlay is None else overlay.side(MUTANT),
         ),
     ]
-    labelled = replay_sides(replay_plan, sides, client=client, progress=progress)
+    labelled = run_sides(replay_plan, sides, client=client, progress=progress).labelled
     return image.id, {
         side: labelled.get(side, {}).get(options.property_id, ()) for side in (UNMUTATED, MUTANT)
     }

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.adapters import docker as docker_adapter
-from orchestrator.core import result_files
 from orchestrator.core.pool import check_engine_urls, runner_ids
+from orchestrator.core.side_spec import DURATIONS, FIXTURE, PROBE_ROOT, SRC, TREE
 from orchestrator.errors import EngineError, EngineUnavailableError, InputError, one_line
 from orchestrator.log import get_logger
 
@@ -43,19 +43,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-# Where a replay container finds its inputs and leaves its results.
-SRC = "/src"
-TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC per replay)
-# The results folder: a size-capped tmpfs in the container, on every engine. The host
-# never mounts a folder of its own there: results come back through the reader
-# (orchestrator.adapters.results), so nothing the tree leaves behind is ever followed.
-OUT = "/replay-out"
-# mode=1777 rather than uid=1000: Podman refuses a tmpfs uid option.
-RESULTS_TMPFS = f"rw,nosuid,nodev,noexec,size={result_files.TMPFS_BYTES},mode=1777"
-FIXTURE = "/replay/fixture.json"
-# Recorded test durations (a scheduling hint for --jobs workers), beside the fixture.
-DURATIONS = "/replay/durations.json"
-PROBE_ROOT = "/opt/orchestrator"
 # With writable_tree the read-only tree is copied into /src per replay; on the volume path
 # it cannot sit under /replay (the fixture's read-only volume), so it has its own place.
 VOLUME_TREE = "/replay-tree"
@@ -90,7 +77,7 @@ class Inputs:
 
 class Staging(Protocol):
     """How one engine's containers get their inputs (results come back the same way on
-    every engine: :func:`orchestrator.services.sides.run_and_read`)."""
+    every engine: :func:`orchestrator.services.side_runner.read_back`)."""
 
     @property
     def tree_path(self) -> str:

@@ -10,7 +10,7 @@ for each chosen side in turn:
 
 - exports the pinned revision with the run's ``--tests-from`` overlay, if any;
 - builds the container with the same builder ``replay`` uses
-  (:func:`orchestrator.services.sides.side_container_config`): image, mounts, the
+  (:func:`orchestrator.services.side_runner.side_job`): image, mounts, the
   replay's environment, limits, no network; its main process idles;
 - runs the probe's driver in it (``docker exec``) for one replay with the seed of replay
   N, pytest handed the property alone and ``--attach``, so pytest's own output streams
@@ -29,19 +29,16 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import files, interrupts
+from orchestrator import files
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import terminal
 from orchestrator.adapters.results import (
     ResultsRead,
-    read_results_stream,
-    reader_command,
     replay_file_from,
 )
 from orchestrator.core.digest import digest
@@ -64,28 +61,33 @@ from orchestrator.core.reproduce import (
     recorded_extras,
     with_driver_flags,
 )
-from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
-from orchestrator.log import get_logger
-from orchestrator.model import Replay
-from orchestrator.services.run_folders import read_documents
-from orchestrator.services.sides import (
+from orchestrator.core.side_spec import (
     FIXTURE,
-    OUT,
     PROBE_ROOT,
-    READ_BACK_S,
     SRC,
     TREE,
     ReplayPlan,
     SideSpec,
     container_name,
     driver_command,
-    private_fixture,
     pytest_arguments,
     replay_environment,
     replay_variables,
-    side_container_config,
     side_deadline_s,
-    terminate_as_interrupt,
+)
+from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
+from orchestrator.log import get_logger
+from orchestrator.model import Replay
+from orchestrator.services.docker_sides import DockerSides
+from orchestrator.services.interrupts import terminate_as_interrupt
+from orchestrator.services.run_folders import read_documents
+from orchestrator.services.side_runner import (
+    SideContainer,
+    SideWorkspace,
+    read_back,
+    run_side,
+    side_job,
+    side_mounts,
 )
 
 if TYPE_CHECKING:
@@ -388,27 +390,21 @@ def _reproduce_side(
     keep = plan.keep
     overlay = plan.run.overlay(side.side)
     output: list[bytes] = []
-    with ExitStack() as stack:
-        with interrupts.shielded():  # made and registered for removal as one step
-            work = git_adapter.make_scratch("reproduce")
-            if not keep:
-                stack.callback(git_adapter.remove_scratch, work)
+    roots = side_import_roots(plan.run, side.side)
+    spec = SideSpec(
+        name=side.side,
+        repo=prepared.repo,
+        rev=side.rev,
+        tests=overlay,
+        targets=(plan.property_id,),
+        pythonpath=roots,
+    )
+    with SideWorkspace("reproduce", keep=keep) as workspace:
         fixture_copy = None
         if prepared.fixture_bytes is not None:
-            fixture_copy = private_fixture(work, prepared.fixture_bytes)
-        tree = stack.enter_context(
-            git_adapter.checkout(prepared.repo, side.rev, tests=overlay, keep=keep)
-        )
+            fixture_copy = workspace.fixture(prepared.fixture_bytes)
+        tree = workspace.export(spec)
         sides_plan = replay_plan(plan, side, fixture_copy)
-        roots = side_import_roots(plan.run, side.side)
-        spec = SideSpec(
-            name=side.side,
-            repo=prepared.repo,
-            rev=side.rev,
-            tests=overlay,
-            targets=(plan.property_id,),
-            pythonpath=roots,
-        )
         moved = drift(plan.run, side, replay_environment(sides_plan, roots))
         if moved:
             on_note(
@@ -418,69 +414,40 @@ def _reproduce_side(
         name = container_name(
             f"{plan.run.run_id}-reproduce-{uuid.uuid4().hex[:6]}", side.side, side.replay
         )
-        config = side_container_config(
+        job = side_job(
             sides_plan,
-            spec.name,
-            tree=tree,
-            fixture_copy=fixture_copy,
-            pythonpath=roots,
             name=name,
             labels={**owner.labels(side.side), LABEL_REPRODUCE: str(side.replay)},
+            mounts=side_mounts(tree, fixture_copy, writable_tree=sides_plan.writable_tree),
+            tree=tree,
+            pythonpath=roots,
         )
-        driver, alone = commands_for(plan, side)
         on_note(_header(plan, side))
-        with docker_adapter.Container(client, config, keep=keep) as container:
-            if plan.mode is Mode.RUN:
 
-                def tee(chunk: bytes) -> None:
-                    if sum(map(len, output)) < OUTPUT_KEPT_BYTES:  # what the report keeps
-                        output.append(chunk)
-                    on_output(chunk)
+        def tee(chunk: bytes) -> None:
+            if sum(map(len, output)) < OUTPUT_KEPT_BYTES:  # what the report keeps
+                output.append(chunk)
+            on_output(chunk)
 
-                exit_ = container.exec_stream(
-                    driver,
-                    environment={},
-                    on_output=tee,
-                    deadline=time.monotonic() + side_deadline_s(sides_plan, 1),
-                )
-            else:
-                if plan.mode is Mode.SHELL:
-                    container.exec_stream(
-                        shell_preparation(sides_plan),
-                        environment={},
-                        on_output=lambda chunk: None,
-                        deadline=time.monotonic() + side_deadline_s(sides_plan, 1),
-                    )
-                    on_note(_shell_note(plan, side, driver, alone))
-                    command, environment = list(SHELL_COMMAND), {"PYTHONHASHSEED": side.hash_seed}
-                else:
-                    command, environment = driver, {}
-                session = container.exec_terminal(command, environment=environment)
-                try:
-                    terminal.relay(
-                        session.socket,
-                        stdin_fd=user.stdin_fd,
-                        stdout_fd=user.stdout_fd,
-                        on_resize=session.resize,
-                    )
-                finally:
-                    session.close()
-                exit_ = docker_adapter.Exit(
-                    status_code=session.exit_code(), killed_at_deadline=False, cancelled=False
-                )
-            facts = replace(container.facts(exit_), exit_code=exit_.status_code)
-            read = ResultsRead()
-            if facts.running:
-                chunks, _ = container.exec_chunks(
-                    reader_command(sides_plan.interpreter or "python3", OUT),
-                    deadline=time.monotonic() + READ_BACK_S,
-                )
-                read = read_results_stream(chunks)
-            facts = replace(facts, oom_killed=facts.oom_killed or bool(read.oom_kill))
+        with run_side(job, DockerSides(client), keep=keep) as container:
+            exit_ = _run_replay(
+                container,
+                plan=plan,
+                side=side,
+                sides_plan=sides_plan,
+                tee=tee,
+                on_note=on_note,
+                user=user,
+            )
+            facts, read = read_back(
+                container, exit_, interpreter=sides_plan.interpreter or INTERPRETER
+            )
         observed = _label(read, facts, plan, side)
         kept = None
         if keep:
-            kept = Kept(name=name, folders=(work, tree.parent), hash_seed=side.hash_seed)
+            kept = Kept(
+                name=name, folders=(workspace.scratch, tree.parent), hash_seed=side.hash_seed
+            )
     comparison = None if observed is None else compare(side.recorded, observed)
     return SideResult(
         replay=side,
@@ -488,6 +455,52 @@ def _reproduce_side(
         comparison=comparison,
         output=b"".join(output).decode("utf-8", errors="replace"),
         kept=kept,
+    )
+
+
+def _run_replay(
+    container: SideContainer,
+    *,
+    plan: ReproducePlan,
+    side: SideReplay,
+    sides_plan: ReplayPlan,
+    tee: Callable[[bytes], None],
+    on_note: Callable[[str], None],
+    user: UserTerminal,
+) -> docker_adapter.Exit:
+    """The replay in the container: streamed out, on the user's terminal (``--pdb``), or
+    a shell there instead (``--shell``)."""
+    driver, alone = commands_for(plan, side)
+    if plan.mode is Mode.RUN:
+        return container.exec_stream(
+            driver,
+            environment={},
+            on_output=tee,
+            deadline=time.monotonic() + side_deadline_s(sides_plan, 1),
+        )
+    if plan.mode is Mode.SHELL:
+        container.exec_stream(
+            shell_preparation(sides_plan),
+            environment={},
+            on_output=lambda chunk: None,
+            deadline=time.monotonic() + side_deadline_s(sides_plan, 1),
+        )
+        on_note(_shell_note(plan, side, driver, alone))
+        command, environment = list(SHELL_COMMAND), {"PYTHONHASHSEED": side.hash_seed}
+    else:
+        command, environment = driver, {}
+    session = container.exec_terminal(command, environment=environment)
+    try:
+        terminal.relay(
+            session.socket,
+            stdin_fd=user.stdin_fd,
+            stdout_fd=user.stdout_fd,
+            on_resize=session.resize,
+        )
+    finally:
+        session.close()
+    return docker_adapter.Exit(
+        status_code=session.exit_code(), killed_at_deadline=False, cancelled=False
     )
 
 

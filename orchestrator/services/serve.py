@@ -2,7 +2,7 @@
 
 :class:`WarmContainer` exports one revision (read-only at ``/src``, as a replay's),
 starts one hermetic container from the pinned image ID with the replay's environment,
-import roots and limits (:mod:`orchestrator.services.sides`), and runs
+import roots and limits (:func:`orchestrator.services.side_runner.side_job`), and runs
 ``<interpreter> -m orchestrator.probe.replay --serve`` in it (a project image's venv
 python) (the side's ``--tests-from``
 overlay and mutant applied to the tree as in a replay): the driver imports pytest once
@@ -28,12 +28,9 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import orchestrator
-from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.job_channel import CLOSED, TIMED_OUT, JobChannel, Received
@@ -46,26 +43,31 @@ from orchestrator.core.labels import (
     run_doc_problem,
     skipped_in,
 )
+from orchestrator.core.side_spec import (
+    OUT,
+    SRC,
+    STARTUP_SLACK_S,
+    TREE,
+    ReplayPlan,
+    SideSpec,
+    container_name,
+    replay_environment,
+)
 from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.probe import JOB_SCHEMA
-from orchestrator.services.sides import (
-    OUT,
-    PROBE_ROOT,
-    RESULTS_TMPFS,
-    SRC,
-    STARTUP_SLACK_S,
-    TREE,
+from orchestrator.services.docker_sides import DockerSides
+from orchestrator.services.interrupts import DeferredSignals
+from orchestrator.services.side_runner import (
     LineTail,
-    ReplayPlan,
-    SideSpec,
-    _DeferredSignals,
-    container_name,
+    SideContainer,
+    SideWorkspace,
+    import_roots,
     interpreter_of,
-    replay_environment,
-    tree_pythonpath,
-    writable_tree_tmpfs,
+    run_side,
+    side_job,
+    side_mounts,
 )
 
 if TYPE_CHECKING:
@@ -145,7 +147,7 @@ class WarmContainer:
         self.image_id: str | None = None
         self._stack = contextlib.ExitStack()
         self._channel: JobChannel | None = None
-        self._container: docker_adapter.Container | None = None
+        self._container: SideContainer | None = None
         self._tail = LineTail()
         self._gone: ContainerFacts | None = None  # set once the driver can answer no more
 
@@ -163,45 +165,33 @@ class WarmContainer:
         docker_adapter.sweep_leftovers(self.client, host=self.owner.host)
         git_adapter.sweep_scratch()
         stack = self._stack
-        tree = stack.enter_context(
-            git_adapter.checkout(
-                self.side.repo, self.side.rev, mutant=self.side.mutant, tests=self.side.tests
-            )
-        )
-        channel = JobChannel(self._scratch("serve") / "channel")
+        workspace = stack.enter_context(SideWorkspace("serve"))
+        tree = workspace.export(self.side)
+        channel = JobChannel(workspace.scratch / "channel")
         stack.callback(channel.close)
         channel.open()
         self._channel = channel
         plan = self.plan
-        mounts = [
-            docker_adapter.Mount(source=tree, target=TREE if plan.writable_tree else SRC),
-            docker_adapter.Mount(
-                source=Path(orchestrator.__file__).parent, target=f"{PROBE_ROOT}/orchestrator"
-            ),
-            docker_adapter.Mount(source=channel.folder, target=SERVE),
-        ]
-        pythonpath = self.side.pythonpath
-        if pythonpath is None:
-            pythonpath = tree_pythonpath(tree, plan.extra_pythonpath).entries
-        config = docker_adapter.container_config(
-            image_id=plan.image_id,
+        pythonpath = import_roots(plan, self.side, tree)
+        job = side_job(
+            plan,
             name=self.name,
+            labels=self.owner.labels(self.side.name),
+            mounts=[
+                *side_mounts(tree, None, writable_tree=plan.writable_tree),
+                docker_adapter.Mount(source=channel.folder, target=SERVE),
+            ],
+            tree=tree,
+            pythonpath=pythonpath,
+            # Each job names its own fixture: the container has no REPLAY_FIXTURE.
+            environment=replay_environment(replace(plan, fixture=None), pythonpath),
             command=serve_command(
                 plan.seed,
                 interpreter=plan.interpreter or interpreter_of(self.client, plan.image_id),
                 writable_tree=plan.writable_tree,
             ),
-            mounts=mounts,
-            # Each job names its own fixture: the container has no REPLAY_FIXTURE.
-            environment=replay_environment(replace(plan, fixture=None), pythonpath),
-            labels=self.owner.labels(self.side.name),
-            limits=docker_adapter.Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus),
-            tmpfs={
-                OUT: RESULTS_TMPFS,  # the driver's own files; results come through the channel
-                **({SRC: writable_tree_tmpfs(tree)} if plan.writable_tree else {}),
-            },
         )
-        container = stack.enter_context(docker_adapter.Container(self.client, config))
+        container = stack.enter_context(run_side(job, DockerSides(self.client)))
         self._container = container
         follower = container.follow_logs(self._tail)
 
@@ -215,12 +205,6 @@ class WarmContainer:
         )
         self.image_id = started.image_id
 
-    def _scratch(self, purpose: str) -> Path:
-        with interrupts.shielded():  # made and registered for removal as one step
-            folder = git_adapter.make_scratch(purpose)
-            self._stack.callback(git_adapter.remove_scratch, folder)
-        return folder
-
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -228,7 +212,7 @@ class WarmContainer:
         traceback: TracebackType | None,
     ) -> None:
         interrupted = isinstance(exc, KeyboardInterrupt)
-        with _DeferredSignals(interrupted=interrupted) as deferred:
+        with DeferredSignals(interrupted=interrupted) as deferred:
             try:
                 if not interrupted and self._gone is None:
                     self._stop_gracefully()

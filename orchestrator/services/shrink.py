@@ -33,16 +33,12 @@ from orchestrator.core.shrink import (
     candidate_verdict,
     shrink_report_with,
 )
+from orchestrator.core.side_spec import ReplayPlan, SideSpec, pytest_arguments
 from orchestrator.errors import InputError, PropertyDoesNotFailError, ShrinkStoppedError
 from orchestrator.log import get_logger
+from orchestrator.services.interrupts import terminate_as_interrupt
 from orchestrator.services.serve import JobRun, WarmContainer
-from orchestrator.services.sides import (
-    ReplayPlan,
-    SideSpec,
-    new_run_id,
-    pytest_arguments,
-    terminate_as_interrupt,
-)
+from orchestrator.services.sides import new_run_id
 from orchestrator.services.tests_from import plan_test_overlay, resolve_tests_from
 
 if TYPE_CHECKING:

@@ -68,7 +68,7 @@ def run_check(
 ) -> tuple[model.Replay, ...]:
     """Replay one property ``probe.replays`` times on one revision; returns its replays."""
     from orchestrator.adapters import git as git_adapter
-    from orchestrator.services.sides import ReplayPlan, SideSpec, replay_sides
+    from orchestrator.services.sides import ReplayPlan, SideSpec, run_sides
 
     with contextlib.ExitStack() as cleanup:
         # Named after this process, so a killed thaw's folder is swept by the next run; the
@@ -92,7 +92,7 @@ def run_check(
             runner_id=probe.runner_id,
         )
         side = SideSpec(name="probe", repo=probe.repo, rev=probe.rev)
-        result = replay_sides(plan, [side], client=client)
+        result = run_sides(plan, [side], client=client).labelled
     return result["probe"].get(property_id, ())
 
 

@@ -196,7 +196,7 @@ def test_a_collection_error_on_the_module_labels_its_tests(tmp_path):
 
 
 def test_sides_that_ran_different_images_are_all_image_mismatch():
-    from orchestrator.services import sides
+    from orchestrator.core import side_spec as sides
 
     plan = sides.ReplayPlan(
         image_id=IMAGE,
@@ -214,9 +214,9 @@ def test_sides_that_ran_different_images_are_all_image_mismatch():
         "base": [(good, ContainerFacts(image_id=IMAGE))],
         "patch": [(good, ContainerFacts(image_id=IMAGE))],
     }
-    assert sides._label_sides(plan, specs, same)["patch"][PROP][0].label == "assert_pass"
+    assert sides.label_sides(plan, specs, same)["patch"][PROP][0].label == "assert_pass"
     other = {**same, "patch": [(good, ContainerFacts(image_id="sha256:" + "d" * 64))]}
-    labelled = sides._label_sides(plan, specs, other)
+    labelled = sides.label_sides(plan, specs, other)
     for side in ("base", "patch"):
         assert [(r.label, r.reason) for r in labelled[side][PROP]] == [
             ("harness_error", "image_mismatch")
@@ -224,7 +224,7 @@ def test_sides_that_ran_different_images_are_all_image_mismatch():
 
 
 def test_without_properties_every_reported_test_is_a_property():
-    from orchestrator.services import sides
+    from orchestrator.core import side_spec as sides
 
     plan = sides.ReplayPlan(
         image_id=IMAGE,
@@ -240,11 +240,11 @@ def test_without_properties_every_reported_test_is_a_property():
     base = ReplayFile(replay=1, state="ok", doc=run_doc(result=probe_doc(entry())))
     patch = ReplayFile(replay=1, state="ok", doc=run_doc(result=probe_doc(entry(), entry(OTHER))))
     facts = ContainerFacts(image_id=IMAGE)
-    labelled = sides._label_sides(plan, specs, {"base": [(base, facts)], "patch": [(patch, facts)]})
+    labelled = sides.label_sides(plan, specs, {"base": [(base, facts)], "patch": [(patch, facts)]})
     assert list(labelled["base"]) == [PROP, OTHER]
     assert labelled["base"][OTHER][0].reason == "not_found"  # a test only the patch has
     nothing = ReplayFile(replay=1, state="missing")
-    empty = sides._label_sides(
+    empty = sides.label_sides(
         plan, specs, {"base": [(nothing, facts)], "patch": [(nothing, facts)]}
     )
     assert list(empty["base"]) == [sides.NO_TEST_REPORTED]

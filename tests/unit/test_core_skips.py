@@ -175,7 +175,7 @@ def test_the_skip_of_a_node_is_its_own_or_the_nearest_skipped_node_above_it(
 
 
 def test_a_module_that_skips_itself_is_kept_in_a_collected_selection() -> None:
-    from orchestrator.services.sides import collected_selection
+    from orchestrator.core.side_spec import collected_selection
 
     found = [
         {"items": ["tests/test_a.py::test_x"], "errors": [], "skipped": ["tests/test_np.py"]},

@@ -1,0 +1,187 @@
+"""Collect the tests a command would run on every side, without running one.
+
+``pytest --collect-only`` with the probe's collection plugin, in one container per side
+(both at once) on the pool's first engine: what a run is cut from when no
+``--property`` names its tests (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator import interrupts
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters.input_file import read_input
+from orchestrator.adapters.results import ResultsRead
+from orchestrator.core.side_spec import (
+    COLLECT_FILE,
+    ReplayPlan,
+    SideSpec,
+    collect_command,
+    collect_environment,
+    collected_selection,
+    container_name,
+    side_deadline_s,
+)
+from orchestrator.log import get_logger
+from orchestrator.services.docker_sides import DockerSides
+from orchestrator.services.engines import (
+    DockerEngine,
+    Inputs,
+    Pool,
+    Staging,
+    probe_package,
+    write_tar,
+)
+from orchestrator.services.side_runner import (
+    LineTail,
+    SideWorkspace,
+    import_roots,
+    interpreter_of,
+    run_and_read,
+    run_side,
+    side_job,
+    validate_plan,
+)
+
+log = get_logger(__name__)
+
+
+def collect_tests(
+    plan: ReplayPlan, sides: Sequence[SideSpec], *, pool: Pool, run_id: str
+) -> tuple[str, ...]:
+    """Every test the command collects on any side, in the selection's order (first side
+    first; see :func:`~orchestrator.core.side_spec.collected_selection`)."""
+    validate_plan(plan, sides)
+    engine = pool.first
+    if plan.interpreter is None:
+        plan = replace(plan, interpreter=interpreter_of(engine.client, plan.image_id))
+    # Only the first engine collects: bind mounts when it is this machine's.
+    volumes = pool.volumes and not engine.url.startswith("unix://")
+    owner = docker_adapter.Owner.current(run_id)
+    cancelled = threading.Event()
+    live = docker_adapter.LiveContainers()
+    with contextlib.ExitStack() as stack:
+        workspace = stack.enter_context(SideWorkspace("collect"))
+        trees = {side.name: workspace.export(side) for side in sides}
+        fixture = None
+        if plan.fixture is not None:
+            fixture = workspace.fixture(read_input(plan.fixture))
+        tars: dict[str, Path] = {}
+        probe_tar = None
+        if volumes:
+            scratch = workspace.scratch
+            tars = {name: write_tar(tree, scratch / f"{name}.tar") for name, tree in trees.items()}
+            probe_tar = write_tar(probe_package(), scratch / "probe.tar", arcname="orchestrator")
+        inputs = Inputs(
+            trees=trees, probe=probe_package(), fixture=fixture, tars=tars, probe_tar=probe_tar
+        )
+        staging = stack.enter_context(
+            engine.staging(inputs, volumes=volumes, owner=owner, image_id=plan.image_id)
+        )
+
+        def collect(side: SideSpec) -> Mapping[str, Any] | None:
+            return _collect_side(
+                plan,
+                side,
+                engine=engine,
+                staging=staging,
+                tree=trees[side.name],
+                owner=owner,
+                live=live,
+                cancelled=cancelled,
+            )
+
+        found = _each_side(sides, collect, cancelled=cancelled, live=live)
+    return collected_selection([doc for doc in found if doc is not None])
+
+
+def _each_side(
+    sides: Sequence[SideSpec],
+    collect: Callable[[SideSpec], Mapping[str, Any] | None],
+    *,
+    cancelled: threading.Event,
+    live: docker_adapter.LiveContainers,
+) -> list[Mapping[str, Any] | None]:
+    """Every side's collection at once; a failure or Ctrl-C stops the others at once."""
+    with ThreadPoolExecutor(max_workers=len(sides)) as workers:
+        running = [workers.submit(collect, side) for side in sides]
+        try:
+            # Short waits: a Ctrl-C is acted on between them (orchestrator.interrupts).
+            waiting = set(running)
+            while waiting:
+                interrupts.checkpoint()
+                _, waiting = futures_wait(waiting, timeout=0.5, return_when=FIRST_EXCEPTION)
+                for future in running:
+                    if future.done() and future.exception() is not None:
+                        future.result()  # raises it; the other side is stopped below
+            return [future.result() for future in running]
+        except BaseException:
+            cancelled.set()  # Ctrl-C or a failure: the other side stops at once
+            live.kill_all()  # and a running collection ends now, not at its deadline
+            raise
+
+
+def _collect_side(
+    plan: ReplayPlan,
+    side: SideSpec,
+    *,
+    engine: DockerEngine,
+    staging: Staging,
+    tree: Path,
+    owner: docker_adapter.Owner,
+    live: docker_adapter.LiveContainers,
+    cancelled: threading.Event,
+) -> Mapping[str, Any] | None:
+    """One side's collection: the ``replay-collect/1`` document it wrote, if any."""
+    pythonpath = import_roots(plan, side, tree)
+    job = side_job(
+        # The tree is collected where it is mounted: nothing is copied, nothing written.
+        replace(plan, writable_tree=False),
+        name=container_name(owner.run_id, f"collect-{side.name}", 1),
+        labels=owner.labels(side.name),
+        mounts=staging.mounts(side.name),
+        tree=tree,
+        pythonpath=pythonpath,
+        environment=collect_environment(plan, pythonpath),
+    )
+    tail = LineTail()
+    with run_side(job, DockerSides(engine.client), live=live, cancelled=cancelled) as container:
+        facts, read = run_and_read(
+            container,
+            command=collect_command(plan),
+            on_line=tail,
+            deadline=time.monotonic() + side_deadline_s(plan, 1),
+            interpreter=plan.interpreter or "python3",
+        )
+    doc = _collected_doc(read)
+    if doc is None:
+        log.warning(
+            "collect.failed",
+            side=side.name,
+            exit_code=facts.exit_code,
+            results_problem=read.problem or read.unsafe.get(COLLECT_FILE),
+            output_tail=list(tail.lines)[-10:],
+        )
+    return doc
+
+
+def _collected_doc(read: ResultsRead) -> Mapping[str, Any] | None:
+    """The ``replay-collect/1`` document that came back, if it is one."""
+    raw = read.files.get(COLLECT_FILE)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("items"), list) else None

@@ -1,0 +1,378 @@
+"""The one way a side's container runs, on any engine: the seam between a side's plan
+and the place its containers run.
+
+- :class:`SideWorkspace` holds a side's folders on this machine for as long as its
+  container needs them: a private scratch folder, a world-readable copy of the
+  fixture, the exported trees. It always removes them (unless ``keep``).
+- :class:`SideJob` is one container, described without naming an engine: the pinned
+  image, the mounts, only the replay's environment, the limits, the capped tmpfs
+  folders. :func:`side_job` is its one builder (replay, screening, collection,
+  ``reproduce``, ``shrink`` and ``serve`` use it).
+- :func:`run_side` starts a job's container on a :class:`SideEngine` and removes it on
+  exit; :func:`read_back` reads the results folder back through
+  :mod:`orchestrator.adapters.results`, with the engine's facts; :func:`run_and_read`
+  is the driver's run followed by that read.
+
+A backend is :class:`SideEngine` and :class:`SideContainer` and nothing else: the Docker
+one is :mod:`orchestrator.services.docker_sides`; a Kubernetes backend
+(docs/scale-out.md) would be one module beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol
+
+from orchestrator import interrupts
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.results import ResultsRead, read_results_stream, reader_command
+from orchestrator.core import replay_env
+from orchestrator.core.labels import ContainerFacts
+from orchestrator.core.reproduce import IDLE_COMMAND
+from orchestrator.core.side_spec import (
+    DURATIONS,
+    FIXTURE,
+    OUT,
+    PROBE_ROOT,
+    RESULTS_TMPFS,
+    SRC,
+    TREE,
+    ReplayPlan,
+    SideSpec,
+    check_plan,
+    replay_environment,
+)
+from orchestrator.errors import EngineError, InputError
+from orchestrator.services.engines import probe_package
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+# Reading a results folder back: a tmpfs of a few MiB, one small process.
+READ_BACK_S = 60.0
+
+
+# ---------------------------------------------------------------- the seam
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideJob:
+    """One side's container, as any engine would make it."""
+
+    name: str
+    image_id: str
+    mounts: tuple[docker_adapter.Mount, ...]
+    environment: Mapping[str, str]
+    labels: Mapping[str, str]
+    limits: docker_adapter.Limits
+    tmpfs: Mapping[str, str]
+    # Its own process; by default it only idles and the driver runs in it with an exec,
+    # so that the container outlives the driver and its results can be read back.
+    command: tuple[str, ...] = IDLE_COMMAND
+
+
+class SideContainer(Protocol):
+    """A side's running container: what the services do with it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def exec_stream(
+        self,
+        command: Sequence[str],
+        *,
+        environment: Mapping[str, str],
+        on_output: Callable[[bytes], None],
+        deadline: float,
+        kill_at_deadline: bool = True,
+    ) -> docker_adapter.Exit: ...
+
+    def exec_chunks(
+        self, command: Sequence[str], *, deadline: float
+    ) -> tuple[Iterator[bytes], Callable[[], int | None]]: ...
+
+    def exec_terminal(
+        self, command: Sequence[str], *, environment: Mapping[str, str]
+    ) -> docker_adapter.ExecTerminal: ...
+
+    def facts(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
+
+    def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
+
+    def kill(self) -> None: ...
+
+    def follow_logs(self, on_line: Callable[[str], None]) -> threading.Thread: ...
+
+
+class SideEngine(Protocol):
+    """What running a side needs from an engine: a job's container, created and started
+    on enter (never once ``cancelled`` is set), removed on exit (unless ``keep``), and
+    listed in ``live`` meanwhile so that a Ctrl-C can kill it from another thread."""
+
+    def container(
+        self,
+        job: SideJob,
+        *,
+        live: docker_adapter.LiveContainers | None = None,
+        cancelled: threading.Event | None = None,
+        keep: bool = False,
+    ) -> contextlib.AbstractContextManager[SideContainer]: ...
+
+
+def run_side(
+    job: SideJob,
+    engine: SideEngine,
+    *,
+    live: docker_adapter.LiveContainers | None = None,
+    cancelled: threading.Event | None = None,
+    keep: bool = False,
+) -> contextlib.AbstractContextManager[SideContainer]:
+    """The side's container for the length of a ``with`` block (see :class:`SideEngine`)."""
+    return engine.container(job, live=live, cancelled=cancelled, keep=keep)
+
+
+def read_back(
+    container: SideContainer, exit_: docker_adapter.Exit, *, interpreter: str
+) -> tuple[ContainerFacts, ResultsRead]:
+    """The engine's facts about the container and the results its command left.
+
+    While the container still runs (also past our deadline, before it is killed) the
+    results folder is read back by a small reader run in it; one that ended by itself
+    (its init killed from inside, or OOM) has nothing to read and its own exit code is
+    the command's. An OOM kill counts whether the engine saw it or the container's
+    memory cgroup did."""
+    facts = container.facts(exit_)
+    read = ResultsRead()
+    status = exit_.status_code
+    if not exit_.cancelled and facts.running:
+        chunks, _ = container.exec_chunks(
+            reader_command(interpreter, OUT), deadline=time.monotonic() + READ_BACK_S
+        )
+        read = read_results_stream(chunks)
+    else:
+        status = facts.exit_code
+    oom = facts.oom_killed or bool(read.oom_kill)
+    return replace(facts, exit_code=status, oom_killed=oom, running=False), read
+
+
+def run_and_read(
+    container: SideContainer,
+    *,
+    command: Sequence[str],
+    on_line: Callable[[str], None],
+    deadline: float,
+    interpreter: str,
+) -> tuple[ContainerFacts, ResultsRead]:
+    """The one way a side's command runs: an exec in the idling container, its output
+    line by line (each line capped) to ``on_line``, left running at ``deadline`` so that
+    :func:`read_back` still finds its results."""
+    lines = docker_adapter.BoundedLines(on_line)
+    exit_ = container.exec_stream(
+        command,
+        environment={},
+        on_output=lines.feed,
+        deadline=deadline,
+        kill_at_deadline=False,
+    )
+    lines.close()
+    return read_back(container, exit_, interpreter=interpreter)
+
+
+class LineTail:
+    """The last lines a container printed, for diagnostics on a harness error."""
+
+    def __init__(self, keep: int = 40) -> None:
+        self.lines: deque[str] = deque(maxlen=keep)
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+
+
+# ---------------------------------------------------------------- the job
+
+
+def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
+    return docker_adapter.Limits(
+        memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size
+    )
+
+
+def writable_tree_tmpfs(tree: Path) -> str:
+    """Options of the tmpfs the tree is copied into: room for two copies, owned by the
+    runner user (uid 1000), executable (suites run scripts of their tree)."""
+    size = 0  # from blocks, not st_size: what the files really take
+    for folder, _dirs, names in os.walk(tree):
+        for name in names:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    megabytes = max(64, (2 * size) // (1024 * 1024) + 32)
+    return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
+
+
+def side_mounts(
+    tree: Path,
+    fixture_copy: Path | None,
+    *,
+    writable_tree: bool = False,
+    durations_copy: Path | None = None,
+) -> list[docker_adapter.Mount]:
+    """What a side's container sees through bind mounts, all read-only: its tree at SRC
+    (with ``writable_tree`` at TREE, copied to SRC per replay), the probe beside it, the
+    fixture and the recorded durations. Results go to a tmpfs (:data:`OUT`)."""
+    mounts = [
+        docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
+        docker_adapter.Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
+    ]
+    if fixture_copy is not None:
+        mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
+    if durations_copy is not None:
+        mounts.append(docker_adapter.Mount(source=durations_copy, target=DURATIONS))
+    return mounts
+
+
+def side_job(
+    plan: ReplayPlan,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    mounts: Sequence[docker_adapter.Mount],
+    tree: Path,
+    pythonpath: Sequence[str],
+    environment: Mapping[str, str] | None = None,
+    command: Sequence[str] = IDLE_COMMAND,
+) -> SideJob:
+    """The one builder of a side's container: the pinned image, ``mounts``, only the
+    replay's environment (``pythonpath``: the side's import roots; ``environment``: the
+    whole of it instead), the plan's limits, no network, and capped tmpfs folders: the
+    results folder and, with ``writable_tree``, the one ``tree`` is copied into."""
+    tmpfs = {OUT: RESULTS_TMPFS}
+    if plan.writable_tree:
+        tmpfs[SRC] = writable_tree_tmpfs(tree)
+    return SideJob(
+        name=name,
+        image_id=plan.image_id,
+        mounts=tuple(mounts),
+        environment=dict(
+            replay_environment(plan, pythonpath) if environment is None else environment
+        ),
+        labels=dict(labels),
+        limits=plan_limits(plan),
+        tmpfs=tmpfs,
+        command=tuple(command),
+    )
+
+
+def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
+    check_plan(plan, sides)
+    if plan.fixture is not None and not plan.fixture.is_file():
+        raise InputError(f"{plan.fixture}: no such fixture file")
+
+
+def interpreter_of(client: DockerClient, image_id: str) -> str:
+    """The driver's interpreter for an image: its label's venv python, else python3. An
+    image the engine cannot show is left to the containers to report (as their labels)."""
+    try:
+        labels = docker_adapter.resolve_image(client, image_id).labels
+    except EngineError:
+        labels = {}
+    return replay_env.interpreter_from_labels(labels)
+
+
+def tree_pythonpath(tree: Path, extra: Sequence[str] = ()) -> replay_env.SidePath:
+    """A side's import roots, found in its exported tree."""
+    files: dict[str, bytes | None] = {}
+    for name in replay_env.INI_FILES:
+        path = tree / name
+        files[name] = path.read_bytes() if path.is_file() else None
+    src = tree / replay_env.SRC
+    src_paths: list[str] = []
+    if src.is_dir():
+        for entry in sorted(src.iterdir()):
+            if entry.is_file():
+                src_paths.append(f"{replay_env.SRC}/{entry.name}")
+            elif (entry / "__init__.py").is_file():
+                src_paths.append(f"{replay_env.SRC}/{entry.name}/__init__.py")
+    return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+def import_roots(plan: ReplayPlan, side: SideSpec, tree: Path) -> tuple[str, ...]:
+    """The side's import roots: its own, else those found in its exported tree."""
+    if side.pythonpath is not None:
+        return side.pythonpath
+    return tree_pythonpath(tree, plan.extra_pythonpath).entries
+
+
+def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> replay_env.SidePath:
+    """A side's import roots, read at its revision (before anything is exported)."""
+    files = git_adapter.read_blobs(repo, rev, replay_env.INI_FILES)
+    src_paths = git_adapter.list_paths(repo, rev, replay_env.SRC)
+    return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+# ---------------------------------------------------------------- the folders
+
+
+def private_fixture(folder: Path, data: bytes) -> Path:
+    """The fixture's bytes as one world-readable file in ``folder`` (a private scratch
+    folder): the container's user reads it whatever the original's mode."""
+    copy = folder / "fixture.json"
+    copy.write_bytes(data)
+    copy.chmod(0o644)
+    return copy
+
+
+class SideWorkspace:
+    """A side's folders on this machine (a context manager): one private scratch folder,
+    the fixture's copy in it, and each exported tree. All removed on exit, also on
+    Ctrl-C; with ``keep`` they stay for a container that outlives this process (the next
+    run's sweep removes them once it is gone)."""
+
+    def __init__(self, purpose: str, *, keep: bool = False) -> None:
+        self.purpose = purpose
+        self.keep = keep
+        self._stack = contextlib.ExitStack()
+        self._scratch: Path | None = None
+
+    def __enter__(self) -> SideWorkspace:
+        # Made and registered for removal as one step: a Ctrl-C between the two would
+        # leave a folder nothing removes until the next run's sweep.
+        with interrupts.shielded():
+            self._scratch = git_adapter.make_scratch(self.purpose)
+            if not self.keep:
+                self._stack.callback(git_adapter.remove_scratch, self._scratch)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    @property
+    def scratch(self) -> Path:
+        if self._scratch is None:
+            raise RuntimeError("use the workspace as a context manager")
+        return self._scratch
+
+    def fixture(self, data: bytes) -> Path:
+        """A private, world-readable copy of the fixture's bytes."""
+        return private_fixture(self.scratch, data)
+
+    def export(self, side: SideSpec) -> Path:
+        """The side's revision exported (mutant applied, ``--tests-from`` laid over)."""
+        return self._stack.enter_context(
+            git_adapter.checkout(
+                side.repo, side.rev, mutant=side.mutant, tests=side.tests, keep=self.keep
+            )
+        )
