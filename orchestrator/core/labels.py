@@ -59,7 +59,6 @@ class ContainerFacts:
     cancelled: bool = False
     engine_error: str | None = None
     message: str | None = None
-    running: bool = False  # still running when inspected (its command ran with exec)
 
 
 # ------------------------------------------------------------------ document checks

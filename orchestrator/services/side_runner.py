@@ -106,6 +106,8 @@ class SideContainer(Protocol):
 
     def facts(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
 
+    def settled(self, exit_: docker_adapter.Exit) -> tuple[ContainerFacts, bool]: ...
+
     def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
 
     def kill(self) -> None: ...
@@ -150,10 +152,10 @@ def read_back(
     (its init killed from inside, or OOM) has nothing to read and its own exit code is
     the command's. An OOM kill counts whether the engine saw it or the container's
     memory cgroup did."""
-    facts = container.facts(exit_)
+    facts, running = container.settled(exit_)
     read = ResultsRead()
     status = exit_.status_code
-    if not exit_.cancelled and facts.running:
+    if not exit_.cancelled and running:
         chunks, _ = container.exec_chunks(
             reader_command(interpreter, OUT), deadline=time.monotonic() + READ_BACK_S
         )
@@ -161,7 +163,7 @@ def read_back(
     else:
         status = facts.exit_code
     oom = facts.oom_killed or bool(read.oom_kill)
-    return replace(facts, exit_code=status, oom_killed=oom, running=False), read
+    return replace(facts, exit_code=status, oom_killed=oom), read
 
 
 def run_and_read(

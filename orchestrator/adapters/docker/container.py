@@ -259,25 +259,31 @@ class Container:
     def facts(self, exit_: Exit) -> ContainerFacts:
         """The container's final state as facts: image ID, exit code, OOM kill. Never raises:
         an engine that fails the inspection is a fact too."""
+        return self.settled(exit_)[0]
+
+    def settled(self, exit_: Exit) -> tuple[ContainerFacts, bool]:
+        """:meth:`facts`, and whether the container still runs: its command ran with exec,
+        so its results can still be read from inside it. Never raises."""
         try:
             attrs = _inspect(self._sdk())
         except failures() as error:
-            return ContainerFacts(
+            facts = ContainerFacts(
                 engine_error=failure_reason(self._client, error),
                 message=f"inspect after exit failed: {error}",
                 killed_at_deadline=exit_.killed_at_deadline,
                 cancelled=exit_.cancelled,
             )
+            return facts, False
         state = attrs.get("State", {})
         exit_code = state.get("ExitCode", exit_.status_code)
-        return ContainerFacts(
+        facts = ContainerFacts(
             image_id=attrs.get("Image"),
             exit_code=exit_code if isinstance(exit_code, int) else exit_.status_code,
             oom_killed=bool(state.get("OOMKilled")),
             killed_at_deadline=exit_.killed_at_deadline,
             cancelled=exit_.cancelled,
-            running=bool(state.get("Running")),
         )
+        return facts, bool(state.get("Running"))
 
     # -- processes run in the started container (``docker exec``) -----------------
 
