@@ -62,7 +62,9 @@ from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from contextlib import AbstractContextManager
 
+    from orchestrator.commands._progress import SideCallback
     from orchestrator.core.replay_run import RunPlan
     from orchestrator.services.replay import ReplayOutcome, ReplayRequest, ReplayResult
 
@@ -165,10 +167,9 @@ def replay(
     from orchestrator.core.pool import check_engine_urls
     from orchestrator.core.project_config import replay_settings
     from orchestrator.core.replay_env import check_pythonpath, parse_env
-    from orchestrator.errors import Interrupted, LedgerError, OrchestratorError, ShrinkStoppedError
+    from orchestrator.errors import Interrupted, OrchestratorError
     from orchestrator.services.project_config import load_config
     from orchestrator.services.replay import run_replay
-    from orchestrator.services.replay_shrink import STOPPED
     from orchestrator.services.run_writer import note_incomplete
 
     # The project's own defaults, read at the base revision (never the patch's).
@@ -224,26 +225,10 @@ def replay(
     except OrchestratorError as error:
         note_incomplete(request.run_dir, f"failed: {error}")
         raise
-    _print_result(result, arguments.outputs)
-    _hint_writable_tree(result.deciding, logger)
-    if arguments.outputs.views:  # other views of the run folder just written
-        from orchestrator.commands.report import write_after_replay
-
-        outputs = arguments.outputs
-        write_after_replay(
-            result.run_dir, html=outputs.html, junit=outputs.junit, summary=outputs.summary,
-            err=outputs.as_json,
-        )  # fmt: skip
-    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
-    if result.recording_error is not None:
-        raise LedgerError(f"not recorded: {result.recording_error}")  # the report is whole
-    if result.shrink is not None and result.shrink.outcome == STOPPED:
-        raise ShrinkStoppedError(result.shrink.message)  # the line that names the candidate
-    if result.exit_status:
-        raise typer.Exit(result.exit_status)
+    _finish(result, arguments.outputs, logger)
 
 
-def _request(arguments: ReplayArguments, project: Any) -> ReplayRequest:
+def _request(arguments: ReplayArguments, project: str | None) -> ReplayRequest:
     """The run to make of checked arguments: its id, its image, its ledger; the run
     folder is checked before the engine is asked for anything."""
     import os
@@ -281,6 +266,29 @@ def _request(arguments: ReplayArguments, project: Any) -> ReplayRequest:
         image = default_image(os.environ, project, url=first_engine)
         request = replace(request, options=replace(options, image=image))
     return request
+
+
+def _finish(result: ReplayResult, outputs: Outputs, logger: Any) -> None:
+    """Print the run, write its other views, and end with its exit status."""
+    from orchestrator.errors import LedgerError, ShrinkStoppedError
+    from orchestrator.services.replay_shrink import STOPPED
+
+    _print_result(result, outputs)
+    _hint_writable_tree(result.deciding, logger)
+    if outputs.views:  # other views of the run folder just written
+        from orchestrator.commands.report import write_after_replay
+
+        write_after_replay(
+            result.run_dir, html=outputs.html, junit=outputs.junit, summary=outputs.summary,
+            err=outputs.as_json,
+        )  # fmt: skip
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    if result.recording_error is not None:
+        raise LedgerError(f"not recorded: {result.recording_error}")  # the report is whole
+    if result.shrink is not None and result.shrink.outcome == STOPPED:
+        raise ShrinkStoppedError(result.shrink.message)  # the line that names the candidate
+    if result.exit_status:
+        raise typer.Exit(result.exit_status)
 
 
 def _log_planned(plan: RunPlan, logger: Any) -> None:
@@ -329,7 +337,7 @@ def interrupted_detail(run_dir: Path) -> str:
     return "no run folder written, nothing left behind"
 
 
-def _progress(json_logs: bool, logger: Any) -> Any:
+def _progress(json_logs: bool, logger: Any) -> AbstractContextManager[SideCallback]:
     from orchestrator.commands._progress import live_progress
 
     return live_progress(json_logs, logger, "replay.progress")
