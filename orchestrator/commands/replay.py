@@ -16,7 +16,6 @@ from orchestrator.commands._options import (
     EnginesOption,
     EnvOption,
     ExpiresOption,
-    FixtureAndShrink,
     FixtureOption,
     FreezeOption,
     HtmlOption,
@@ -24,30 +23,23 @@ from orchestrator.commands._options import (
     JobsOption,
     JunitOption,
     LedgerOption,
-    Limits,
     OptionalImageOption,
     OptionalTimeoutOption,
-    Oracle,
     OriginOption,
     OutOption,
-    Outputs,
     OwnerOption,
     PatchOption,
     PropertiesOption,
     PythonpathOption,
-    Recording,
     RecordOption,
-    ReplayArguments,
     ReplaysAllOption,
     ReplaysOption,
     RepoOption,
     ReportJsonOption,
     RunIdOption,
     RunnerIdOption,
-    Scheduling,
     ScreenOption,
     SeedOption,
-    Selection,
     ShardOption,
     ShrinkOption,
     ShrinkReportOption,
@@ -64,6 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from contextlib import AbstractContextManager
 
+    from orchestrator.commands._option_groups import Outputs, ReplayArguments
     from orchestrator.commands._progress import SideCallback
     from orchestrator.core.replay_run import RunPlan
     from orchestrator.services.replay import ReplayOutcome, ReplayRequest, ReplayResult
@@ -164,6 +157,16 @@ def replay(
     whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
+    from orchestrator.commands._option_groups import (
+        FixtureAndShrink,
+        Limits,
+        Oracle,
+        Outputs,
+        Recording,
+        ReplayArguments,
+        Scheduling,
+        Selection,
+    )
     from orchestrator.core.pool import check_engine_urls
     from orchestrator.core.project_config import replay_settings
     from orchestrator.core.replay_env import check_pythonpath, parse_env

@@ -1,11 +1,17 @@
 """Recording a run: the evidence and decision files, the measured durations,
 ``summary.json`` and the ledger (opened on a thread of its own while the run plans,
 written only once the run folder is complete, so a ledger that fails leaves the report
-whole)."""
+whole).
+
+The ledger's modules (SQLAlchemy) are imported where they are used: a run that does not
+record never pays for them, and one that does imports them while its containers run.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,8 +56,6 @@ def import_in_background(module: str) -> None:
     """Import ``module`` while the containers run: the ledger's SQLAlchemy import costs a
     third of a second that would otherwise come after the replays. A failure here is
     left for the real import, on the main thread, to report."""
-    import importlib
-    import threading
 
     def load() -> None:
         with contextlib.suppress(Exception):
@@ -119,8 +123,6 @@ class PendingLedger:
     that cannot be used (exit 2), a database that fails (exit 3)."""
 
     def __init__(self, url: str) -> None:
-        import threading
-
         self.url = url
         self._store: Any = None
         self._error: BaseException | None = None

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.adapters.results import replay_file_name
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.pool import plan_batches_on
 from orchestrator.core.replay_run import (
@@ -208,8 +209,6 @@ def replay_signals(
 def link_raw(run_dir: Path, links: Sequence[RawLink], *, sides: Sequence[str]) -> None:
     """Give each link's replay files their place in its target folder (hard links: the
     bytes are not copied; a copy where the file system refuses). Never overwrites."""
-    from orchestrator.adapters.results import replay_file_name
-
     for link in links:
         for side in sides:
             source = run_dir / link.source / side

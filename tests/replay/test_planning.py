@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import host as host_adapter
-from orchestrator.commands import _options as groups
+from orchestrator.commands import _option_groups as groups
 from orchestrator.core.durations import parse_expiry
 from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError

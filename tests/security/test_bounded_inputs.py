@@ -213,7 +213,7 @@ def test_only_a_regular_file_under_the_cap_is_read(kind, size, name):
 
 
 def test_the_options_refuse_a_huge_count_too():
-    from orchestrator.commands._options import Scheduling
+    from orchestrator.commands._option_groups import Scheduling
     from orchestrator.errors import InputError
 
     # A count from the project's configuration is not bounded by the command line's parser.
