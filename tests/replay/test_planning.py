@@ -218,6 +218,8 @@ def _selection(**changes):
         (_selection(property_ids=("tests/t.py::",)), "--property"),
         (_selection(property_ids=("tests/t.py::t",), changed=True), "--changed"),
         (groups.Oracle(test_paths=("tests/data",)), "--test-path"),
+        (groups.Oracle(tests_from=" "), "--tests-from needs base, patch or a revision"),
+        (groups.Oracle(tests_from="patch", test_paths=("../x",)), "--test-path '../x': expected"),
         (groups.FixtureAndShrink(shrink=True), "--shrink needs --fixture"),
         (groups.Recording(ledger="sqlite://", freeze=True), "--freeze needs --owner"),
         (groups.Recording(ledger="sqlite://", run_id="a b"), "--run-id"),
