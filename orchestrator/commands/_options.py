@@ -2,7 +2,8 @@
 
 A command declares ``ledger: LedgerOption``, ``timeout: TimeoutOption = DEFAULT_TIMEOUT_S``
 or ``image: ImageOption`` and gets the same flag, help, environment variable and
-validation as every other command.
+validation as every other command. The groups that check ``replay``'s options together
+are in :mod:`orchestrator.commands._option_groups` (imported when a command runs).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
 from orchestrator.adapters.ledger_location import ENV_VAR, default_ledger_url
@@ -164,5 +166,216 @@ TestPathOption = Annotated[
         metavar="PATH",
         help="With --tests-from: one more test file or folder to take from that revision "
         "(test data outside the test folder; repeatable).",
+    ),
+]
+
+# --fixture ------------------------------------------------------------------------------
+
+FixtureOption = Annotated[Path | None, typer.Option("--fixture", help=FIXTURE_HELP)]
+
+# replay's own options -------------------------------------------------------------------
+# Declared here, beside the groups that check them, so the command reads as a list.
+
+ISOLATIONS = ("side", "container")  # == services.sides.ISOLATIONS (kept light)
+ISOLATION_HELP = (
+    "side: one container per side runs the N replays, each a fresh pytest process "
+    "forked from a driver that imported pytest once (none of the project's modules); "
+    "container: one container per replay (slower; nothing shared, not even /tmp)."
+)
+
+RepoOption = Annotated[Path, typer.Option("--repo", help="The git repository to replay.")]
+BaseOption = Annotated[
+    str, typer.Option("--base", help="Base revision (any git revision; pinned to its SHA).")
+]
+PatchOption = Annotated[str, typer.Option("--patch", help="Patch revision (pinned to its SHA).")]
+CommandOption = Annotated[
+    str | None,
+    typer.Option(
+        "--command",
+        help="The test command; with --property its paths give way. Default: the "
+        "project's command and test-paths (pyproject.toml), else pytest -q.",
+        show_default=False,
+    ),
+]
+PropertiesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--property",
+        help="A pytest node id to decide (repeatable). Default: every test the command runs.",
+    ),
+]
+ChangedOption = Annotated[
+    bool,
+    typer.Option(
+        "--changed",
+        help="Instead of every test the command runs, only those the patch touched: "
+        "tests whose oracle differs between base and patch, and every test of a test "
+        "module that imports a module the patch changed (read statically; "
+        "docs/lanes.md says what that misses). Not with --property.",
+    ),
+]
+TestsFromOption = Annotated[
+    str | None, typer.Option("--tests-from", metavar="base|patch|REV", help=TESTS_FROM_HELP)
+]
+ShrinkReportOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--shrink-report",
+        help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
+    ),
+]
+ShrinkOption = Annotated[
+    bool,
+    typer.Option(
+        "--shrink",
+        help="When the property fails on the patch, shrink --fixture against it there "
+        "(2 attempts, one warm container), then replay it with the minimal fixture and "
+        "the shrink report; the run folder keeps both fixtures. Needs one --property.",
+    ),
+]
+OriginOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--origin",
+        help="The unshrunk payload the shrink started from, when the shrink report does "
+        "not carry it (checked against its origin_digest; stored beside a freeze).",
+    ),
+]
+ReplaysOption = Annotated[
+    int | None,
+    typer.Option(
+        "--replays",
+        min=1,
+        max=MAX_REPLAYS,
+        help="Replays per side of every property with signal, its screening replays "
+        "included (with --replays-all: of every property). Default: the project's "
+        "(pyproject.toml), else 5.",
+        show_default=False,
+    ),
+]
+ScreenOption = Annotated[
+    int | None,
+    typer.Option(
+        "--screen",
+        min=1,
+        max=MAX_REPLAYS,
+        help="Replay every property K times per side first, then only where there is "
+        "signal (a replay not assert_pass, call counts that differ between the sides, an "
+        "oracle that changed) until it has --replays N (K <= N). Default: 1 when no "
+        "--property is named, off when properties are named.",
+    ),
+]
+ReplaysAllOption = Annotated[
+    bool, typer.Option("--replays-all", help="No screening: replay every property --replays times.")
+]
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        min=1,
+        max=MAX_JOBS,
+        help="pytest workers per replay in each side's container, each running whole "
+        "test modules (balanced by recorded durations). Default: the engine's CPUs "
+        "divided between the sides it runs at once (see --slots), at least 1.",
+    ),
+]
+SeedOption = Annotated[
+    int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
+]
+RunnerIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runner-id",
+        help="Recorded as the evidence's runner_id (default local; with --engine each "
+        "engine's URL, after this and @ when given).",
+        show_default=False,
+    ),
+]
+EnginesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine",
+        metavar="URL",
+        help="A Docker engine to run on (repeatable: a pool; both sides of a property "
+        "run on one engine): unix://PATH, tcp://HOST:PORT (TLS from DOCKER_TLS_VERIFY "
+        "and DOCKER_CERT_PATH) or ssh://[USER@]HOST. The first pins the image; the "
+        "others get it shipped from it when they lack it. Default: DOCKER_HOST or the "
+        "local socket.",
+    ),
+]
+SlotsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--slots",
+        min=1,
+        max=MAX_SLOTS,
+        help="Sides each engine runs at once (a property takes two). Default: the "
+        "engine's CPU count.",
+        show_default=False,
+    ),
+]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        metavar="I/N",
+        help="Replay part I of N of the selected properties (a CI matrix job); join "
+        "the N run folders with `orchestrator merge`.",
+    ),
+]
+RunIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--run-id",
+        help="The run's id (default: time and random). A retried CI job that passes the "
+        "same id records no second decision for a property in the ledger.",
+    ),
+]
+OutOption = Annotated[
+    Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
+]
+ReportJsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the replay-report/1 JSON document.")
+]
+IsolationOption = Annotated[
+    str,
+    typer.Option("--isolation", help=ISOLATION_HELP, click_type=click.Choice(list(ISOLATIONS))),
+]
+RecordOption = Annotated[
+    bool,
+    typer.Option(
+        "--record/--no-record",
+        help="Append every decision to the ledger's event log and queue infra cases "
+        "(--no-record: write only the run folder).",
+    ),
+]
+FreezeOption = Annotated[
+    bool,
+    typer.Option(
+        "--freeze",
+        help="Also write a flake freeze for each flake_queue_eligible property (needs "
+        "--owner and --expires, checked before anything runs; any other decision is "
+        "refused and the refusal logged in the ledger).",
+    ),
+]
+OwnerOption = Annotated[
+    str | None, typer.Option("--owner", help="Who owns the freeze (with --freeze).")
+]
+ExpiresOption = Annotated[
+    str | None,
+    typer.Option("--expires", help="When the freeze expires: ISO-8601 time, or 72h / 3d from now."),
+]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option("--html", help="After the run, write its HTML page here (see `report`)."),
+]
+JunitOption = Annotated[
+    Path | None, typer.Option("--junit", help="After the run, write JUnit XML here.")
+]
+SummaryOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--summary",
+        help='After the run, append its Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").',
     ),
 ]

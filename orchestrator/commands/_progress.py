@@ -18,8 +18,8 @@ SideCallback = Callable[["SideProgress"], None]
 
 def progress_logger(logger: Any, event: str) -> SideCallback:
     """Log ``event`` for a side: its first counts, then at most one line every 10 s, and
-    the line that says it is finished. ``done``/``total`` count replays as they always
-    did; the test counts come as extra fields (docs/records.md)."""
+    the line that says it is finished. ``done``/``total`` count replays, the test counts
+    come as extra fields (docs/records.md)."""
     from orchestrator.core.progress import log_due
 
     last_logged: dict[str, float] = {}

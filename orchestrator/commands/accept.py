@@ -10,10 +10,10 @@ import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
-    FIXTURE_HELP,
     MAX_REPLAYS,
     RUNNER_IMAGE,
     TESTS_FROM_HELP,
+    FixtureOption,
     ImageOption,
     LedgerOption,
     TestPathOption,
@@ -55,10 +55,7 @@ def accept(
     ] = None,
     test_paths: TestPathOption = None,
     image: ImageOption = RUNNER_IMAGE,
-    fixture: Annotated[
-        Path | None,
-        typer.Option("--fixture", help=FIXTURE_HELP),
-    ] = None,
+    fixture: FixtureOption = None,
     replays: Annotated[
         int, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
     ] = 3,

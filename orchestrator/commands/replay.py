@@ -2,43 +2,64 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import typer
 
 from orchestrator.commands._options import (
-    FIXTURE_HELP,
-    MAX_JOBS,
-    MAX_REPLAYS,
-    MAX_SLOTS,
-    RUNNER_IMAGE,
-    TESTS_FROM_HELP,
+    BaseOption,
+    ChangedOption,
+    CommandOption,
+    EnginesOption,
     EnvOption,
+    ExpiresOption,
+    FixtureOption,
+    FreezeOption,
+    HtmlOption,
+    IsolationOption,
+    JobsOption,
+    JunitOption,
     LedgerOption,
     OptionalImageOption,
     OptionalTimeoutOption,
+    OriginOption,
+    OutOption,
+    OwnerOption,
+    PatchOption,
+    PropertiesOption,
     PythonpathOption,
+    RecordOption,
+    ReplaysAllOption,
+    ReplaysOption,
+    RepoOption,
+    ReportJsonOption,
+    RunIdOption,
+    RunnerIdOption,
+    ScreenOption,
+    SeedOption,
+    ShardOption,
+    ShrinkOption,
+    ShrinkReportOption,
+    SlotsOption,
+    SummaryOption,
     TestPathOption,
+    TestsFromOption,
     WritableTreeOption,
 )
 from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
-    from orchestrator.services.replay_shrink import ShrinkingReplay
+    from collections.abc import Mapping
+    from contextlib import AbstractContextManager
 
-ISOLATION_HELP = (
-    "side: one container per side runs the N replays, each a fresh pytest process "
-    "forked from a driver that imported pytest once (none of the project's modules); "
-    "container: one container per replay (slower; nothing shared, not even /tmp)."
-)
-
+    from orchestrator.commands._option_groups import Outputs, ReplayArguments
+    from orchestrator.commands._progress import SideCallback
+    from orchestrator.core.replay_run import RunPlan
+    from orchestrator.services.replay import ReplayOutcome, ReplayRequest, ReplayResult
 
 _COLUMNS = (
     Column(heading="property"),
@@ -54,219 +75,44 @@ _COLUMNS = (
 def replay(
     ctx: typer.Context,
     *,
-    repo: Annotated[Path, typer.Option("--repo", help="The git repository to replay.")] = Path("."),
-    base: Annotated[
-        str, typer.Option("--base", help="Base revision (any git revision; pinned to its SHA).")
-    ],
-    patch: Annotated[str, typer.Option("--patch", help="Patch revision (pinned to its SHA).")],
+    repo: RepoOption = Path("."),
+    base: BaseOption,
+    patch: PatchOption,
     image: OptionalImageOption = None,
-    command: Annotated[
-        str | None,
-        typer.Option(
-            "--command",
-            help="The test command; with --property its paths give way. Default: the "
-            "project's command and test-paths (pyproject.toml), else pytest -q.",
-            show_default=False,
-        ),
-    ] = None,
-    property_ids: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--property",
-            help="A pytest node id to decide (repeatable). Default: every test the command runs.",
-        ),
-    ] = None,
-    changed: Annotated[
-        bool,
-        typer.Option(
-            "--changed",
-            help="Instead of every test the command runs, only those the patch touched: "
-            "tests whose oracle differs between base and patch, and every test of a test "
-            "module that imports a module the patch changed (read statically; "
-            "docs/lanes.md says what that misses). Not with --property.",
-        ),
-    ] = False,
-    tests_from: Annotated[
-        str | None,
-        typer.Option("--tests-from", metavar="base|patch|REV", help=TESTS_FROM_HELP),
-    ] = None,
+    command: CommandOption = None,
+    property_ids: PropertiesOption = None,
+    changed: ChangedOption = False,
+    tests_from: TestsFromOption = None,
     test_paths: TestPathOption = None,
-    fixture: Annotated[
-        Path | None,
-        typer.Option("--fixture", help=FIXTURE_HELP),
-    ] = None,
-    shrink_report: Annotated[
-        Path | None,
-        typer.Option(
-            "--shrink-report",
-            help="What `orchestrator shrink --json` printed for --fixture (goes into evidence).",
-        ),
-    ] = None,
-    shrink: Annotated[
-        bool,
-        typer.Option(
-            "--shrink",
-            help="When the property fails on the patch, shrink --fixture against it there "
-            "(2 attempts, one warm container), then replay it with the minimal fixture and "
-            "the shrink report; the run folder keeps both fixtures. Needs one --property.",
-        ),
-    ] = False,
-    origin: Annotated[
-        Path | None,
-        typer.Option(
-            "--origin",
-            help="The unshrunk payload the shrink started from, when the shrink report does "
-            "not carry it (checked against its origin_digest; stored beside a freeze).",
-        ),
-    ] = None,
-    replays: Annotated[
-        int | None,
-        typer.Option(
-            "--replays",
-            min=1,
-            max=MAX_REPLAYS,
-            help="Replays per side of every property with signal, its screening replays "
-            "included (with --replays-all: of every property). Default: the project's "
-            "(pyproject.toml), else 5.",
-            show_default=False,
-        ),
-    ] = None,
-    screen: Annotated[
-        int | None,
-        typer.Option(
-            "--screen",
-            min=1,
-            max=MAX_REPLAYS,
-            help="Replay every property K times per side first, then only where there is "
-            "signal (a replay not assert_pass, call counts that differ between the sides, an "
-            "oracle that changed) until it has --replays N (K <= N). Default: 1 when no "
-            "--property is named, off when properties are named.",
-        ),
-    ] = None,
-    replays_all: Annotated[
-        bool,
-        typer.Option("--replays-all", help="No screening: replay every property --replays times."),
-    ] = False,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            min=1,
-            max=MAX_JOBS,
-            help="pytest workers per replay in each side's container, each running whole "
-            "test modules (balanced by recorded durations). Default: the engine's CPUs "
-            "divided between the sides it runs at once (see --slots), at least 1.",
-        ),
-    ] = None,
+    fixture: FixtureOption = None,
+    shrink_report: ShrinkReportOption = None,
+    shrink: ShrinkOption = False,
+    origin: OriginOption = None,
+    replays: ReplaysOption = None,
+    screen: ScreenOption = None,
+    replays_all: ReplaysAllOption = False,
+    jobs: JobsOption = None,
     timeout: OptionalTimeoutOption = None,
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
-    ] = 0,
-    runner_id: Annotated[
-        str | None,
-        typer.Option(
-            "--runner-id",
-            help="Recorded as the evidence's runner_id (default local; with --engine each "
-            "engine's URL, after this and @ when given).",
-            show_default=False,
-        ),
-    ] = None,
-    engines: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--engine",
-            metavar="URL",
-            help="A Docker engine to run on (repeatable: a pool; both sides of a property "
-            "run on one engine): unix://PATH, tcp://HOST:PORT (TLS from DOCKER_TLS_VERIFY "
-            "and DOCKER_CERT_PATH) or ssh://[USER@]HOST. The first pins the image; the "
-            "others get it shipped from it when they lack it. Default: DOCKER_HOST or the "
-            "local socket.",
-        ),
-    ] = None,
-    slots: Annotated[
-        int | None,
-        typer.Option(
-            "--slots",
-            min=1,
-            max=MAX_SLOTS,
-            help="Sides each engine runs at once (a property takes two). Default: the "
-            "engine's CPU count.",
-            show_default=False,
-        ),
-    ] = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(
-            "--shard",
-            metavar="I/N",
-            help="Replay part I of N of the selected properties (a CI matrix job); join "
-            "the N run folders with `orchestrator merge`.",
-        ),
-    ] = None,
-    run_id: Annotated[
-        str | None,
-        typer.Option(
-            "--run-id",
-            help="The run's id (default: time and random). A retried CI job that passes the "
-            "same id records no second decision for a property in the ledger.",
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the replay-report/1 JSON document.")
-    ] = False,
-    isolation: Annotated[
-        str,
-        typer.Option(
-            "--isolation", help=ISOLATION_HELP, click_type=click.Choice(["side", "container"])
-        ),
-    ] = "side",
+    seed: SeedOption = 0,
+    runner_id: RunnerIdOption = None,
+    engines: EnginesOption = None,
+    slots: SlotsOption = None,
+    shard: ShardOption = None,
+    run_id: RunIdOption = None,
+    out: OutOption = None,
+    as_json: ReportJsonOption = False,
+    isolation: IsolationOption = "side",
     env: EnvOption = None,
     pythonpath: PythonpathOption = None,
     writable_tree: WritableTreeOption = False,
     ledger: LedgerOption,
-    record: Annotated[
-        bool,
-        typer.Option(
-            "--record/--no-record",
-            help="Append every decision to the ledger's event log and queue infra cases "
-            "(--no-record: write only the run folder).",
-        ),
-    ] = True,
-    freeze: Annotated[
-        bool,
-        typer.Option(
-            "--freeze",
-            help="Also write a flake freeze for each flake_queue_eligible property (needs "
-            "--owner and --expires, checked before anything runs; any other decision is "
-            "refused and the refusal logged in the ledger).",
-        ),
-    ] = False,
-    owner: Annotated[
-        str | None, typer.Option("--owner", help="Who owns the freeze (with --freeze).")
-    ] = None,
-    expires: Annotated[
-        str | None,
-        typer.Option(
-            "--expires", help="When the freeze expires: ISO-8601 time, or 72h / 3d from now."
-        ),
-    ] = None,
-    html: Annotated[
-        Path | None,
-        typer.Option("--html", help="After the run, write its HTML page here (see `report`)."),
-    ] = None,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", help="After the run, write JUnit XML here.")
-    ] = None,
-    summary: Annotated[
-        Path | None,
-        typer.Option(
-            "--summary",
-            help='After the run, append its Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").',
-        ),
-    ] = None,
+    record: RecordOption = True,
+    freeze: FreezeOption = False,
+    owner: OwnerOption = None,
+    expires: ExpiresOption = None,
+    html: HtmlOption = None,
+    junit: JunitOption = None,
+    summary: SummaryOption = None,
 ) -> None:
     """Replay --command on --base and --patch, N times each, in hermetic containers; decide.
 
@@ -311,26 +157,23 @@ def replay(
     whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
-    from orchestrator.core.durations import parse_expiry
+    from orchestrator.commands._option_groups import (
+        FixtureAndShrink,
+        Limits,
+        Oracle,
+        Outputs,
+        Recording,
+        ReplayArguments,
+        Scheduling,
+        Selection,
+    )
     from orchestrator.core.pool import check_engine_urls
     from orchestrator.core.project_config import replay_settings
     from orchestrator.core.replay_env import check_pythonpath, parse_env
-    from orchestrator.core.replay_run import ReplayOptions
-    from orchestrator.core.shards import parse_shard
-    from orchestrator.errors import InputError, Interrupted, LedgerError, OrchestratorError
-    from orchestrator.files import dumps
-    from orchestrator.services.engines import open_pool
-    from orchestrator.services.project_config import default_image, load_config
-    from orchestrator.services.replay import (
-        LedgerRequest,
-        execute,
-        open_ledger_for_run,
-        plan_replay,
-        run_folder,
-        validate_options,
-    )
-    from orchestrator.services.run_writer import check_run_folder, note_incomplete
-    from orchestrator.services.sides import new_run_id
+    from orchestrator.errors import Interrupted, OrchestratorError
+    from orchestrator.services.project_config import load_config
+    from orchestrator.services.replay import run_replay
+    from orchestrator.services.run_writer import note_incomplete
 
     # The project's own defaults, read at the base revision (never the patch's).
     loaded = load_config(repo, base)
@@ -343,171 +186,145 @@ def replay(
         pythonpath=check_pythonpath(pythonpath) if pythonpath is not None else None,
         env=parse_env(env) if env is not None else None,
     )
-    replays = settings.replays
-    options = ReplayOptions(
-        repo=repo,
-        base=base,
-        patch=patch,
-        image=settings.image or RUNNER_IMAGE,
-        command=settings.command,
-        property_ids=tuple(property_ids or ()),
-        fixture=fixture,
-        shrink_report=shrink_report,
-        origin=origin,
-        replays=settings.replays,
-        timeout_s=settings.timeout_s,
-        seed=seed,
-        runner_id=runner_id if runner_id is not None else "local",
-        out=out,
-        isolation=isolation,
-        screen=screen,
-        replays_all=replays_all,
-        jobs=jobs,
-        engines=check_engine_urls(engines or ()),
-        slots=slots,
-        shard=parse_shard(shard) if shard is not None else None,
-        run_id=run_id,
-        env=settings.env,
-        pythonpath=settings.pythonpath,
-        writable_tree=writable_tree,
-        tests_from=tests_from,
-        test_paths=tuple(test_paths or ()),
-        changed=changed,
-    )
-    now = datetime.now(UTC)
-    # Every usage mistake is found here, before an engine is asked for anything.
-    validate_options(options)
-    if (owner or expires) and not freeze:
-        raise InputError("--owner and --expires go with --freeze")
-    if freeze and not record:
-        raise InputError("--freeze writes to the ledger: it cannot go with --no-record")
-    missing = [
-        name
-        for name, value in (("--owner", owner), ("--expires", expires))
-        if freeze and not (value or "").strip()
-    ]
-    if missing:
-        raise InputError(f"--freeze needs {' and '.join(missing)}")
-    if shrink:
-        from orchestrator.services.replay_shrink import validate_shrink_options
-
-        validate_shrink_options(options)
-    if settings.image is None:  # after every usage check: this asks the engine
-        first_engine = options.engines[0] if options.engines else None
-        options = replace(
-            options, image=default_image(os.environ, loaded.project, url=first_engine)
-        )
-    expires_at = parse_expiry(expires, now) if freeze and expires else None
-    ledger_request = None
-    if record:
-        ledger_request = LedgerRequest(
-            url=ledger,
-            now=now,
-            freeze=freeze,
-            owner=owner,
-            expires_at=expires_at,
-        )
-    if html or junit or summary:  # a report path that cannot be written: exit 2 before running
-        from orchestrator.commands.report import check_replay_targets
-
-        check_replay_targets(html=html, junit=junit, summary=summary)
-    # The run folder and the ledger are checked before the engine is asked for anything.
-    run_id = options.run_id or new_run_id(now.timestamp())
-    run_dir = run_folder(options, run_id)
-    check_run_folder(run_dir)
-    json_logs = bool(getattr(ctx.obj, "json_logs", False))
+    arguments = ReplayArguments(
+        selection=Selection(
+            repo=repo, base=base, patch=patch, command=settings.command,
+            property_ids=tuple(property_ids or ()), changed=changed, shard=shard,
+        ),
+        oracle=Oracle(tests_from=tests_from, test_paths=tuple(test_paths or ())),
+        fixture=FixtureAndShrink(
+            fixture=fixture, shrink_report=shrink_report, origin=origin, seed=seed, shrink=shrink
+        ),
+        scheduling=Scheduling(
+            replays=settings.replays, screen=screen, replays_all=replays_all, jobs=jobs,
+            engines=check_engine_urls(engines or ()), slots=slots, isolation=isolation,
+            runner_id=runner_id,
+        ),
+        limits=Limits(
+            image=settings.image, timeout_s=settings.timeout_s, env=settings.env,
+            pythonpath=settings.pythonpath, writable_tree=writable_tree,
+        ),
+        recording=Recording(
+            ledger=ledger, record=record, freeze=freeze, owner=owner, expires=expires,
+            run_id=run_id,
+        ),
+        outputs=Outputs(out=out, as_json=as_json, html=html, junit=junit, summary=summary),
+    )  # fmt: skip
+    arguments.validate()
+    request = _request(arguments, loaded.project)
     logger = log.get_logger("orchestrator.replay")
-    if shrink and (options.shard is not None or len(options.engines) > 1):
-        raise InputError("--shrink runs on one engine: not with --shard or several --engine")
-    with contextlib.ExitStack() as resources:
-        pending = None
-        if ledger_request is not None:  # opened while the run plans, checked before it runs
-            pending = open_ledger_for_run(ledger_request.url)
-            resources.callback(pending.close)
-        try:
-            if shrink:
-                from orchestrator.adapters.docker import connect
+    json_logs = bool(getattr(ctx.obj, "json_logs", False))
+    try:
+        result = run_replay(
+            request,
+            watch=lambda: _progress(json_logs, logger),
+            shrink_progress=lambda attempt, number, size, verdict: logger.debug(
+                "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
+            ),
+            on_planned=lambda plan: _log_planned(plan, logger),
+        )
+    except (KeyboardInterrupt, Interrupted):
+        raise Interrupted(interrupted_detail(request.run_dir)) from None
+    except OrchestratorError as error:
+        note_incomplete(request.run_dir, f"failed: {error}")
+        raise
+    _finish(result, arguments.outputs, logger)
 
-                client = connect(os.environ, url=options.engines[0] if options.engines else None)
-                resources.callback(client.close)
-                if pending is not None and ledger_request is not None:
-                    ledger_request = replace(ledger_request, store=pending.result())
-                shrunk = _replay_and_shrink(
-                    options=options,
-                    client=client,
-                    now=now,
-                    run_id=run_id,
-                    json_logs=json_logs,
-                    ledger_request=ledger_request,
-                    as_json=as_json,
-                    logger=logger,
-                )
-            else:
-                pool = open_pool(
-                    options.engines, os.environ, runner_id=runner_id, slots=slots, durations=None
-                )
-                resources.callback(pool.close)
-                pool.image_ref = options.image
-                plan = plan_replay(
-                    options,
-                    now=now,
-                    pool=pool,
-                    run_id=run_id,
-                    before_containers=pending.result if pending is not None else None,
-                )
-                if pending is not None and ledger_request is not None:
-                    ledger_request = replace(ledger_request, store=pending.result())
-                logger.info(
-                    "replay.planned",
-                    run_id=plan.run_id,
-                    run_dir=str(plan.run_dir),
-                    base_rev=plan.pins.base_rev,
-                    patch_rev=plan.pins.patch_rev,
-                    image_id=plan.pins.image_id,
-                    screening=plan.screen_policy.to_json(),
-                    jobs=plan.scheduling.jobs,
-                )
-                with _progress(json_logs, logger) as progress:
-                    outcome = execute(plan, progress=progress, ledger=ledger_request, pool=pool)
-        except (KeyboardInterrupt, Interrupted):
-            raise Interrupted(interrupted_detail(run_dir)) from None
-        except OrchestratorError as error:
-            note_incomplete(run_dir, f"failed: {error}")
-            raise
-    if shrink:
-        from orchestrator.errors import ShrinkStoppedError
-        from orchestrator.services.replay_shrink import STOPPED
 
-        if html or junit or summary:
-            from orchestrator.commands.report import write_after_replay
+def _request(arguments: ReplayArguments, project: str | None) -> ReplayRequest:
+    """The run to make of checked arguments: its id, its image, its ledger; the run
+    folder is checked before the engine is asked for anything."""
+    import os
 
-            shrunk_dir = Path(shrunk.report["run_dir"])
-            write_after_replay(shrunk_dir, html=html, junit=junit, summary=summary, err=as_json)
-        _raise_if_not_recorded(shrunk.report.get("ledger"))
-        if shrunk.outcome == STOPPED:  # the line that names the candidate, exit 3
-            raise ShrinkStoppedError(shrunk.message)
-        if shrunk.exit_status:
-            raise typer.Exit(shrunk.exit_status)
-        return
-    if as_json:
-        typer.echo(dumps(outcome.report))
-    else:
-        _print_tests(outcome.plan)
-        if not outcome.plan.nothing_selected:
-            _print_table(outcome)
-            _print_screening(outcome.report.get("screening"))
-        _print_ledger(outcome.report.get("ledger"))
-        typer.echo(f"run folder: {plan.run_dir}")
-    _hint_writable_tree(outcome, logger)
-    if html or junit or summary:  # other views of the run folder just written
+    from orchestrator.commands._options import RUNNER_IMAGE
+    from orchestrator.services.project_config import default_image
+    from orchestrator.services.recording import LedgerRequest
+    from orchestrator.services.replay import ReplayRequest
+    from orchestrator.services.run_writer import check_run_folder
+    from orchestrator.services.sides import new_run_id
+
+    now = datetime.now(UTC)
+    recording = arguments.recording
+    ledger = None
+    if recording.record:
+        ledger = LedgerRequest(
+            url=recording.ledger,
+            now=now,
+            freeze=recording.freeze,
+            owner=recording.owner,
+            expires_at=recording.expires_at(now),
+        )
+    options = arguments.replay_options(arguments.limits.image or RUNNER_IMAGE)
+    request = ReplayRequest(
+        options=options,
+        now=now,
+        run_id=options.run_id or new_run_id(now.timestamp()),
+        runner_id=arguments.scheduling.runner_id,
+        ledger=ledger,
+        shrink=arguments.fixture.shrink,
+    )
+    check_run_folder(request.run_dir)
+    if arguments.limits.image is None:  # after every usage check: this asks the engine
+        first_engine = options.engines[0] if options.engines else None
+        image = default_image(os.environ, project, url=first_engine)
+        request = replace(request, options=replace(options, image=image))
+    return request
+
+
+def _finish(result: ReplayResult, outputs: Outputs, logger: Any) -> None:
+    """Print the run, write its other views, and end with its exit status."""
+    from orchestrator.errors import LedgerError, ShrinkStoppedError
+    from orchestrator.services.replay_shrink import STOPPED
+
+    _print_result(result, outputs)
+    _hint_writable_tree(result.deciding, logger)
+    if outputs.views:  # other views of the run folder just written
         from orchestrator.commands.report import write_after_replay
 
-        write_after_replay(plan.run_dir, html=html, junit=junit, summary=summary, err=as_json)
-    logger.info("replay.done", run_id=plan.run_id, exit_status=outcome.exit_status)
-    if outcome.recording_error is not None:
-        raise LedgerError(f"not recorded: {outcome.recording_error}")  # the report is whole
-    if outcome.exit_status:
-        raise typer.Exit(outcome.exit_status)
+        write_after_replay(
+            result.run_dir, html=outputs.html, junit=outputs.junit, summary=outputs.summary,
+            err=outputs.as_json,
+        )  # fmt: skip
+    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    if result.recording_error is not None:
+        raise LedgerError(f"not recorded: {result.recording_error}")  # the report is whole
+    if result.shrink is not None and result.shrink.outcome == STOPPED:
+        raise ShrinkStoppedError(result.shrink.message)  # the line that names the candidate
+    if result.exit_status:
+        raise typer.Exit(result.exit_status)
+
+
+def _log_planned(plan: RunPlan, logger: Any) -> None:
+    logger.info(
+        "replay.planned",
+        run_id=plan.run_id,
+        run_dir=str(plan.run_dir),
+        base_rev=plan.pins.base_rev,
+        patch_rev=plan.pins.patch_rev,
+        image_id=plan.pins.image_id,
+        screening=plan.screen_policy.to_json(),
+        jobs=plan.scheduling.jobs,
+    )
+
+
+def _print_result(result: ReplayResult, outputs: Outputs) -> None:
+    """The report (``--json``), or the table and the lines around it."""
+    from orchestrator.files import dumps
+    from orchestrator.services.replay_shrink import STOPPED
+
+    if outputs.as_json:
+        typer.echo(dumps(result.report))
+        return
+    plan = result.deciding.plan
+    _print_tests(plan)
+    if not plan.nothing_selected:
+        _print_table(result.deciding)
+        _print_screening(result.report.get("screening"))
+    _print_ledger(result.report.get("ledger"))
+    shrunk = result.shrink
+    if shrunk is not None and shrunk.outcome != STOPPED:  # a stopped shrink's line ends the run
+        echo_line(f"shrink: {shrunk.outcome}: {shrunk.message}")
+    typer.echo(f"run folder: {result.run_dir}")
 
 
 def interrupted_detail(run_dir: Path) -> str:
@@ -523,64 +340,13 @@ def interrupted_detail(run_dir: Path) -> str:
     return "no run folder written, nothing left behind"
 
 
-def _raise_if_not_recorded(ledger: Any) -> None:
-    """A run that was decided but not recorded ends in one line, exit 3 (its report is
-    whole: printed, and in summary.json)."""
-    from orchestrator.errors import LedgerError
-
-    if ledger and ledger.get("recorded") is False:
-        raise LedgerError(f"not recorded: {ledger.get('error')}")
-
-
-def _replay_and_shrink(
-    *,
-    options: Any,
-    client: Any,
-    now: datetime,
-    run_id: str,
-    json_logs: bool,
-    ledger_request: Any,
-    as_json: bool,
-    logger: Any,
-) -> ShrinkingReplay:
-    """``replay --shrink``: print the deciding run like a replay, then how the shrink went."""
-    from orchestrator.files import dumps
-    from orchestrator.services.replay_shrink import STOPPED, replay_and_shrink
-
-    def shrink_progress(attempt: int, number: int, size: Any, verdict: str) -> None:
-        logger.debug(
-            "shrink.candidate", attempt=attempt, candidate=number, size=size, verdict=verdict
-        )
-
-    with _progress(json_logs, logger) as progress:
-        result = replay_and_shrink(
-            options,
-            client=client,
-            now=now,
-            progress=progress,
-            shrink_progress=shrink_progress,
-            ledger=ledger_request,
-            run_id=run_id,
-        )
-    if as_json:
-        typer.echo(dumps(result.report))
-    else:
-        _print_table(result.deciding)
-        _print_ledger(result.report.get("ledger"))
-        if result.outcome != STOPPED:  # a stopped shrink's line ends the run (stderr)
-            echo_line(f"shrink: {result.outcome}: {result.message}")
-        typer.echo(f"run folder: {result.report['run_dir']}")
-    logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
-    return result
-
-
-def _progress(json_logs: bool, logger: Any) -> Any:
+def _progress(json_logs: bool, logger: Any) -> AbstractContextManager[SideCallback]:
     from orchestrator.commands._progress import live_progress
 
     return live_progress(json_logs, logger, "replay.progress")
 
 
-def _print_tests(plan: Any) -> None:
+def _print_tests(plan: RunPlan) -> None:
     """Above the table: what --changed selected, and whose tests were the oracle."""
     if plan.selection is not None:
         echo_line(f"changed: {plan.selection.summary()}")
@@ -592,7 +358,7 @@ def _print_tests(plan: Any) -> None:
         )
 
 
-def _print_table(outcome: Any) -> None:
+def _print_table(outcome: ReplayOutcome) -> None:
     from orchestrator.core.replay_run import (
         call_deltas,
         label_summary,
@@ -629,7 +395,7 @@ def _print_table(outcome: Any) -> None:
             echo_line(f"oracle changed: {item.evidence.property_id}: {reasons}")
 
 
-def _hint_writable_tree(outcome: Any, logger: Any) -> None:
+def _hint_writable_tree(outcome: ReplayOutcome, logger: Any) -> None:
     """A replay that wrote into its read-only tree names the flag that allows it."""
     from orchestrator.core.labels import READ_ONLY_TREE, WRITABLE_TREE_HINT
 
@@ -649,14 +415,14 @@ def _hint_writable_tree(outcome: Any, logger: Any) -> None:
         )
 
 
-def _print_screening(summary: Any) -> None:
+def _print_screening(summary: Mapping[str, Any] | None) -> None:
     from orchestrator.core.replay_run import screening_line
 
     if summary and summary.get("policy") == "screen":
         echo_line(screening_line(summary))
 
 
-def _print_ledger(ledger: Any) -> None:
+def _print_ledger(ledger: Mapping[str, Any] | None) -> None:
     if not ledger:
         return
     for entry in ledger["entries"]:

@@ -28,13 +28,13 @@ run's exit status 3 (``replay`` then ends with the line naming the candidate).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import files
-from orchestrator.core.replay_run import FIXTURE_FILE, PATCH, ReplayOptions
+from orchestrator.core.replay_run import FIXTURE_FILE, PATCH, ReplayOptions, RunPlan
 from orchestrator.errors import (
     ExitCode,
     InputError,
@@ -44,26 +44,20 @@ from orchestrator.errors import (
 from orchestrator.log import get_logger
 from orchestrator.model import Label
 from orchestrator.services import run_writer
-from orchestrator.services.replay import (
-    LedgerRequest,
-    ReplayOutcome,
-    complete_and_record,
-    execute,
-    plan_replay,
-)
+from orchestrator.services.recording import LedgerRequest, complete_and_record
 from orchestrator.services.shrink import (
     CandidateProgress,
     ShrinkTestPlan,
     ShrinkTestRequest,
     shrink_test,
 )
-from orchestrator.services.sides import new_run_id, pytest_arguments
+from orchestrator.services.sides import pytest_arguments
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
     from orchestrator.core.shrink import ShrinkReport
-    from orchestrator.services.sides import Progress
+    from orchestrator.services.replay import ReplayOutcome
 
 log = get_logger(__name__)
 
@@ -99,19 +93,18 @@ class ShrinkingReplay:
         return int(self.report["exit_status"])
 
 
-def validate_shrink_options(options: ReplayOptions) -> None:
-    """Usage mistakes of ``replay --shrink``, found before any engine is asked. Pure."""
-    if options.fixture is None:
-        raise InputError("--shrink needs --fixture (the wide payload to shrink)")
-    if options.shrink_report is not None or options.origin is not None:
-        raise InputError("--shrink writes its own shrink report: drop --shrink-report/--origin")
-    if len(options.property_ids) != 1:
-        raise InputError("--shrink needs exactly one --property (the test to shrink against)")
+def check_shrink_folder(run_dir: Path) -> None:
+    """A run folder (or its ``wide/``) that already holds a run is refused: the shrink
+    moves files within it."""
+    for folder in (run_dir, run_dir / WIDE):
+        if (folder / RUN_LOG).exists() or (folder / SUMMARY).exists():
+            raise InputError(f"{folder}: already holds a run; pick another --out")
 
 
-def run_folder(options: ReplayOptions, run_id: str, default_root: Path | None = None) -> Path:
-    root = default_root if default_root is not None else Path.cwd()
-    return (options.out or root / ".replay" / "runs" / run_id).resolve()
+def keep_origin(plan: RunPlan) -> None:
+    """Keep the wide fixture's bytes beside the run, as the shrink's input."""
+    assert plan.options.fixture is not None  # --shrink needs --fixture
+    shutil.copyfile(plan.options.fixture, plan.run_dir / FIXTURE_ORIGIN)
 
 
 def failing_on_patch(outcome: ReplayOutcome) -> str | None:
@@ -150,38 +143,25 @@ def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
     )
 
 
-def replay_and_shrink(
-    options: ReplayOptions,
+def shrink_phase(
+    wide: ReplayOutcome,
     *,
     client: DockerClient,
-    now: datetime,
-    progress: Progress | None = None,
-    shrink_progress: CandidateProgress | None = None,
-    ledger: LedgerRequest | None = None,
-    run_id: str | None = None,
-    default_root: Path | None = None,
+    ledger: LedgerRequest | None,
+    replay: Callable[[ReplayOptions, str], ReplayOutcome],
+    progress: CandidateProgress | None = None,
 ) -> ShrinkingReplay:
-    """Wide replay, shrink against the patch, replay with the minimal fixture (see the
-    module). A candidate that stopped the shrink gives the outcome ``stopped`` (the wide
-    replay decides; the summary's exit status is 3, and the message is the one line that
-    names the candidate)."""
-    validate_shrink_options(options)
-    assert options.fixture is not None  # validate_shrink_options checked it
-    run_id = run_id or new_run_id(now.timestamp())
-    run_dir = run_folder(options, run_id, default_root)
-    for folder in (run_dir, run_dir / WIDE):
-        if (folder / RUN_LOG).exists() or (folder / SUMMARY).exists():
-            raise InputError(f"{folder}: already holds a run; pick another --out")
-
-    wide_plan = plan_replay(replace(options, out=run_dir), client=client, now=now, run_id=run_id)
-    shutil.copyfile(wide_plan.options.fixture or options.fixture, run_dir / FIXTURE_ORIGIN)
-    wide = execute(wide_plan, client=client, progress=progress)
+    """After the wide replay: shrink against the patch, then ``replay`` with the minimal
+    fixture (see the module). A candidate that stopped the shrink gives the outcome
+    ``stopped`` (the wide replay decides; the summary's exit status is 3, and the message
+    is the one line that names the candidate)."""
+    run_dir, run_id = wide.plan.run_dir, wide.plan.run_id
     # The wide replay is whole, the run is not: marked until it is decided and recorded.
     run_writer.mark_incomplete(run_dir, "shrinking: this run has not finished")
-
     test = failing_on_patch(wide)
     if test is None:
-        message = f"{options.property_ids[0]} did not fail on the patch: nothing to shrink"
+        asked = wide.plan.options.property_ids[0]
+        message = f"{asked} did not fail on the patch: nothing to shrink"
         return _decided_by_wide(run_dir, wide, ledger, NOT_FAILING, message, test=None)
 
     plan = shrink_plan(wide, test)
@@ -192,7 +172,7 @@ def replay_and_shrink(
             files.read_json(str(run_dir / FIXTURE_ORIGIN)),
             client=client,
             run_id=f"{run_id}-shrink",
-            progress=shrink_progress,
+            progress=progress,
         )
     except PropertyDoesNotFailError as error:
         return _decided_by_wide(run_dir, wide, ledger, NOT_REPRODUCED, str(error), test=test)
@@ -203,18 +183,13 @@ def replay_and_shrink(
     files.write_json_atomic(run_dir / FIXTURE_MINIMAL, report.minimal)
     wide = move_run(wide, run_dir / WIDE)
 
-    minimal_plan = plan_replay(
-        replace(
-            options,
-            fixture=run_dir / FIXTURE_MINIMAL,
-            shrink_report=run_dir / SHRINK_REPORT,
-            out=run_dir,
-        ),
-        client=client,
-        now=now,
-        run_id=f"{run_id}-{MINIMAL}",
+    minimal_options = replace(
+        wide.plan.options,
+        fixture=run_dir / FIXTURE_MINIMAL,
+        shrink_report=run_dir / SHRINK_REPORT,
+        out=run_dir,
     )
-    minimal = execute(minimal_plan, client=client, progress=progress, ledger=ledger)
+    minimal = replay(minimal_options, f"{run_id}-{MINIMAL}")
     message = (
         f"shrunk to {report.minimal_digest} ({'stable' if report.stable else 'unstable'}, "
         f"{report.identical_minima}/{report.attempts} identical minima)"

@@ -18,7 +18,6 @@ from orchestrator.core.changed import Selection
 from orchestrator.core.pytest_command import pytest_paths
 from orchestrator.core.replay_run import BASE, PATCH, ReplayOptions
 from orchestrator.core.test_files import TestOverlay
-from orchestrator.errors import InputError
 from orchestrator.services.changed import select_changed_tests
 from orchestrator.services.oracle import property_oracles
 from orchestrator.services.tests_from import (
@@ -44,20 +43,9 @@ class TestsPlan:
     targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def check_test_options(options: ReplayOptions) -> None:
-    """The test-selection options that do not go together (exit 2). Pure."""
-    if options.test_paths and options.tests_from is None:
-        raise InputError("--test-path goes with --tests-from (it names more test files to take)")
-    if options.tests_from is not None and not options.tests_from.strip():
-        raise InputError("--tests-from needs base, patch or a revision")
-    if options.changed and options.property_ids:
-        raise InputError("--changed selects the properties itself: it does not go with --property")
-    normal_test_paths(options.test_paths)
-
-
 def plan_tests(options: ReplayOptions, repo: Path, base_rev: str, patch_rev: str) -> TestsPlan:
-    """Select, overlay, and find what each side lacks; bad input raises InputError."""
-    check_test_options(options)
+    """Select, overlay, and find what each side lacks; bad input raises InputError (the
+    options that do not go together were refused with the command line)."""
     command_paths = pytest_paths(options.command)
     sides = {BASE: base_rev, PATCH: patch_rev}
     selection = None

@@ -22,7 +22,7 @@ from orchestrator.adapters.ledger import Ledger, RunRecord
 from orchestrator.core.lanes import decide
 from orchestrator.core.replay_run import Pins, PropertyOutcome, ReplayOptions, RunPlan
 from orchestrator.services import ledger_jobs
-from orchestrator.services import replay as service
+from orchestrator.services import recording as service
 
 FINISHED = NOW + timedelta(seconds=42)
 

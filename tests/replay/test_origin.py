@@ -7,7 +7,7 @@ import pytest
 from orchestrator.core.digest import canonical_json, digest
 from orchestrator.core.shrink import shrink_report
 from orchestrator.errors import InputError
-from orchestrator.services.replay import origin_bytes_from
+from orchestrator.services.replay_plan import origin_bytes_from
 
 
 def role_allowed(payload):

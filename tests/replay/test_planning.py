@@ -9,11 +9,12 @@ import pytest
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import host as host_adapter
+from orchestrator.commands import _option_groups as groups
 from orchestrator.core import side_spec as sides
 from orchestrator.core.durations import parse_expiry
 from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError
-from orchestrator.services import replay as service
+from orchestrator.services import replay_plan as service
 from orchestrator.services import side_runner
 from orchestrator.services.docker_sides import docker_config
 
@@ -203,22 +204,32 @@ def test_a_reused_pid_is_not_the_owner():
     assert not host_adapter.pid_alive(me, "not-my-start-time")
 
 
+def _selection(**changes):
+    return groups.Selection(repo=Path("/r"), base="a", patch="b", command="pytest -q", **changes)
+
+
 @pytest.mark.parametrize(
-    ("changes", "problem"),
+    ("group", "problem"),
     [
-        ({"replays": 0}, "--replays"),
-        ({"timeout_s": 0}, "--timeout"),
-        ({"isolation": "vm"}, "--isolation"),
-        ({"shrink_report": Path("r.json")}, "--shrink-report"),
-        ({"runner_id": " "}, "--runner-id"),
-        ({"property_ids": ("not-a-node-id",)}, "--property"),
-        ({"property_ids": ("tests/t.py::",)}, "--property"),
+        (groups.Scheduling(replays=0), "--replays"),
+        (groups.Limits(timeout_s=0), "--timeout"),
+        (groups.Scheduling(isolation="vm"), "--isolation"),
+        (groups.FixtureAndShrink(shrink_report=Path("r.json")), "--shrink-report"),
+        (groups.Scheduling(runner_id=" "), "--runner-id"),
+        (_selection(property_ids=("not-a-node-id",)), "--property"),
+        (_selection(property_ids=("tests/t.py::",)), "--property"),
+        (_selection(property_ids=("tests/t.py::t",), changed=True), "--changed"),
+        (groups.Oracle(test_paths=("tests/data",)), "--test-path"),
+        (groups.Oracle(tests_from=" "), "--tests-from needs base, patch or a revision"),
+        (groups.Oracle(tests_from="patch", test_paths=("../x",)), "--test-path '../x': expected"),
+        (groups.FixtureAndShrink(shrink=True), "--shrink needs --fixture"),
+        (groups.Recording(ledger="sqlite://", freeze=True), "--freeze needs --owner"),
+        (groups.Recording(ledger="sqlite://", run_id="a b"), "--run-id"),
     ],
 )
-def test_bad_options_are_refused_naming_the_option(changes, problem):
-    options = ReplayOptions(repo=Path("/r"), base="a", patch="b", image="i", **changes)
+def test_bad_options_are_refused_naming_the_option(group, problem):
     with pytest.raises(InputError, match=problem):
-        service.validate_options(options)
+        group.validate()
 
 
 def test_shrink_report_must_describe_the_fixture():

@@ -158,15 +158,12 @@ def options(path: Path, base: str, patch: str, **changes) -> ReplayOptions:
         ({"tests_from": "no-such-rev"}, "--tests-from 'no-such-rev': not a revision of"),
         ({"tests_from": "patch", "test_paths": ("nowhere",)}, "--test-path nowhere: no such"),
         ({"tests_from": "patch", "test_paths": ("../x",)}, "--test-path '../x': expected"),
-        ({"test_paths": ("golden",)}, "--test-path goes with --tests-from"),
-        ({"tests_from": " "}, "--tests-from needs base, patch or a revision"),
         ({"tests_from": "base", "property_ids": ("tests/test_a.py::test_new",)},
          "has no test tests/test_a.py::test_new"),
-        ({"changed": True, "property_ids": ("tests/test_a.py::test_a",)},
-         "--changed selects the properties itself"),
     ],
 )  # fmt: skip
 def test_bad_test_options_are_exit_2_before_anything_runs(repo, changes, problem):
+    # Options that do not go together are refused with the command line (test_planning).
     path, base, patch = repo
     with pytest.raises(InputError) as raised:
         plan_tests(options(path, base, patch, **changes), path, base, patch)

@@ -212,14 +212,13 @@ def test_only_a_regular_file_under_the_cap_is_read(kind, size, name):
         assert problem.startswith(f"{name}: ")
 
 
-def test_the_service_refuses_a_huge_count_too(tmp_path):
-    from orchestrator.core.replay_run import ReplayOptions
+def test_the_options_refuse_a_huge_count_too():
+    from orchestrator.commands._option_groups import Scheduling
     from orchestrator.errors import InputError
-    from orchestrator.services.replay import validate_options
 
-    options = ReplayOptions(repo=tmp_path, base="a", patch="b", image="i", replays=10**9)
+    # A count from the project's configuration is not bounded by the command line's parser.
     with pytest.raises(InputError, match="--replays 1000000000: must be between 1 and 1000"):
-        validate_options(options)
+        Scheduling(replays=10**9).validate()
 
 
 def test_a_run_folder_claiming_a_billion_shards_is_refused_before_counting_them():

@@ -1,0 +1,272 @@
+"""Recording a run: the evidence and decision files, the measured durations,
+``summary.json`` and the ledger (opened on a thread of its own while the run plans,
+written only once the run folder is complete, so a ledger that fails leaves the report
+whole).
+
+The ledger's modules (SQLAlchemy) are imported where they are used: a run that does not
+record never pays for them, and one that does imports them while its containers run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from orchestrator import files, interrupts
+from orchestrator.core.replay_run import (
+    PropertyOutcome,
+    RunPlan,
+)
+from orchestrator.core.schedule import (
+    measured_durations,
+)
+from orchestrator.errors import LedgerError
+from orchestrator.log import get_logger
+from orchestrator.model import Lane, Replay
+from orchestrator.services import durations as durations_store
+from orchestrator.services import run_writer
+
+if TYPE_CHECKING:
+    pass
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerRequest:
+    """Record the run in the ledger: every decision as an event, infra cases queued and,
+    with ``freeze``, a flake freeze attempted for every property (the ledger refuses all
+    but ``flake_queue_eligible`` decisions with complete records, and logs why)."""
+
+    url: str
+    now: datetime
+    freeze: bool = False
+    owner: str | None = None
+    expires_at: datetime | None = None
+    # The ledger, opened (and checked) before anything ran; None: open ``url`` to record.
+    store: Any = None
+
+
+def import_in_background(module: str) -> None:
+    """Import ``module`` while the containers run: the ledger's SQLAlchemy import costs a
+    third of a second that would otherwise come after the replays. A failure here is
+    left for the real import, on the main thread, to report."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    threading.Thread(target=load, name=f"import {module}", daemon=True).start()
+
+
+def complete_and_record(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    report: dict[str, Any],
+    ledger: LedgerRequest | None,
+) -> tuple[dict[str, Any], str | None]:
+    """Write ``summary.json``, mark the run folder complete, then record in the ledger
+    (when asked) and write ``summary.json`` again with what the ledger gave.
+
+    The report is whole before the ledger is touched, so a ledger failure cannot lose it
+    (the one line it ends with is returned). The ledger only ever holds complete runs."""
+    run_writer.write_json(plan.run_dir, "summary.json", report)
+    recording_error = None
+    # From here a signal waits (a commit is never cut from the run folder it belongs to),
+    # except while the ledger's lock is awaited: that wait ends at once on Ctrl-C.
+    with interrupts.shielded():
+        run_writer.finish_run_folder(plan.run_dir)  # complete, whatever the ledger does
+        if ledger is not None:
+            try:
+                report["ledger"], recording_error = _record(plan, properties, ledger, report)
+            except KeyboardInterrupt:  # while waiting for the lock: nothing was recorded
+                run_writer.mark_incomplete(plan.run_dir, "interrupted before recording")
+                raise
+            run_writer.write_json(plan.run_dir, "summary.json", report)  # the ledger's ids
+    return report, recording_error
+
+
+def _record(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    ledger: LedgerRequest,
+    report: Mapping[str, Any],
+) -> tuple[dict[str, Any], str | None]:
+    """The report's ``ledger`` entry, and the one line a failed recording ends with."""
+    from orchestrator.adapters.ledger import display_url
+
+    try:
+        recorded = record_in_ledger(
+            plan,
+            properties,
+            ledger,
+            finished_at=datetime.now(UTC),
+            exit_status=report["exit_status"],
+        )
+    except LedgerError as error:
+        message = f"{error}; the run folder {plan.run_dir} is complete"
+        entry = {"url": display_url(ledger.url), "recorded": False, "error": str(error)}
+        return {**entry, "entries": []}, message
+    return {**recorded, "recorded": True}, None
+
+
+class PendingLedger:
+    """The ledger a run records in, opened (created or upgraded) on a thread of its own
+    while the run plans: SQLAlchemy's import and the schema check cost the time that
+    pinning the revisions and the image takes anyway. :meth:`result` waits for it (in
+    short waits, so Ctrl-C is acted on) and raises what opening raised: a URL or path
+    that cannot be used (exit 2), a database that fails (exit 3)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store: Any = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._open, name="open ledger", daemon=True).start()
+
+    def _open(self) -> None:
+        from orchestrator.adapters.ledger import Ledger
+
+        try:
+            self._store = Ledger.open(self.url)
+        except BaseException as error:  # handed to the main thread by result()
+            self._error = error
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        while not self._done.wait(timeout=0.2):  # short waits: Ctrl-C acted on between
+            interrupts.checkpoint()
+        if self._error is not None:
+            raise self._error
+        return self._store
+
+    def close(self) -> None:
+        if self._done.is_set() and self._store is not None:
+            self._store.close()
+
+
+def open_ledger_for_run(url: str) -> PendingLedger:
+    """Start opening the run's ledger; it is checked before anything is written or run."""
+    return PendingLedger(url)
+
+
+def write_outcomes(plan: RunPlan, outcomes: Sequence[PropertyOutcome]) -> None:
+    """``evidence-<n>.json`` and ``decision-<n>.json`` of each property."""
+    run_writer.write_json_many(
+        plan.run_dir,
+        (
+            document
+            for item in outcomes
+            for document in (
+                (f"evidence-{item.index}.json", item.evidence.to_json()),
+                (f"decision-{item.index}.json", item.decision.to_json()),
+            )
+        ),
+    )
+
+
+def record_run_durations(
+    plan: RunPlan, labelled: Mapping[str, Mapping[str, Sequence[Replay]]], *, keep: bool
+) -> None:
+    """What the run measured: ``durations.json`` in its folder and, with ``keep``, folded
+    into the repository's record."""
+    scheduling = plan.scheduling
+    if scheduling.repository is None:
+        return
+    measured = measured_durations(labelled)
+    now = datetime.now(UTC)
+    durations_store.write_run_durations(plan.run_dir, scheduling.repository, measured, now=now)
+    if keep and scheduling.durations_file is not None and measured:
+        try:
+            durations_store.record_durations(
+                scheduling.durations_file, scheduling.repository, measured, now=now
+            )
+        except OSError as error:  # a record that cannot be kept never fails the run
+            log.warning(
+                "durations.not_recorded", path=str(scheduling.durations_file), error=str(error)
+            )
+
+
+def record_in_ledger(
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    request: LedgerRequest,
+    *,
+    finished_at: datetime,
+    exit_status: int,
+) -> dict[str, Any]:
+    """Record the run and each decision (and queue infra cases, and try freezes) in the
+    ledger, in one transaction."""
+    from orchestrator.adapters.ledger import Ledger, display_url
+    from orchestrator.services.ledger_jobs import (
+        queue_infra,
+        record_decisions_once,
+        record_run,
+        write_flake_freeze_from_replay,
+    )
+
+    # The run folder's copy (the bytes every replay read) when it was kept.
+    kept = plan.kept_fixture
+    if kept is not None and not kept.is_file():
+        kept = plan.options.fixture
+    fixture_bytes = files.read_bytes(kept) if kept is not None else None
+    shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
+    # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
+    # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
+    origin_bytes = plan.origin_bytes
+    entries = []
+    with contextlib.ExitStack() as opened:
+        store = request.store
+        if store is None:
+            store = opened.enter_context(Ledger.open(request.url))
+        opened.enter_context(store.transaction())
+        record_run(
+            store,
+            plan.run_id,
+            plan.started_at,
+            finished_at,
+            exit_status,
+            plan.options.command,
+            {"run_dir": str(plan.run_dir), "properties": len(properties)},
+        )
+        recorded = record_decisions_once(
+            store,
+            [(item.evidence, item.decision) for item in properties],
+            request.now,
+            run_id=plan.run_id,
+        )
+        for item, (event_id, new) in zip(properties, recorded, strict=True):
+            evidence, decision = item.evidence, item.decision
+            entry: dict[str, Any] = {
+                "property_id": evidence.property_id,
+                "decision_event": event_id,
+            }
+            if not new:  # a retried run: its first recording stands, with what came with it
+                entry["already_recorded"] = True
+            elif decision.lane is Lane.INFRA_QUEUE:
+                entry["infra_queue_id"] = queue_infra(
+                    store, evidence, decision, request.now, run_id=plan.run_id
+                )
+            elif request.freeze:
+                written = write_flake_freeze_from_replay(
+                    store,
+                    evidence,
+                    decision,
+                    request.owner,
+                    request.expires_at,
+                    fixture_bytes,
+                    origin_bytes,
+                    shrink_path,
+                    request.now,
+                    run_id=plan.run_id,
+                )
+                entry["freeze_id"] = written.freeze_id
+                entry["freeze_refusals"] = list(written.codes)
+            entries.append(entry)
+    return {"url": display_url(request.url), "entries": entries}

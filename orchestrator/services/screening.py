@@ -1,0 +1,277 @@
+"""Screening: every property K times per side first, then only the properties with
+signal until they have N (:mod:`orchestrator.core.screening`), one ``run_sides`` call
+per phase, each property's second phase on the engine of its first; the properties
+without signal are decided while the others replay."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.adapters.results import replay_file_name
+from orchestrator.core.oracle import OracleChange
+from orchestrator.core.pool import plan_batches_on
+from orchestrator.core.replay_run import (
+    BASE,
+    PATCH,
+    PropertyOutcome,
+    RunPlan,
+    decide_all,
+)
+from orchestrator.core.schedule import (
+    measured_durations,
+    order_longest_first,
+)
+from orchestrator.core.screening import (
+    RAW,
+    SECOND_PHASE,
+    RawLink,
+    Screening,
+    combine,
+    raw_layout,
+    replay_targets,
+    screen,
+    second_phase_dir,
+)
+from orchestrator.log import get_logger
+from orchestrator.services.engines import Pool
+from orchestrator.services.oracle import (
+    Sources,
+    compare_inputs,
+    oracle_inputs,
+    same_files,
+)
+from orchestrator.services.recording import write_outcomes
+from orchestrator.services.replay_plan import sides_plan
+from orchestrator.services.sides import (
+    NO_TEST_REPORTED,
+    SidesOutcome,
+    SideSpec,
+    run_sides,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.services.sides import Progress
+
+log = get_logger(__name__)
+
+
+def screen_and_replay(
+    plan: RunPlan,
+    sides: Sequence[SideSpec],
+    *,
+    pool: Pool,
+    progress: Progress | None,
+) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
+    """Screen every property K times per side, then replay those with signal until they
+    have N replays per side, each on the engine of its screening.
+
+    Returns both phases as one outcome (K, or N replays per property; the engine of each
+    property; its raw folder), every property's oracle, the screening, and the properties
+    without signal already decided and written: their evidence is complete after
+    screening, so they are settled (their oracle digests computed, decided, written) while
+    the ones with signal replay.
+    """
+    options, pins = plan.options, plan.pins
+    policy = plan.screen_policy
+    first = run_sides(
+        sides_plan(plan, replays=policy.screen),
+        sides,
+        progress=progress,
+        run_id=plan.run_id,
+        keep_raw=plan.run_dir / RAW,
+        pool=pool,
+    )
+    screened = first.labelled
+    started = time.perf_counter()
+    named = [property_id for property_id in screened[BASE] if property_id != NO_TEST_REPORTED]
+    inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay)
+    # Only a property whose files differ between the sides can have a changed oracle: those
+    # are sliced now, for the signal; the others only need their digests, later.
+    oracle = compare_inputs({p: pair for p, pair in inputs.items() if not same_files(pair)})
+    screening = screen(policy, screened, oracle, base=BASE, patch=PATCH)
+    unchanged = {p: pair for p, pair in inputs.items() if same_files(pair)}
+    quiet = [property_id for property_id in screened[BASE] if property_id not in screening.signals]
+    log.debug(
+        "screening.screened",
+        properties=len(screened[BASE]),
+        signals=len(screening.signals),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    settler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="settle")
+    try:
+        settling = settler.submit(
+            settle,
+            plan,
+            screened=first,
+            unchanged=unchanged,
+            oracle=oracle,
+            screening=screening,
+            quiet=quiet,
+        )
+        outcome = replay_signals(plan, screening, first, sides, pool=pool, progress=progress)
+        digests, settled = settling.result()
+    finally:
+        settler.shutdown(wait=False, cancel_futures=True)
+    return outcome, {**digests, **oracle}, screening, settled
+
+
+def settle(
+    plan: RunPlan,
+    *,
+    screened: SidesOutcome,
+    unchanged: Mapping[str, tuple[Sources, Sources]],
+    oracle: Mapping[str, OracleChange],
+    screening: Screening,
+    quiet: Sequence[str],
+) -> tuple[dict[str, OracleChange], tuple[PropertyOutcome, ...]]:
+    """The oracle digests of properties whose files are the same on both sides, and the
+    properties without signal decided on their screening replays, their files written."""
+    started = time.perf_counter()
+    digests = compare_inputs(unchanged)
+    settled = decide_all(
+        plan,
+        screened.labelled,
+        {**digests, **oracle},
+        screening,
+        only=quiet,
+        runners=screened.runners,
+        raw_dirs=screened.raw_dirs,
+    )
+    write_outcomes(plan, settled)
+    log.debug(
+        "screening.settled",
+        properties=len(settled),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    return digests, settled
+
+
+def replay_signals(
+    plan: RunPlan,
+    screening: Screening,
+    first: SidesOutcome,
+    sides: Sequence[SideSpec],
+    *,
+    pool: Pool,
+    progress: Progress | None,
+) -> SidesOutcome:
+    """The second phase: N - K replays of the properties with signal, longest first (their
+    screening replays and the recorded durations say how long), each on the engine that
+    screened it, after their K. Its raw files join the screening's (:func:`raw_layout`)."""
+    screened = first.labelled
+    if not screening.signals or screening.more == 0:
+        return replace(first, labelled=combine(screened, {}, screening))
+    known = {**plan.scheduling.durations, **measured_durations(screened)}
+    ordered = order_longest_first(list(screening.signals), known)
+    targeted = tuple(
+        replace(side, targets=replay_targets(ordered, screened[side.name])) for side in sides
+    )
+    engine_of_runner: dict[str, int] = {}
+    for engine in pool.engines:
+        engine_of_runner.setdefault(engine.runner_id, engine.index)
+    engine_of = {p: engine_of_runner.get(first.runners.get(p, ""), 0) for p in ordered}
+    slots = [engine.slots for engine in pool.engines]
+    second = run_sides(
+        sides_plan(plan, replays=screening.more, property_ids=ordered),
+        targeted,
+        progress=progress,
+        run_id=plan.run_id,
+        keep_raw=plan.run_dir / RAW / SECOND_PHASE,
+        pool=replace(pool, durations=known),
+        batches=plan_batches_on(ordered, slots, known, engine_of),
+    )
+    attempts = tuple(
+        replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir)) for attempt in second.attempts
+    )
+    later = {p: second_phase_dir(raw_dir) for p, raw_dir in second.raw_dirs.items()}
+    dirs, links = raw_layout(
+        {p: first.raw_dirs.get(p, RAW) for p in later}, later, screen=screening.policy.screen
+    )
+    link_raw(plan.run_dir, links, sides=[side.name for side in sides])
+    drop_second_phase(plan.run_dir, keep=[attempt.raw_dir for attempt in attempts])
+    return SidesOutcome(
+        labelled=combine(screened, second.labelled, screening),
+        runners=first.runners,
+        raw_dirs={**first.raw_dirs, **dirs},
+        attempts=(*first.attempts, *attempts),
+        engines=combined_engines(first.engines, second.engines),
+    )
+
+
+def link_raw(run_dir: Path, links: Sequence[RawLink], *, sides: Sequence[str]) -> None:
+    """Give each link's replay files their place in its target folder (hard links: the
+    bytes are not copied; a copy where the file system refuses). Never overwrites."""
+    for link in links:
+        for side in sides:
+            source = run_dir / link.source / side
+            if not source.is_dir():
+                continue
+            target = run_dir / link.target / side
+            target.mkdir(parents=True, exist_ok=True)
+            for path in sorted(source.iterdir()):
+                number = _replay_number(path.name)
+                if number is None or (link.upto is not None and number > link.upto):
+                    continue
+                dest = target / replay_file_name(number + link.offset)
+                if dest.exists():
+                    continue
+                try:
+                    os.link(path, dest)
+                except OSError:
+                    shutil.copyfile(path, dest)
+
+
+def drop_second_phase(run_dir: Path, *, keep: Sequence[str]) -> None:
+    """Remove ``raw/replays`` once its files were linked where they belong, but for the
+    folders of attempts (an engine that went away) that the run folder names."""
+    root = run_dir / RAW / SECOND_PHASE
+    if not root.is_dir():
+        return
+    kept = {(run_dir / folder).resolve() for folder in keep}
+    if not kept:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir():
+        if entry.resolve() not in kept:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def combined_engines(
+    first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """Each engine as both phases saw it: its batches of both (the second's under
+    ``replays/``), the first phase's properties (it decided them), and the second phase's
+    status when that went wrong."""
+    later = {entry.get("url"): entry for entry in second}
+    engines = []
+    for entry in first:
+        merged = dict(entry)
+        again = later.get(entry.get("url"))
+        if again is not None:
+            merged["batches"] = [
+                *(entry.get("batches") or ()),
+                *(f"{SECOND_PHASE}/{key}" for key in again.get("batches") or ()),
+            ]
+            if merged.get("status") == "ok" and again.get("status") != "ok":
+                merged["status"], merged["detail"] = again.get("status"), again.get("detail")
+            merged["image_shipped"] = entry.get("image_shipped") or again.get("image_shipped")
+        engines.append(merged)
+    return tuple(engines)
+
+
+def _replay_number(name: str) -> int | None:
+    stem = name.removeprefix("replay-").removesuffix(".json")
+    if name.startswith("replay-") and name.endswith(".json") and re.fullmatch(r"[0-9]+", stem):
+        return int(stem)
+    return None
