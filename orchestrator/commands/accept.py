@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.services.accept import AcceptResult
 
 
-def accept(
+def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
     *,
     repo: Annotated[Path, typer.Option("--repo", help="The git repository of the property.")],
     property_id: Annotated[

@@ -19,7 +19,7 @@ from orchestrator.commands._options import (
 )
 
 
-def budget(
+def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
     *,
     repo: Annotated[Path, typer.Option("--repo", help="The repository to sample.")],
     rev: Annotated[str, typer.Option("--rev", help="The one revision sampled.")],

@@ -20,7 +20,7 @@ image_app = typer.Typer(
 
 
 @image_app.command("build")
-def build(
+def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     *,
     repo: Annotated[Path, typer.Option("--repo", help="The project's git repository.")],
     rev: Annotated[

@@ -72,7 +72,7 @@ _COLUMNS = (
 )
 
 
-def replay(
+def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     ctx: typer.Context,
     *,
     repo: RepoOption = Path("."),

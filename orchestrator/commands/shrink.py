@@ -74,7 +74,7 @@ def _tail(step: dict[str, Any]) -> str:
     return ""
 
 
-def shrink(
+def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     ctx: typer.Context,
     fixture: Annotated[
         str,

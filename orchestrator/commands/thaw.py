@@ -28,7 +28,7 @@ _COLUMNS = (
 )
 
 
-def thaw(
+def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
     *,
     repo: Annotated[
         Path, typer.Option("--repo", help="The repository under test (default: here).")

@@ -148,7 +148,7 @@ def queue_infra(
     )
 
 
-def write_flake_freeze_from_replay(  # noqa: PLR0917 - the agreed interface
+def write_flake_freeze_from_replay(  # noqa: PLR0913, PLR0917 - the agreed interface
     ledger: Ledger,
     evidence: model.Evidence,
     decision: model.Decision,
@@ -253,7 +253,7 @@ def export_document(rows: Sequence[FreezeRow]) -> dict[str, Any]:
     return {"schema": EXPORT_SCHEMA, "freezes": freezes}
 
 
-def record_run(  # noqa: PLR0917 - one replay run's facts
+def record_run(
     ledger: Ledger,
     run_id: str,
     started_at: datetime,

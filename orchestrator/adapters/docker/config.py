@@ -35,7 +35,7 @@ NPROC = 8192  # RLIMIT_NPROC counts the user's processes across every container
 LOG_OPTIONS: Mapping[str, str] = {"max-size": "1m", "max-file": "1"}
 
 
-def container_config(
+def container_config(  # noqa: PLR0913 - one keyword per field of the engine's create call
     *,
     image_id: str,
     name: str,
