@@ -53,7 +53,7 @@ def admit(
     *,
     ledger: LedgerOption,
 ) -> None:
-    """Admit (or refuse) a timing freeze: seed 004's gates, first failing code wins.
+    """Admit (or refuse) a timing freeze: lanes.md section 4's gates, first failing code wins.
 
     REQUEST is a timing-admission-request/1 JSON file, or - for standard input.
 

@@ -48,8 +48,8 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
         bool,
         typer.Option(
             "--admit",
-            help="Run seed 004's admission and record its code (and a timing freeze on "
-            "timing_debt_opened) in the ledger.",
+            help="Run the timing admission (docs/lanes.md section 4) and record its code "
+            "(and a timing freeze on timing_debt_opened) in the ledger.",
         ),
     ] = False,
     owner: Annotated[
@@ -82,7 +82,7 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
     spread, and classify_latency: unknown (within budget), timing (wide spread) or
     property (a stable overrun is a contract miss). Latency never enters a replay
     label. With --admit --owner NAME --max-age 24h, and only if every sample's
-    property passed, seed 004's admit runs and its code is stored in the ledger's
+    property passed, the timing admission runs and its code is stored in the ledger's
     event log; timing_debt_opened also writes the timing freeze. Exit 0 when the
     property lane is green (and, with --admit, the freeze was opened), 1 otherwise.
     """

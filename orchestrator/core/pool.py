@@ -39,7 +39,7 @@ class Batch:
 
     def raw_dir(self, *, single: bool) -> str:
         """Where its raw replay files go in the run folder: ``raw`` when the run is this
-        one batch (as before pools), else ``raw/<key>``."""
+        one batch (a run without ``--engine``), else ``raw/<key>``."""
         return RAW if single and self.attempt == 1 else f"{RAW}/{self.key}"
 
 
@@ -191,7 +191,7 @@ def check_engine_urls(urls: Sequence[str]) -> tuple[str, ...]:
 
 def runner_ids(urls: Sequence[str], runner_id: str | None, *, named: bool) -> tuple[str, ...]:
     """The runner id each engine's replays carry. Without ``--engine`` it is
-    ``--runner-id`` (default ``local``), as before pools; with ``--engine`` each engine is
+    ``--runner-id`` (default ``local``); with ``--engine`` each engine is
     named by its URL, after ``--runner-id`` and ``@`` when that is given too."""
     if not named:
         return (runner_id or "local",) * len(urls)

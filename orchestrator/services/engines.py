@@ -1,7 +1,7 @@
 """The Docker engines of one run: a pool, the image on each, and the inputs staged there.
 
 ``replay --engine URL`` (repeatable) names the pool; without it the pool is the one
-engine at ``DOCKER_HOST`` or the local socket, as before. Each engine is reached with
+engine at ``DOCKER_HOST`` or the local socket. Each engine is reached with
 the Docker SDK (``unix://``, ``tcp://`` with ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``,
 ``ssh://`` through paramiko) and is an :class:`Engine`: the interface a run needs from
 a place that runs containers (a Kubernetes backend would implement the same; see
@@ -14,7 +14,7 @@ docs/scale-out.md).
   have run is ``harness_error`` / ``image_mismatch``, never run elsewhere in silence.
 - Inputs (each side's exported tree, the probe package, the fixture) reach containers
   in one of two ways (:class:`Staging`): bind mounts of local folders for a single local
-  engine (:class:`BindStaging`, as before pools), or labelled volumes filled from tars
+  engine (:class:`BindStaging`: nothing to copy), or labelled volumes filled from tars
   (``put_archive``) and mounted read-only (:class:`VolumeStaging`) for a remote engine
   and for every engine of a pool of several, so that the tests exercise that path.
   Volumes are removed with the run, and swept by label after a crash.
@@ -305,7 +305,7 @@ class Pool:
 
 
 def single_pool(client: DockerClient, *, url: str, runner_id: str, slots: int = 2) -> Pool:
-    """The pool of one local engine, bind mounts and one batch: the run as before pools."""
+    """The pool of one local engine, bind mounts and one batch: the run without ``--engine``."""
     engine = DockerEngine(index=0, url=url, runner_id=runner_id, client=client, slots=slots)
     return Pool(engines=(engine,), volumes=False)
 
