@@ -10,8 +10,9 @@
 Choosing the URL is ``orchestrator.adapters.ledger_location`` (no SQLAlchemy import).
 """
 
+from orchestrator.adapters.ledger.claims import CLAIM_TTL
 from orchestrator.adapters.ledger.connection import display_url
-from orchestrator.adapters.ledger.store import CLAIM_TTL, Ledger
+from orchestrator.adapters.ledger.store import Ledger
 from orchestrator.adapters.ledger.values import (
     DEFAULT_FLAKE_MAX_AGE,
     DEFAULT_TIMING_MAX_AGE,
