@@ -44,11 +44,7 @@ Modules: :mod:`.model` (the values), :mod:`.analysis` (a module's items), :mod:`
 (bases in other modules), :mod:`.slicer` (one property's slice), :mod:`.compare` (two sides).
 """
 
-from orchestrator.core.oracle.compare import (
-    collected_on_one_side,
-    compare_slices,
-    compare_sources,
-)
+from orchestrator.core.oracle.compare import collected_on_one_side, compare_slices, compare_sources
 from orchestrator.core.oracle.model import (
     NEW_ON_PATCH_HINT,
     NO_MODULES,

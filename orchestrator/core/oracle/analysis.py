@@ -10,11 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from orchestrator.core.imports import (
-    binding,
-    bound_name,
-    loaded_submodules,
-)
+from orchestrator.core.imports import binding, bound_name, loaded_submodules
 from orchestrator.core.oracle.model import PartKey, ReasonKind
 
 # Module-level names pytest (or unittest) calls for every test of the module.

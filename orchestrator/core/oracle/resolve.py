@@ -5,10 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from orchestrator.core.imports import (
-    absolute_module,
-    module_paths,
-)
+from orchestrator.core.imports import absolute_module, module_paths
 from orchestrator.core.oracle.analysis import (
     TESTLESS_BASES,
     AnalysedModule,
