@@ -29,11 +29,11 @@ from orchestrator.adapters.ledger.connection import (
     parse_url,
     sqlite_file,
 )
+from orchestrator.adapters.ledger.revisions import HEAD
 from orchestrator.adapters.ledger.schema import (
     DECISION_PER_RUN,
     EVENTS,
     FREEZES,
-    HEAD,
     INFRA,
     RUNS,
 )
