@@ -9,6 +9,8 @@ script can split a row on whitespace.
 from __future__ import annotations
 
 import io
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -81,21 +83,35 @@ def plain_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> lis
     ]
 
 
+def _surely_not_a_terminal() -> bool:
+    """What rich's ``Console.is_terminal`` answers for standard output is False, known
+    without importing rich (a read command's start-up): no variable that makes rich
+    take a pipe for a terminal, and standard output says it is no tty."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return False
+    isatty = getattr(sys.stdout, "isatty", None)
+    try:
+        return isatty is not None and not isatty()
+    except ValueError:
+        return False
+
+
 def print_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> None:
     """Print one header line and one line per row (cells are plain text, never markup).
 
     Every cell is made terminal-safe first (``core.text_safety``): a node id's ESC,
     newline or bidi override is printed as a visible escape, never acted on, and never
     starts a row of its own."""
-    from rich.console import Console
-
     from orchestrator.core.text_safety import terminal_safe
 
     safe_rows = (tuple(terminal_safe(cell) for cell in row) for row in rows)
-    terminal = Console(highlight=False)
-    if terminal.is_terminal:
-        terminal.print(_rich_table(columns, safe_rows))
-        return
+    if not _surely_not_a_terminal():
+        from rich.console import Console
+
+        terminal = Console(highlight=False)
+        if terminal.is_terminal:
+            terminal.print(_rich_table(columns, safe_rows))
+            return
     listed = list(safe_rows)
     lines = plain_lines(columns, listed)
     if lines is None:

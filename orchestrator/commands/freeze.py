@@ -65,13 +65,19 @@ def list_freezes(
 
     With --expired only the rows past their expiry now (what `orchestrator check` fails on).
     """
-    from orchestrator.adapters.ledger import Ledger
-    from orchestrator.files import dumps
+    from orchestrator.adapters.ledger import sqlite_reads
 
     now = datetime.now(UTC)
-    with Ledger.open(ledger) as store:
-        rows = store.live_freezes(expired_at=now if expired else None)
+    expired_at = now if expired else None
+    rows = sqlite_reads.live_freezes(ledger, expired_at=expired_at)
+    if rows is None:  # not an up-to-date SQLite ledger: the store opens (or creates) it
+        from orchestrator.adapters.ledger import Ledger
+
+        with Ledger.open(ledger) as store:
+            rows = store.live_freezes(expired_at=expired_at)
     if as_json:
+        from orchestrator.files import dumps
+
         doc = {
             "schema": "freeze-list/1",
             "now": now.isoformat(),

@@ -40,12 +40,17 @@ def list_infra(
     `replay` queues a property here when a replay timed out or ended in a harness
     error (lane infra_queue): the runner broke, not the patch, so nothing is frozen.
     """
-    from orchestrator.adapters.ledger import Ledger
-    from orchestrator.files import dumps
+    from orchestrator.adapters.ledger import sqlite_reads
 
-    with Ledger.open(ledger) as store:
-        entries = store.infra_entries()
+    entries = sqlite_reads.infra_entries(ledger)
+    if entries is None:  # not an up-to-date SQLite ledger: the store opens (or creates) it
+        from orchestrator.adapters.ledger import Ledger
+
+        with Ledger.open(ledger) as store:
+            entries = store.infra_entries()
     if as_json:
+        from orchestrator.files import dumps
+
         typer.echo(dumps({"schema": "infra-list/1", "cases": [e.to_json() for e in entries]}))
         return
     if not entries:

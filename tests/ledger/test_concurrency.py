@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from orchestrator import model
 from orchestrator.adapters.ledger import Ledger
-from orchestrator.adapters.ledger.schema import HEAD
+from orchestrator.adapters.ledger.revisions import HEAD
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 REPO = Path(__file__).resolve().parents[2]

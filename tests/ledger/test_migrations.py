@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 
 from orchestrator import model
 from orchestrator.adapters.ledger import Ledger, migrate
-from orchestrator.adapters.ledger.schema import HEAD, REVISIONS
+from orchestrator.adapters.ledger.revisions import HEAD, REVISIONS
 from orchestrator.errors import ExitCode, LedgerError
 
 

@@ -7,7 +7,9 @@ import io
 
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 
+from orchestrator.commands import _table
 from orchestrator.commands._table import Column, plain_lines, print_table, rich_plain_lines
 from orchestrator.core.text_safety import terminal_safe
 
@@ -22,6 +24,8 @@ PLAIN = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 # Anything: wide and combining characters, tabs, newlines, control characters, edge blanks.
 ANY = st.one_of(PLAIN, st.text(max_size=12))
 
+# rich is imported and set up by its first table: here, not inside a timed example.
+rich_plain_lines([Column(heading="warm-up")], [["1"]])
 
 Table = tuple[list[Column], list[list[str]]]
 
@@ -64,3 +68,27 @@ def test_text_rich_treats_its_own_way_is_left_to_rich():
     for odd in ("wide \u5bbd", "emoji \U0001f3fb", "tab\there", " edge", "two\nlines"):
         assert plain_lines(columns, [(odd, "1")]) is None
     assert plain_lines([Column(heading="[b]x[/b]")], [("1",)]) is None  # a heading is markup
+
+
+class _Stream(io.StringIO):
+    def __init__(self, *, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_not_a_terminal_is_decided_without_rich_only_where_rich_agrees(monkeypatch) -> None:
+    for variable in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(variable, raising=False)
+    for environ in ({}, {"TTY_COMPATIBLE": "1"}, {"FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "0"}):
+        for tty in (False, True):
+            with monkeypatch.context() as scoped:
+                for name, value in environ.items():
+                    scoped.setenv(name, value)
+                scoped.setattr("sys.stdout", _Stream(tty=tty))
+                surely_not = _table._surely_not_a_terminal()
+                if surely_not:
+                    assert not Console(highlight=False).is_terminal, (environ, tty)
+                assert surely_not == (not tty and not environ), (environ, tty)

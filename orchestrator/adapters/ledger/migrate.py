@@ -1,7 +1,7 @@
 """Create or upgrade the ledger's schema on open, with Alembic.
 
 Opening an up-to-date ledger costs one or two queries and no Alembic import: the
-revision in ``alembic_version`` is compared with :data:`schema.HEAD`. Otherwise, under
+revision in ``alembic_version`` is compared with :data:`revisions.HEAD`. Otherwise, under
 a lock that serialises every process opening the same ledger, the revision is read
 again (another process may have migrated meanwhile) and Alembic upgrades it inside one
 transaction:
@@ -12,7 +12,7 @@ transaction:
   in one ``BEGIN IMMEDIATE`` transaction.
 
 A ledger written before Alembic has no ``alembic_version`` but a ``schema_version``
-table whose highest version N matches revision N (``schema.REVISIONS``): it is stamped
+table whose highest version N matches revision N (``revisions.REVISIONS``): it is stamped
 at that revision, in the same transaction, and upgraded from there. A revision this
 tool does not know belongs to a newer tool: the ledger is refused, never touched.
 """
@@ -32,7 +32,8 @@ from sqlalchemy import Engine, func, inspect, select, text
 from sqlalchemy.engine import Connection
 
 from orchestrator import interrupts
-from orchestrator.adapters.ledger.schema import HEAD, REVISIONS, VERSIONS
+from orchestrator.adapters.ledger.revisions import HEAD, REVISIONS
+from orchestrator.adapters.ledger.schema import VERSIONS
 from orchestrator.errors import LedgerError
 
 if TYPE_CHECKING:

@@ -38,13 +38,6 @@ from sqlalchemy import (
     text,
 )
 
-# The Alembic revisions, oldest first. Revision N is schema version N of the tool before
-# Alembic (its ``schema_version`` table), so such a ledger is stamped at REVISIONS[N - 1].
-# Kept here so that opening an up-to-date ledger does not import Alembic; a test checks
-# it against the scripts.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
-HEAD = REVISIONS[-1]
-
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC in Python; naive UTC in the column (same ordering on both back ends)."""

@@ -10,20 +10,18 @@ refusals) in one transaction, and an admission its event and its freeze.
 
 from __future__ import annotations
 
-import json
 import os
-import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Table, and_, delete, func, insert, or_, select, text, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import Engine, func, insert, select, text
 from sqlalchemy.exc import DBAPIError
 
 from orchestrator import model
-from orchestrator.adapters.ledger import migrate
+from orchestrator.adapters.ledger import migrate, rows
+from orchestrator.adapters.ledger.claims import ThawClaims
 from orchestrator.adapters.ledger.connection import (
     Transactions,
     display_url,
@@ -31,19 +29,24 @@ from orchestrator.adapters.ledger.connection import (
     parse_url,
     sqlite_file,
 )
+from orchestrator.adapters.ledger.revisions import HEAD
 from orchestrator.adapters.ledger.schema import (
-    CLAIMS,
     DECISION_PER_RUN,
     EVENTS,
     FREEZES,
-    HEAD,
     INFRA,
     RUNS,
+)
+from orchestrator.adapters.ledger.statements import (
+    dialect_insert,
+    ensure_run,
+    freeze_select,
+    insert_event,
+    new_id,
 )
 from orchestrator.adapters.ledger.values import (
     DEFAULT_FLAKE_MAX_AGE,
     DEFAULT_TIMING_MAX_AGE,
-    RUN_REFERENCED,
     FreezeRow,
     InfraEntry,
     RunRecord,
@@ -53,11 +56,8 @@ from orchestrator.adapters.ledger.values import (
 from orchestrator.adapters.ledger_location import lock_wait_s as lock_wait_from
 from orchestrator.errors import LedgerError
 
-# A claim older than this belongs to a thaw job that died; another job may take the row.
-CLAIM_TTL = timedelta(hours=6)
 
-
-class Ledger:
+class Ledger(ThawClaims):
     """The ledger behind one URL. Use as a context manager; it disposes its engine."""
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -126,7 +126,7 @@ class Ledger:
 
     def append_event(self, event_row: model.Event) -> int:
         with self._tx.write() as conn:
-            return _insert_event(conn, event_row)
+            return insert_event(conn, event_row)
 
     def append_decision_once(self, event_row: model.Event, *, run_id: str) -> tuple[int, bool]:
         """Append a decision event of run ``run_id`` unless that run already recorded one
@@ -142,7 +142,7 @@ class Ledger:
         }
         with self._tx.write() as conn:
             inserted = conn.execute(
-                _dialect_insert(conn, EVENTS)
+                dialect_insert(conn, EVENTS)
                 .values(values)
                 .on_conflict_do_nothing(
                     index_elements=[EVENTS.c.run_id, EVENTS.c.subject],
@@ -182,7 +182,7 @@ class Ledger:
         ]
         with self._tx.write() as conn:
             statement = (
-                _dialect_insert(conn, EVENTS)
+                dialect_insert(conn, EVENTS)
                 .on_conflict_do_nothing(
                     index_elements=[EVENTS.c.run_id, EVENTS.c.subject],
                     index_where=text(DECISION_PER_RUN),
@@ -228,17 +228,7 @@ class Ledger:
         if subject is not None:
             query = query.where(EVENTS.c.subject == subject)
         with self._tx.read() as conn:
-            return [
-                model.Event(
-                    id=row.id,
-                    at=row.at,
-                    kind=model.EventKind(row.kind),
-                    code=row.code,
-                    subject=row.subject,
-                    detail=json.loads(row.detail),
-                )
-                for row in conn.execute(query)
-            ]
+            return [rows.event(row._mapping) for row in conn.execute(query)]
 
     def count_events(self) -> int:
         with self._tx.read() as conn:
@@ -257,7 +247,7 @@ class Ledger:
             "detail": canonical(dict(run.detail)),
         }
         with self._tx.write() as conn:
-            upsert = _dialect_insert(conn, RUNS).values(values)
+            upsert = dialect_insert(conn, RUNS).values(values)
             conn.execute(
                 upsert.on_conflict_do_update(
                     index_elements=[RUNS.c.id],
@@ -267,23 +257,14 @@ class Ledger:
 
     def runs(self) -> list[RunRecord]:
         with self._tx.read() as conn:
-            return [
-                RunRecord(
-                    id=row.id,
-                    started_at=row.started_at,
-                    finished_at=row.finished_at,
-                    status=row.status,
-                    command=row.command,
-                    detail=json.loads(row.detail),
-                )
-                for row in conn.execute(select(RUNS).order_by(RUNS.c.started_at, RUNS.c.id))
-            ]
+            query = select(RUNS).order_by(RUNS.c.started_at, RUNS.c.id)
+            return [rows.run_record(row._mapping) for row in conn.execute(query)]
 
     def enqueue_infra(self, entry: InfraEntry) -> int:
         """Queue a case the runner broke, and log it (one transaction)."""
         with self._tx.write() as conn:
             if entry.run_id is not None:
-                _ensure_run(conn, entry.run_id, entry.queued_at)
+                ensure_run(conn, entry.run_id, entry.queued_at)
             result = conn.execute(
                 insert(INFRA).values(
                     queued_at=entry.queued_at,
@@ -299,8 +280,8 @@ class Ledger:
                     run_id=entry.run_id,
                 )
             )
-            infra_id = _new_id(result)
-            _insert_event(
+            infra_id = new_id(result)
+            insert_event(
                 conn,
                 model.Event(
                     id=None,
@@ -321,23 +302,8 @@ class Ledger:
 
     def infra_entries(self) -> list[InfraEntry]:
         with self._tx.read() as conn:
-            return [
-                InfraEntry(
-                    id=row.id,
-                    queued_at=row.queued_at,
-                    property_id=row.property_id,
-                    code=row.code,
-                    runner_id=row.runner_id,
-                    image_digest=row.image_digest,
-                    base_rev=row.base_rev,
-                    patch_rev=row.patch_rev,
-                    labels=json.loads(row.labels),
-                    reasons=tuple(json.loads(row.reasons)),
-                    record=json.loads(row.record),
-                    run_id=row.run_id,
-                )
-                for row in conn.execute(select(INFRA).order_by(INFRA.c.id))
-            ]
+            query = select(INFRA).order_by(INFRA.c.id)
+            return [rows.infra_entry(row._mapping) for row in conn.execute(query)]
 
     # -- freezes: writes --
 
@@ -474,7 +440,7 @@ class Ledger:
             # Idempotent: the same record again (also from a concurrent writer, whose
             # insert this one waits for) adds nothing; the existing row is the answer.
             freeze_id = conn.execute(
-                _dialect_insert(conn, FREEZES)
+                dialect_insert(conn, FREEZES)
                 .values(
                     kind=kind.value,
                     subject=subject,
@@ -496,8 +462,8 @@ class Ledger:
                 ).scalar_one()
                 return WriteOutcome(freeze_id=int(existing), codes=(), event_id=None)
             if run_id is not None:
-                _ensure_run(conn, run_id, now)
-            event_id = _insert_event(
+                ensure_run(conn, run_id, now)
+            event_id = insert_event(
                 conn,
                 model.Event(
                     id=None,
@@ -531,7 +497,7 @@ class Ledger:
         ``payloads`` also loads the fixture and origin bytes (``export`` needs them; a
         listing does not).
         """
-        query = _freeze_select(payloads=payloads)
+        query = freeze_select(payloads=payloads)
         if expired_at is None:
             query = query.order_by(FREEZES.c.id)
         else:  # the expiry index serves both the range and the order
@@ -541,14 +507,14 @@ class Ledger:
         if kind is not None:
             query = query.where(FREEZES.c.kind == kind.value)
         with self._tx.read() as conn:
-            return [_freeze_row(row) for row in conn.execute(query).all()]
+            return [rows.freeze_row(row._mapping) for row in conn.execute(query).all()]
 
     def freeze(self, freeze_id: int) -> FreezeRow | None:
         with self._tx.read() as conn:
             row = conn.execute(
-                _freeze_select(payloads=True).where(FREEZES.c.id == freeze_id)
+                freeze_select(payloads=True).where(FREEZES.c.id == freeze_id)
             ).one_or_none()
-            return None if row is None else _freeze_row(row)
+            return None if row is None else rows.freeze_row(row._mapping)
 
     def count_freezes(self) -> int:
         with self._tx.read() as conn:
@@ -557,281 +523,3 @@ class Ledger:
     def due_freezes(self, now: datetime, within: timedelta = timedelta(0)) -> list[FreezeRow]:
         """Rows whose expiry falls at or before ``now + within`` (read only, no claim)."""
         return self.live_freezes(expired_at=now + within)
-
-    # -- thaw: claims and transitions --
-
-    def claim_due(
-        self,
-        now: datetime,
-        *,
-        within: timedelta = timedelta(0),
-        claimant: str | None = None,
-        limit: int | None = None,
-    ) -> tuple[str, list[FreezeRow]]:
-        """Atomically claim the due rows no other job holds or has probed since ``now``.
-
-        Returns the claim token and the claimed rows. A row stays claimed until
-        :meth:`thaw` deletes it or :meth:`mark_overdue` releases it; a row probed at or
-        after ``now`` by a concurrent job is not probed again by this one.
-        """
-        token = claimant or uuid.uuid4().hex
-        stale = now - CLAIM_TTL
-        held_free = or_(  # an existing claim row that no live job holds
-            and_(
-                CLAIMS.c.claimed_by.is_(None),
-                or_(CLAIMS.c.probed_at.is_(None), CLAIMS.c.probed_at < now),
-            ),
-            and_(CLAIMS.c.claimed_by.is_not(None), CLAIMS.c.claimed_at < stale),
-        )
-        pick = (
-            select(FREEZES.c.id)
-            .select_from(FREEZES.outerjoin(CLAIMS, CLAIMS.c.freeze_id == FREEZES.c.id))
-            .where(
-                FREEZES.c.expires_at <= now + within,
-                or_(CLAIMS.c.freeze_id.is_(None), held_free),
-            )
-            .order_by(FREEZES.c.expires_at, FREEZES.c.id)
-        )
-        if limit is not None:
-            pick = pick.limit(limit)
-        with self._tx.write() as conn:
-            postgres = conn.dialect.name == "postgresql"
-            if postgres:  # SQLite's BEGIN IMMEDIATE already serialises claimers
-                pick = pick.with_for_update(of=FREEZES, skip_locked=True)
-            ids = list(conn.execute(pick).scalars())
-            if ids:
-                upsert = _dialect_insert(conn, CLAIMS)
-                # The WHERE re-checks a row another job claimed meanwhile: it stays theirs.
-                upsert = upsert.on_conflict_do_update(
-                    index_elements=[CLAIMS.c.freeze_id],
-                    set_={
-                        "claimed_by": upsert.excluded.claimed_by,
-                        "claimed_at": upsert.excluded.claimed_at,
-                        "probed_at": upsert.excluded.probed_at,
-                    },
-                    where=held_free,
-                )
-                conn.execute(
-                    upsert,
-                    [
-                        {"freeze_id": i, "claimed_by": token, "claimed_at": now, "probed_at": now}
-                        for i in ids
-                    ],
-                )
-            rows = conn.execute(
-                _freeze_select(payloads=True)
-                .join(CLAIMS, CLAIMS.c.freeze_id == FREEZES.c.id)
-                .where(CLAIMS.c.claimed_by == token)
-                .order_by(FREEZES.c.expires_at, FREEZES.c.id)
-            )
-            return token, [_freeze_row(row) for row in rows]
-
-    def claimants(self) -> list[str]:
-        """The tokens that hold claims now (one per thaw job holding any)."""
-        with self._tx.read() as conn:
-            query = select(CLAIMS.c.claimed_by).where(CLAIMS.c.claimed_by.is_not(None))
-            return sorted(set(conn.execute(query.distinct()).scalars()))
-
-    def release_claims(self, tokens: Collection[str]) -> int:
-        """Give back every row these tokens hold (their jobs are gone); how many rows."""
-        if not tokens:
-            return 0
-        with self._tx.write() as conn:
-            result = conn.execute(
-                update(CLAIMS)
-                .where(CLAIMS.c.claimed_by.in_(list(tokens)))
-                .values(claimed_by=None, claimed_at=None)
-            )
-            return int(result.rowcount or 0)
-
-    def thaw(self, freeze_id: int, *, token: str, now: datetime, detail: Mapping[str, Any]) -> int:
-        """Delete a claimed live row and append the THAWED event (one transaction)."""
-        with self._tx.write() as conn:
-            row = self._claimed(conn, freeze_id, token)
-            conn.execute(delete(CLAIMS).where(CLAIMS.c.freeze_id == freeze_id))
-            conn.execute(delete(FREEZES).where(FREEZES.c.id == freeze_id))
-            return _insert_event(
-                conn,
-                model.Event(
-                    id=None,
-                    at=now,
-                    kind=model.EventKind.THAWED,
-                    code="thawed",
-                    subject=row.subject,
-                    detail={
-                        **detail,
-                        "freeze_id": freeze_id,
-                        "kind": row.kind,
-                        "owner": row.owner,
-                        "record": json.loads(row.record),
-                    },
-                ),
-            )
-
-    def mark_overdue(
-        self, freeze_id: int, *, token: str, now: datetime, code: str, detail: Mapping[str, Any]
-    ) -> int:
-        """Keep the row, release the claim, append the OVERDUE event (one transaction)."""
-        with self._tx.write() as conn:
-            row = self._claimed(conn, freeze_id, token)
-            conn.execute(  # probed_at stays: this job does not take the row again
-                update(CLAIMS)
-                .where(CLAIMS.c.freeze_id == freeze_id)
-                .values(claimed_by=None, claimed_at=None)
-            )
-            result = conn.execute(
-                insert(EVENTS).values(
-                    _overdue_values(
-                        freeze_id=row.id,
-                        subject=row.subject,
-                        kind=row.kind,
-                        owner=row.owner,
-                        expires_at=row.expires_at,
-                        now=now,
-                        code=code,
-                        detail=detail,
-                    )
-                )
-            )
-            return _new_id(result)
-
-    def release(self, freeze_id: int, *, token: str) -> None:
-        """Give a claimed row back untouched (the job could not probe it)."""
-        with self._tx.write() as conn:
-            conn.execute(
-                delete(CLAIMS).where(CLAIMS.c.freeze_id == freeze_id, CLAIMS.c.claimed_by == token)
-            )
-
-    def record_overdue(self, rows: Sequence[FreezeRow], *, now: datetime, code: str) -> int:
-        """Append one OVERDUE event per row found live past expiry (``check``); returns count."""
-        if not rows:
-            return 0
-        with self._tx.write() as conn:
-            conn.execute(
-                insert(EVENTS),
-                [
-                    _overdue_values(
-                        freeze_id=row.id,
-                        subject=row.subject,
-                        kind=row.kind.value,
-                        owner=row.owner,
-                        expires_at=row.expires_at,
-                        now=now,
-                        code=code,
-                        detail={},
-                    )
-                    for row in rows
-                ],
-            )
-        return len(rows)
-
-    @staticmethod
-    def _claimed(conn: Connection, freeze_id: int, token: str) -> Any:
-        holder = conn.execute(
-            select(CLAIMS.c.claimed_by).where(CLAIMS.c.freeze_id == freeze_id)
-        ).scalar_one_or_none()
-        row = conn.execute(select(FREEZES).where(FREEZES.c.id == freeze_id)).one_or_none()
-        if row is None or holder != token:
-            raise LedgerError(f"freeze {freeze_id} is not claimed by this job")
-        return row
-
-
-def _new_id(result: Any) -> int:
-    key = result.inserted_primary_key
-    assert key is not None
-    return int(key[0])
-
-
-def _insert_event(conn: Connection, event_row: model.Event) -> int:
-    result = conn.execute(
-        insert(EVENTS).values(
-            at=event_row.at,
-            kind=event_row.kind.value,
-            code=event_row.code,
-            subject=event_row.subject,
-            detail=canonical(dict(event_row.detail)),
-        )
-    )
-    return _new_id(result)
-
-
-def _overdue_values(
-    *,
-    freeze_id: int,
-    subject: str,
-    kind: str,
-    owner: str,
-    expires_at: datetime,
-    now: datetime,
-    code: str,
-    detail: Mapping[str, Any],
-) -> dict[str, Any]:
-    return {
-        "at": now,
-        "kind": model.EventKind.OVERDUE.value,
-        "code": code,
-        "subject": subject,
-        "detail": canonical(
-            {
-                **detail,
-                "freeze_id": freeze_id,
-                "kind": kind,
-                "owner": owner,
-                "expires_at": expires_at.isoformat(),
-            }
-        ),
-    }
-
-
-_SUMMARY_COLUMNS = [c for c in FREEZES.c if c.name not in ("fixture_bytes", "origin_bytes")]
-_SUMMARY_WIDTH = len(_SUMMARY_COLUMNS) + 2
-
-
-def _freeze_select(*, payloads: bool) -> Any:
-    columns = list(_SUMMARY_COLUMNS)
-    flags = [
-        FREEZES.c.fixture_bytes.is_not(None).label("has_fixture_bytes"),
-        FREEZES.c.origin_bytes.is_not(None).label("has_origin_bytes"),
-    ]
-    if payloads:
-        columns += [FREEZES.c.fixture_bytes, FREEZES.c.origin_bytes]
-    return select(*columns, *flags)
-
-
-def _freeze_row(row: Any) -> FreezeRow:
-    with_payloads = len(row) > _SUMMARY_WIDTH
-    return FreezeRow(
-        id=row.id,
-        kind=model.FreezeKind(row.kind),
-        subject=row.subject,
-        owner=row.owner,
-        opened_at=row.opened_at,
-        expires_at=row.expires_at,
-        record_json=row.record,
-        fixture_bytes=row.fixture_bytes if with_payloads else None,
-        origin_bytes=row.origin_bytes if with_payloads else None,
-        has_fixture_bytes=bool(row.has_fixture_bytes),
-        has_origin_bytes=bool(row.has_origin_bytes),
-        run_id=row.run_id,
-    )
-
-
-def _dialect_insert(conn: Connection, table: Table) -> Any:
-    """INSERT with ``ON CONFLICT`` support in the connection's dialect (each dialect's
-    module is imported when a ledger of it is written: a read never needs one)."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-
-        return postgresql_insert(table)
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert(table)
-
-
-def _ensure_run(conn: Connection, run_id: str, now: datetime) -> None:
-    """A write names a run not recorded yet: give it a row (the run completes it)."""
-    conn.execute(
-        _dialect_insert(conn, RUNS)
-        .values(id=run_id, started_at=now, status=RUN_REFERENCED, detail="{}")
-        .on_conflict_do_nothing(index_elements=[RUNS.c.id])
-    )

@@ -2,7 +2,7 @@
 
 Run by :mod:`orchestrator.adapters.ledger.migrate` with an open connection; there is no
 ``alembic.ini``. A new revision is a new file in ``versions/`` whose ``revision`` is the
-next number (``0005``), added to ``schema.REVISIONS``, ending with ``mark_version``.
+next number (``0005``), added to ``revisions.REVISIONS``, ending with ``mark_version``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,106 @@
+"""A project's runner image as values: what goes in, what is left out, the tag, the labels
+and the Dockerfile. Pure: file texts in, values out (``services/image.py`` reads the files
+at a revision, downloads the wheels and builds).
+
+What goes into the image's virtual environment: the project's runtime dependencies
+(``[project].dependencies``, or ``install_requires`` of ``setup.cfg``), the extras and
+dependency groups asked for, the requirement files and ``--pip`` specs, and pytest when
+none of them names it (the probe runs under the project's own pytest). The project itself
+never goes in: each side's exported tree is what is tested, so a requirement naming it is
+dropped (its extras are expanded instead), and a wheel of it that the resolver pulled in as
+another package's dependency is left out of the wheelhouse. Every such step leaves a note.
+
+The tag is a digest of everything the image is made of (base image ID, the wheels' names
+and hashes, the apt packages, the Dockerfile and the labels), so the same inputs name the
+same image and a second build reuses it.
+
+Modules: :mod:`.metadata`, :mod:`.requirements`, :mod:`.wheelhouse`, :mod:`.apt` and
+:mod:`.image` (the Dockerfile, labels, tag and report).
+"""
+
+from orchestrator.core.project_image.apt import (
+    APT_BASE_REPOSITORY,
+    BASE_INCLUDES,
+    DEFAULT_SUITE,
+    apt_base_tag,
+    apt_includes,
+    apt_sources,
+    check_apt,
+)
+from orchestrator.core.project_image.image import (
+    IMAGE_REPOSITORY,
+    INPUTS_SCHEMA,
+    LABEL_APT,
+    LABEL_BASE,
+    LABEL_EXCLUDED,
+    LABEL_INPUTS,
+    LABEL_PACKAGES,
+    LABEL_PROJECT,
+    LABEL_PROJECT_IMAGE,
+    LABEL_STAGE,
+    LABEL_VENV,
+    REPORT_SCHEMA,
+    VENV,
+    VENV_PYTHON,
+    WHEELS_DIR,
+    dockerfile,
+    image_labels,
+    image_tag,
+    inputs_digest,
+    packages_from_label,
+    report_document,
+)
+from orchestrator.core.project_image.metadata import GroupInclude, ProjectMetadata, read_metadata
+from orchestrator.core.project_image.requirements import Requirements, collect_requirements
+from orchestrator.core.project_image.wheelhouse import (
+    Wheel,
+    excluded_notes,
+    is_sdist,
+    pip_target_args,
+    sdist_name,
+    split_project,
+    wheel,
+)
+
+__all__ = [
+    "APT_BASE_REPOSITORY",
+    "BASE_INCLUDES",
+    "DEFAULT_SUITE",
+    "IMAGE_REPOSITORY",
+    "INPUTS_SCHEMA",
+    "LABEL_APT",
+    "LABEL_BASE",
+    "LABEL_EXCLUDED",
+    "LABEL_INPUTS",
+    "LABEL_PACKAGES",
+    "LABEL_PROJECT",
+    "LABEL_PROJECT_IMAGE",
+    "LABEL_STAGE",
+    "LABEL_VENV",
+    "REPORT_SCHEMA",
+    "VENV",
+    "VENV_PYTHON",
+    "WHEELS_DIR",
+    "GroupInclude",
+    "ProjectMetadata",
+    "Requirements",
+    "Wheel",
+    "apt_base_tag",
+    "apt_includes",
+    "apt_sources",
+    "check_apt",
+    "collect_requirements",
+    "dockerfile",
+    "excluded_notes",
+    "image_labels",
+    "image_tag",
+    "inputs_digest",
+    "is_sdist",
+    "packages_from_label",
+    "pip_target_args",
+    "read_metadata",
+    "report_document",
+    "sdist_name",
+    "split_project",
+    "wheel",
+]
