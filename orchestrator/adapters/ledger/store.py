@@ -418,7 +418,7 @@ class Ledger(ThawClaims):
         )
         return WriteOutcome(freeze_id=None, codes=codes, event_id=self.append_event(refusal))
 
-    def _insert_freeze(
+    def _insert_freeze(  # noqa: PLR0913 - one keyword per column of the row
         self,
         *,
         kind: model.FreezeKind,

@@ -117,7 +117,7 @@ def packages_from_label(value: str | None) -> tuple[str, ...]:
     return tuple((value or "").split())
 
 
-def report_document(
+def report_document(  # noqa: PLR0913 - one keyword per field of the document
     *,
     image_id: str,
     tag: str,
