@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator.probe import PROBE_VERSION
-from orchestrator.probe.driver import child_environment, encode_run, parse_args, read_result
+from orchestrator.probe.jobs import child_environment, encode_run, read_result
+from orchestrator.probe.options import parse_args
 from orchestrator.probe.replay import wanted_hash_seed
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
