@@ -41,6 +41,34 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         own, pytest_args = args[:split], args[split + 1 :]
     else:
         own, pytest_args = args, []
+    parser = _parser()
+    options = parser.parse_args(own)
+    _check(parser, options, pytest_args)
+    seed = options.seed
+    if seed is None:
+        raw = os.environ.get("REPLAY_SEED", "").strip()
+        try:
+            seed = int(raw) if raw else 0
+        except ValueError:
+            parser.error(f"REPLAY_SEED must be an integer, got {raw!r}")
+    return DriverOptions(
+        replays=options.replays or 0,
+        timeout_s=options.timeout or 0.0,
+        out=options.out,
+        seed=seed,
+        pytest_args=tuple(pytest_args),
+        spawn=options.spawn,
+        workers=options.workers,
+        make_dirs=tuple(options.make_dir),
+        copy_tree=options.copy_tree,
+        serve=options.serve,
+        jobs=options.jobs,
+        results=options.results,
+        attach=options.attach,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"python -m {DRIVER_MODULE}",
         description="Run N fresh pytest replays under the replay probe, one after another "
@@ -92,7 +120,13 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         help="each replay keeps the driver's stdin, stdout and stderr (no log file), "
         "and the terminal's foreground when there is one",
     )
-    options = parser.parse_args(own)
+    return parser
+
+
+def _check(
+    parser: argparse.ArgumentParser, options: argparse.Namespace, pytest_args: list[str]
+) -> None:
+    """Reject the combinations of options that do not go together."""
     if options.serve and options.attach:
         parser.error("--attach goes with replays, not --serve")
     if options.attach and options.workers > 1:
@@ -107,28 +141,6 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
             parser.error("--jobs and --results go with --serve")
         if options.replays is None or options.timeout is None:
             parser.error("--replays and --timeout are required (or --serve)")
-    seed = options.seed
-    if seed is None:
-        raw = os.environ.get("REPLAY_SEED", "").strip()
-        try:
-            seed = int(raw) if raw else 0
-        except ValueError:
-            parser.error(f"REPLAY_SEED must be an integer, got {raw!r}")
-    return DriverOptions(
-        replays=options.replays or 0,
-        timeout_s=options.timeout or 0.0,
-        out=options.out,
-        seed=seed,
-        pytest_args=tuple(pytest_args),
-        spawn=options.spawn,
-        workers=options.workers,
-        make_dirs=tuple(options.make_dir),
-        copy_tree=options.copy_tree,
-        serve=options.serve,
-        jobs=options.jobs,
-        results=options.results,
-        attach=options.attach,
-    )
 
 
 def _copy_pair(text: str) -> tuple[Path, Path]:
