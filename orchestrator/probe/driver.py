@@ -92,6 +92,12 @@ needs several pytest runs in one container can speak it.
   driver.json says "finished": false with the "error", the error goes to standard
   error, exit 2 (the job's sender has a bug; nothing is guessed). A reader of --results
   that went away ends it with "finished": false and exit 1. SIGTERM or SIGINT: as above.
+
+Where the parts live: the command line in `options.py`; the job, its environment and the
+wire formats in `jobs.py`; one job's run (`run_job`, for both loops here) in `runner.py`;
+forking and exec'ing a session in `spawn.py`; the deadline in `deadline.py`; the
+`--make-dir` and `--copy-tree` folders in `workspace.py`; a split replay's merge in
+`workers.py`.
 """
 
 from __future__ import annotations
