@@ -17,13 +17,11 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from orchestrator.probe import PROBE_VERSION, RUN_SCHEMA
+from orchestrator.probe import PROBE_VERSION, RUN_SCHEMA, SPLIT_ENV, WORKER_ENV
 from orchestrator.probe.deadline import Deadline, kill_groups
 from orchestrator.probe.jobs import TIMEOUT, Job, child_environment, read_result
 from orchestrator.probe.spawn import Spawner, take_terminal
 from orchestrator.probe.workers import (
-    SPLIT_ENV,
-    WORKER_ENV,
     WorkerOutcome,
     merge_results,
     merged_exit_code,

@@ -20,9 +20,9 @@ from typing import Any, Final
 
 import pytest
 
+from orchestrator.probe import SPLIT_ENV, SPLIT_SCHEMA, WORKER_ENV
 from orchestrator.probe.atomic import write_json_atomic
 from orchestrator.probe.schedule import split_by_module
-from orchestrator.probe.workers import SPLIT_ENV, SPLIT_SCHEMA, WORKER_ENV
 
 DURATIONS_ENV: Final = "REPLAY_DURATIONS"
 # The size of the whole replay's selection, before this worker kept its share (the

@@ -35,13 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
+from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, SPLIT_SCHEMA
 from orchestrator.probe.jobs import COMPLETED, NO_RESULT, TIMEOUT
 
-# A session's share (``w/J``) and where it writes its split (``orchestrator/probe/share.py``).
-WORKER_ENV: Final = "REPLAY_WORKER"
-SPLIT_ENV: Final = "REPLAY_SPLIT"
-SPLIT_SCHEMA: Final = "replay-split/1"
 HARNESS_ERROR: Final = "harness_error"
 NO_CALLS: Final[Mapping[str, int]] = {}
 
