@@ -1,6 +1,6 @@
 """One worker's share of a replay: which collected tests this pytest session runs.
 
-The driver (``orchestrator/probe/workers.py``) starts J pytest sessions for one replay, each
+The driver (``orchestrator/probe/runner.py``) starts J pytest sessions for one replay, each
 with ``REPLAY_WORKER=w/J``. Every session collects the whole selection (so every test
 module is imported in every worker, as in one process), then keeps only its own share:
 :func:`orchestrator.probe.schedule.split_by_module` over the collected node ids and the
@@ -20,13 +20,11 @@ from typing import Any, Final
 
 import pytest
 
+from orchestrator.probe import SPLIT_ENV, SPLIT_SCHEMA, WORKER_ENV
 from orchestrator.probe.atomic import write_json_atomic
 from orchestrator.probe.schedule import split_by_module
 
-WORKER_ENV: Final = "REPLAY_WORKER"
 DURATIONS_ENV: Final = "REPLAY_DURATIONS"
-SPLIT_ENV: Final = "REPLAY_SPLIT"
-SPLIT_SCHEMA: Final = "replay-split/1"
 # The size of the whole replay's selection, before this worker kept its share (the
 # probe's per-test progress lines count against it).
 SELECTION_SIZE: Final = pytest.StashKey[int]()

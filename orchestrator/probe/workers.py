@@ -23,32 +23,21 @@ The run document (``replay-run/1``) says ``"workers": J`` and lists each worker'
 ``worker``, ``status``, ``exit_code``, ``wall_ms`` and ``tests`` (the size of its share).
 Its ``status`` is ``completed`` when a result could be merged, ``timeout`` when every
 worker passed the deadline without a known share, and otherwise the first worker's status.
-Standard library only.
+The sessions are started and waited for by ``orchestrator/probe/runner.py``; this module
+holds the files and the merge. Standard library only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from time import perf_counter
-from types import FrameType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, RUN_SCHEMA
-from orchestrator.probe.share import SPLIT_ENV, SPLIT_SCHEMA, WORKER_ENV
+from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, SPLIT_SCHEMA
+from orchestrator.probe.jobs import COMPLETED, NO_RESULT, TIMEOUT
 
-if TYPE_CHECKING:
-    from orchestrator.probe.driver import Driver
-
-COMPLETED: Final = "completed"
-TIMEOUT: Final = "timeout"
-NO_RESULT: Final = "no_result"
-CORRUPT_RESULT: Final = "corrupt_result"
 HARNESS_ERROR: Final = "harness_error"
 NO_CALLS: Final[Mapping[str, int]] = {}
 
@@ -69,123 +58,6 @@ class WorkerOutcome:
     wall_ms: float
     result: Mapping[str, Any] | None  # its replay-probe/1 document, when completed
     bins: tuple[tuple[str, ...], ...] | None  # the split it wrote, when it got that far
-
-
-class _GroupsDeadline:
-    """SIGALRM after ``timeout_s`` kills every worker's process group (see driver._Deadline)."""
-
-    def __init__(self, groups: Iterable[int], timeout_s: float) -> None:
-        self.groups = tuple(groups)
-        self.timeout_s = timeout_s
-        self.expired = False
-
-    def _fire(self, signum: int, frame: FrameType | None) -> None:
-        self.expired = True
-        _kill_groups(self.groups)
-
-    def __enter__(self) -> _GroupsDeadline:
-        signal.signal(signal.SIGALRM, self._fire)
-        signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-
-
-def _kill_groups(groups: Iterable[int]) -> None:
-    for group in groups:
-        # A group may already be gone; that is the outcome we wanted.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
-
-
-def kill_workers(driver: Driver) -> None:
-    """Kill and reap every running worker of the driver (on SIGTERM or SIGINT)."""
-    pids, driver.worker_pids = list(driver.worker_pids), []
-    _kill_groups(pids)
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-
-
-def run_workers(driver: Driver, k: int) -> tuple[dict[str, Any], bytes | None]:
-    """Replay k as ``driver.options.workers`` sessions at once; the merged run document."""
-    from orchestrator.probe.driver import child_environment, read_result
-
-    options = driver.options
-    count = options.workers
-    job = driver.batch_job(k)
-    files = {worker: worker_files(options.out, k, worker) for worker in range(1, count + 1)}
-    for result_path, split_path, _ in files.values():
-        result_path.unlink(missing_ok=True)
-        split_path.unlink(missing_ok=True)
-    driver.reset_dirs()  # once per replay: its workers share HOME and the tree, as one process
-    started = perf_counter()
-    pids: dict[int, int] = {}
-    for worker, (result_path, split_path, log_path) in files.items():
-        env = child_environment(
-            dict(os.environ),
-            result_path=result_path,
-            seed=job.seed,
-            fixture=job.fixture,
-            progress_fd=driver.progress_fd,
-        )
-        env[WORKER_ENV] = f"{worker}/{count}"
-        env[SPLIT_ENV] = str(split_path)
-        pids[driver.spawn(job, env, log_path)] = worker
-    ended: dict[int, tuple[int, float]] = {}
-    with _GroupsDeadline(pids, job.timeout_s) as deadline:
-        while len(ended) < len(pids):
-            try:
-                pid, wait_status = os.wait()
-            except ChildProcessError:  # nothing left to reap (cannot happen; never hang)
-                break
-            if pid in pids:
-                ended[pids[pid]] = (wait_status, perf_counter())
-    # Kill every group either way: a test's background processes die with it.
-    _kill_groups(pids)
-    driver.worker_pids = []
-    outcomes = []
-    for worker, (result_path, split_path, _) in files.items():
-        wait_status, at = ended.get(worker, (0, perf_counter()))
-        exit_code: int | None = os.waitstatus_to_exitcode(wait_status)
-        timed_out = deadline.expired and exit_code == -signal.SIGKILL
-        if timed_out:
-            status, raw = TIMEOUT, None
-            exit_code = None
-        else:
-            status, raw = read_result(result_path)
-        outcomes.append(
-            WorkerOutcome(
-                worker=worker,
-                status=status,
-                exit_code=exit_code,
-                wall_ms=round((at - started) * 1000.0, 3),
-                result=json.loads(raw) if raw is not None else None,
-                bins=read_split(split_path, count),
-            )
-        )
-        result_path.unlink(missing_ok=True)
-        split_path.unlink(missing_ok=True)
-    status, merged = merge_results(outcomes, count)
-    run: dict[str, Any] = {
-        "schema": RUN_SCHEMA,
-        "probe_version": PROBE_VERSION,
-        "replay": k,
-        "status": status,
-        "exit_code": _merged_exit_code(outcomes),
-        "wall_ms": round((perf_counter() - started) * 1000.0, 3),
-        "seed": job.seed,
-        "timeout_s": job.timeout_s,
-        "spawn": job.spawn,
-        "workers": count,
-        "worker_runs": [worker_summary(outcome) for outcome in outcomes],
-    }
-    if merged is None:
-        return run, None
-    data = json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return run, data.encode("utf-8")
 
 
 def read_split(path: Path, count: int) -> tuple[tuple[str, ...], ...] | None:
@@ -307,7 +179,7 @@ def _merged_exit_status(completed: Sequence[WorkerOutcome]) -> int | None:
     return statuses[0] if statuses else None
 
 
-def _merged_exit_code(outcomes: Sequence[WorkerOutcome]) -> int | None:
+def merged_exit_code(outcomes: Sequence[WorkerOutcome]) -> int | None:
     """A signal's (negative) code when a worker died by one, else the highest code but
     pytest's 5 (no tests), which only stands when every worker had it."""
     codes = [outcome.exit_code for outcome in outcomes if outcome.exit_code is not None]

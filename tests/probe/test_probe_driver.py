@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator.probe import PROBE_VERSION
-from orchestrator.probe.driver import child_environment, encode_run, parse_args, read_result
+from orchestrator.probe.jobs import child_environment, encode_run, read_result
+from orchestrator.probe.options import parse_args
 from orchestrator.probe.replay import wanted_hash_seed
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -578,3 +579,16 @@ def test_later_replays_load_the_code_the_first_rewrote(tmp_path):
     assert "assert [1, 2] == [1, 3]" in logs[2]  # the rewritten assert explains itself
     assert not (out / ".rewritten").exists()
     assert not list(tmp_path.rglob("__pycache__"))
+
+
+def test_the_driver_imports_no_pytest_and_its_parts_never_import_it():
+    # The host imports hash_seed from the driver without pytest installed; the driver's
+    # parts import each other one way only.
+    parts = "runner, spawn, workers, jobs, options, deadline, workspace"
+    checks = [
+        "import sys, orchestrator.probe.driver; assert 'pytest' not in sys.modules",
+        f"import sys; from orchestrator.probe import {parts}; "
+        "assert 'orchestrator.probe.driver' not in sys.modules",
+    ]
+    for check in checks:
+        subprocess.run([sys.executable, "-c", check], check=True, env=driver_env(), timeout=60)

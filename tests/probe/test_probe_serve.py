@@ -22,7 +22,8 @@ import pytest
 
 from orchestrator.adapters.job_channel import CLOSED, TIMED_OUT, JobChannel, Received
 from orchestrator.probe import JOB_SCHEMA, PROBE_VERSION
-from orchestrator.probe.driver import BadJob, encode_run_line, parse_args, parse_job
+from orchestrator.probe.jobs import BadJob, encode_run_line, parse_job
+from orchestrator.probe.options import parse_args
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 QUIET = ("-p", "no:hypothesispytest")  # keeps each job's start-up small
