@@ -684,3 +684,62 @@ def test_editing_a_test_body_always_changes_its_digest_and_says_test_body(
     for other in PROPERTIES:
         if function_of(other).rsplit("::", 1)[-1] != function_of(test).rsplit("::", 1)[-1]:
             assert digest_of(noisy, other) == digest_of(TRICKY, other), other
+
+
+CODE_PATH = "pkg/mod.py"
+CODE = module(
+    '''
+    """Helpers.
+
+    >>> double(half(4))
+    4
+    """
+
+
+    def double(x):
+        """
+        >>> double(2)
+        4
+        """
+        return 2 * x
+
+
+    def half(x):
+        return x // 2
+
+
+    class Box:
+        def size(self):
+            """
+            >>> Box().size()
+            0
+            """
+            return 0
+    '''
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [("pkg.mod.double", "double(2)"), ("mod.Box.size", "Box().size()"), ("pkg.mod", "half(4)")],
+)
+def test_a_doctest_is_sliced_to_the_docstring_it_runs(name: str, kept: str) -> None:
+    """pytest names a doctest by the object's dotted name (after the module's import name,
+    whatever the rootdir made of it); the code around it is code under test."""
+    property_id = f"{CODE_PATH}::{name}"
+    base = oracle_slice(CODE, {}, property_id)
+    assert base.status is SliceStatus.SLICED
+    assert any(kept in text for texts in base.parts.values() for text in texts)
+    code_changed = CODE.replace("return x // 2", "return x >> 1").replace(
+        "return 0", "return 0 * 1"
+    )
+    assert not compare_slices(base, oracle_slice(code_changed, {}, property_id)).changed
+    examples_changed = CODE.replace(kept, kept.replace(")", ") + 0", 1))
+    change = compare_slices(base, oracle_slice(examples_changed, {}, property_id))
+    assert change.reason_texts == (f"doctest {name}",)
+
+
+def test_a_dotted_name_that_names_no_docstring_is_compared_whole() -> None:
+    for name in ("pkg.mod.half", "pkg.mod.nothing", "pkg.other"):
+        found = oracle_slice(CODE, {}, f"{CODE_PATH}::{name}")
+        assert found.status is SliceStatus.WHOLE_FILE, name

@@ -42,6 +42,7 @@ class ReasonKind(StrEnum):
     GONE_ON_PATCH = "gone on patch"
     WHOLE_FILE = "whole file"
     TEST_BODY = "test body"
+    DOCTEST = "doctest"  # the docstring a doctest item runs: its examples are the oracle
     CLASS_SETUP = "class set-up"
     MODULE_SETUP = "module set-up"
     FIXTURE = "fixture"

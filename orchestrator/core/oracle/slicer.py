@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import PurePosixPath
 
 from orchestrator.core.oracle.analysis import (
     AnalysedModule,
@@ -58,6 +59,16 @@ def oracle_slice(
         note, problem = "does not parse", parse(source)[1]
     elif not node.function.isidentifier() or not all(c.isidentifier() for c in node.classes):
         note = "not a Python test function"
+    if analysed is not None and note:
+        docstring = doctest_docstring(parse(source)[0], node.path, node.names)
+        if docstring is not None:
+            return OracleSlice(
+                property_id=property_id,
+                path=node.path,
+                status=SliceStatus.SLICED,
+                parts={(ReasonKind.DOCTEST, node.names[0]): (docstring,), **conftest_parts},
+                whole_file=whole,
+            )
     if analysed is None or note:
         whole = whole_parts()
         return OracleSlice(
@@ -79,6 +90,47 @@ def oracle_slice(
         parts={**found, **conftest_parts},
         whole_file=whole,
     )
+
+
+def doctest_docstring(module: ast.Module | None, path: str, names: tuple[str, ...]) -> str | None:
+    """The docstring a doctest item of this module runs, or None when the node id is not
+    one (``pkg/mod.py::pkg.mod.Class.method``: pytest names a doctest by the object's
+    dotted name, which starts with the module's import name, whatever the rootdir made of
+    it). The module's own docstring is named by the module alone. Pure."""
+    if module is None or len(names) != 1 or not path.endswith(".py"):
+        return None
+    dotted = names[0].split(".")
+    if len(dotted) < 2 or not all(part.isidentifier() for part in dotted):
+        return None
+    # The longest tail of the dotted name that names an object of the module.
+    for start in range(len(dotted)):
+        found = _object_at(module, dotted[start:])
+        if found is not None:
+            return ast.get_docstring(found, clean=False)
+    stem = PurePosixPath(path).stem
+    own_name = PurePosixPath(path).parent.name if stem == "__init__" else stem
+    return ast.get_docstring(module, clean=False) if dotted[-1] == own_name else None
+
+
+def _object_at(
+    module: ast.Module, names: list[str]
+) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
+    body: list[ast.stmt] = module.body
+    found: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None = None
+    for name in names:
+        found = next(
+            (
+                stmt
+                for stmt in reversed(body)  # the last definition wins, as at run time
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and stmt.name == name
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        body = found.body
+    return found
 
 
 class _LazyParts(Mapping[PartKey, tuple[str, ...]]):
