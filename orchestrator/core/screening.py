@@ -156,6 +156,19 @@ def missing(replays: Sequence[Replay]) -> bool:
     )
 
 
+def in_suite_order(
+    property_ids: Sequence[str], screened_sides: Sequence[Mapping[str, object]]
+) -> tuple[str, ...]:
+    """``property_ids`` in the order the screening sides reported them (each side's order
+    in turn, for a property only one side has), any others after them as given. Pure."""
+    wanted = set(property_ids)
+    ordered: dict[str, None] = {}
+    for side in screened_sides:
+        ordered.update((p, None) for p in side if p in wanted)
+    ordered.update((p, None) for p in property_ids)
+    return tuple(ordered)
+
+
 def replay_targets(
     ordered: Sequence[str], screened_side: Mapping[str, Sequence[Replay]]
 ) -> tuple[str, ...]:

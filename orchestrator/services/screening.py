@@ -35,6 +35,7 @@ from orchestrator.core.screening import (
     RawLink,
     Screening,
     combine,
+    in_suite_order,
     raw_layout,
     replay_targets,
     screen,
@@ -170,9 +171,14 @@ def replay_signals(
     if not screening.signals or screening.more == 0:
         return replace(first, labelled=combine(screened, {}, screening))
     known = {**plan.scheduling.durations, **measured_durations(screened)}
+    # Longest first cuts the batches evenly; pytest is still handed each batch in the
+    # suite's own order (the order screening ran it), so that a test leaning on what an
+    # earlier test left behind meets the same predecessors as in the first phase.
     ordered = order_longest_first(list(screening.signals), known)
+    suite = in_suite_order(ordered, [screened[side.name] for side in sides])
+    rank = {property_id: index for index, property_id in enumerate(suite)}
     targeted = tuple(
-        replace(side, targets=replay_targets(ordered, screened[side.name])) for side in sides
+        replace(side, targets=replay_targets(suite, screened[side.name])) for side in sides
     )
     engine_of_runner: dict[str, int] = {}
     for engine in pool.engines:
@@ -180,13 +186,16 @@ def replay_signals(
     engine_of = {p: engine_of_runner.get(first.runners.get(p, ""), 0) for p in ordered}
     slots = [engine.slots for engine in pool.engines]
     second = run_sides(
-        sides_plan(plan, replays=screening.more, property_ids=ordered),
+        sides_plan(plan, replays=screening.more, property_ids=suite),
         targeted,
         progress=progress,
         run_id=plan.run_id,
         keep_raw=plan.run_dir / RAW / SECOND_PHASE,
         pool=replace(pool, durations=known),
-        batches=plan_batches_on(ordered, slots, known, engine_of),
+        batches=tuple(
+            replace(batch, property_ids=tuple(sorted(batch.property_ids, key=rank.__getitem__)))
+            for batch in plan_batches_on(ordered, slots, known, engine_of)
+        ),
     )
     attempts = tuple(
         replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir)) for attempt in second.attempts

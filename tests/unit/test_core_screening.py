@@ -245,3 +245,24 @@ def test_a_screening_folder_split_over_two_second_phase_batches_gets_folders_of_
         screen=1,
     )
     assert dirs == {PROP: "raw/screen+e1-b1", OTHER: "raw/screen+e2-b1"}
+
+
+def test_the_second_phase_keeps_the_suite_order_of_the_screening():
+    """Longest first cuts batches; pytest is handed the tests in the order the sides ran
+    them (base's, then any only the patch has)."""
+    base = {"t::a": (), "t::b": (), "t::c": ()}
+    patch = {"t::a": (), "t::new": (), "t::b": (), "t::c": ()}
+    by_duration = ["t::c", "t::new", "t::a"]
+    assert screening.in_suite_order(by_duration, [base, patch]) == ("t::a", "t::c", "t::new")
+
+
+@given(
+    st.lists(st.sampled_from("abcdefgh"), unique=True),
+    st.lists(st.lists(st.sampled_from("abcdefgh"), unique=True), max_size=3),
+)
+def test_suite_order_is_a_permutation_that_follows_the_sides(wanted, sides):
+    ordered = screening.in_suite_order(wanted, [dict.fromkeys(side) for side in sides])
+    assert sorted(ordered) == sorted(wanted)
+    seen = [p for side in sides for p in side if p in wanted]
+    first_seen = list(dict.fromkeys(seen))
+    assert list(ordered[: len(first_seen)]) == first_seen
