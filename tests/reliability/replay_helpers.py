@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,9 @@ from support.polling import wait_for  # noqa: E402
 from fixtures.build_example import ExampleRepo  # noqa: E402
 
 __all__ = ["CLI", "Run", "wait_for"]
+
+# A command line run in the test's own process (the ``in_process`` fixture).
+InProcess = Callable[[Sequence[str], Path], Run]
 
 PID_LABEL = "orchestrator.pid"  # the owning process, on every container (adapters/docker.py)
 
