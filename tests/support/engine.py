@@ -79,16 +79,18 @@ class SecondEngine:
 
         return docker.DockerClient(base_url=self.url, version="auto", timeout=timeout)
 
-    def load_image(self, source: Any, image_id: str) -> None:
+    def load_image(self, source: Any, image_id: str, tag: str) -> None:
         """``image_id`` from the ``source`` engine's client, offline (save | load) unless it
-        is here already. Content-addressed: the very same image, whatever its tag."""
+        is here already, tagged ``tag`` as there. Content-addressed: the very same image."""
         client = self.client()
         try:
-            with contextlib.suppress(Exception):
-                client.images.get(image_id)
-                return
-            (loaded,) = client.images.load(b"".join(source.images.get(image_id).save(named=True)))
-            assert loaded.id == image_id, (loaded.id, image_id)
+            try:
+                image = client.images.get(image_id)
+            except Exception:
+                (image,) = client.images.load(b"".join(source.images.get(image_id).save()))
+            assert image.id == image_id, (image.id, image_id)
+            if tag not in image.tags:
+                image.tag(tag)
         finally:
             client.close()
 

@@ -10,6 +10,8 @@ import pytest
 
 from support.engine import SecondEngine, new_second_engine
 
+RUNNER_IMAGE = "orchestrator-runner:latest"
+
 
 @pytest.fixture(scope="session")
 def second_engine(docker_client: Any, runner_image_id: str) -> Iterator[SecondEngine]:
@@ -20,7 +22,7 @@ def second_engine(docker_client: Any, runner_image_id: str) -> Iterator[SecondEn
     engine = new_second_engine()
     try:
         engine.start()
-        engine.load_image(docker_client, runner_image_id)
+        engine.load_image(docker_client, runner_image_id, RUNNER_IMAGE)
         yield engine
     finally:
         engine.remove()
@@ -34,7 +36,7 @@ def second(
     """The second engine, answering and holding the runner image (restarted when a test
     killed it, the image loaded again when a test removed it); emptied after the test."""
     second_engine.restart()
-    second_engine.load_image(docker_client, runner_image_id)
+    second_engine.load_image(docker_client, runner_image_id, RUNNER_IMAGE)
     yield second_engine
     second_engine.restart()
     second_engine.clean()
