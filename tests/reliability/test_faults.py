@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_relay import CONNECTING, DroppingRelay
+from engine_relay import CONNECTING, PING_AND_VERSION, DroppingRelay
 from replay_helpers import (
     CLI,
     InProcess,
@@ -86,58 +86,25 @@ def relay_socket(tmp_path: Path) -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
-def test_engine_dropping_while_sizing_the_pool_is_one_line_exit_3(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
+# Which requests the relay answers, by phase: the request it then drops, what the one
+# error line names, and whether the run folder was begun (then it is marked incomplete).
+DROPPED_WHILE = {
+    "sizing the pool": (PING_AND_VERSION, b"/info", "", False),
+    "pinning the image": (CONNECTING, b"/images/", "image {image} cannot be inspected", False),
+    "sweeping": (
+        re.compile(CONNECTING.pattern + rb"|^/(v[0-9.]+/)?images/"),
+        b"/containers/json",
+        "",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("phase", list(DROPPED_WHILE))
+def test_engine_dropping_before_any_replay_is_one_line_exit_3(
+    phase: str, runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
 ) -> None:
-    relay = DroppingRelay(relay_socket)  # answers the ping and the version, nothing else
-    out = tmp_path / "run"
-    args = replay_args(
-        example,
-        patch="extra-clock-read",
-        properties=[BUDGET_PROPERTY],
-        image=image,
-        out=out,
-        replays=1,
-        extra=["--no-record"],
-    )
-    try:
-        run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
-    finally:
-        relay.close()
-    assert any(b"/info" in line for line in relay.dropped), relay.dropped
-    assert run.exit_code == 3, run.stderr[-2000:]
-    assert_one_line(run.stderr)
-    assert not out.exists()  # nothing had run, nothing was written
-
-
-def test_engine_dropping_while_pinning_the_image_is_one_line_exit_3(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
-) -> None:
-    relay = DroppingRelay(relay_socket, answered=CONNECTING)
-    out = tmp_path / "run"
-    args = replay_args(
-        example,
-        patch="extra-clock-read",
-        properties=[BUDGET_PROPERTY],
-        image=image,
-        out=out,
-        replays=1,
-        extra=["--no-record"],
-    )
-    try:
-        run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
-    finally:
-        relay.close()
-    assert any(b"/images/" in line for line in relay.dropped), relay.dropped
-    assert run.exit_code == 3, run.stderr[-2000:]
-    assert_one_line(run.stderr, f"image {image} cannot be inspected")
-    assert not out.exists()  # nothing had run, nothing was written
-
-
-def test_engine_dropping_while_sweeping_is_one_line_exit_3(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
-) -> None:
-    answered = re.compile(CONNECTING.pattern + rb"|^/(v[0-9.]+/)?images/")
+    answered, dropped, needle, begun = DROPPED_WHILE[phase]
     relay = DroppingRelay(relay_socket, answered=answered)
     out = tmp_path / "run"
     args = replay_args(
@@ -153,11 +120,14 @@ def test_engine_dropping_while_sweeping_is_one_line_exit_3(
         run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
     finally:
         relay.close()
-    assert any(b"/containers/json" in line for line in relay.dropped), relay.dropped
+    assert any(dropped in line for line in relay.dropped), relay.dropped
     assert run.exit_code == 3, run.stderr[-2000:]
-    assert_one_line(run.stderr)
-    assert (out / "INCOMPLETE").exists()
-    assert not (out / "summary.json").exists()
+    assert_one_line(run.stderr, needle.format(image=image))
+    if begun:
+        assert (out / "INCOMPLETE").exists()
+        assert not (out / "summary.json").exists()
+    else:
+        assert not out.exists()  # nothing had run, nothing was written
     assert runner.leftover_trees() == []
 
 
