@@ -19,16 +19,21 @@ ifneq ($(strip $(ORCHESTRATOR_DOCKERD_ROOT)),)
 export DOCKER_HOST ?= unix://$(abspath $(ORCHESTRATOR_DOCKERD_ROOT))/docker.sock
 endif
 
+# make test-fast PYTEST_ARGS="-x -k lanes": extra pytest arguments.
+PYTEST_ARGS ?=
+
 # make replay REPO=path/to/repo [BASE=main] [PATCH=HEAD] [ARGS="--fixture f.json --replays 9"]
 REPO ?=
 BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd doctor test lint replay stop-engine
+.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd doctor test test-fast lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
+	@echo "make test-fast    the inner loop: the tests that need no Docker engine, no"
+	@echo "                  PostgreSQL and no browser (pure, unit, in-process CLI tests)"
 	@echo "make replay       set up everything and replay the bundled example"
 	@echo "                  (or: make replay REPO=path BASE=rev PATCH=rev)"
 	@echo "make image        build (or reuse) the runner image and print its ID"
@@ -107,6 +112,15 @@ lint: venv
 # scripts/ensure-docker under a private root, and stop and remove only that one at the end.
 test: venv engine image postgres podman wheelhouse browser junit-xsd
 	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
+
+# The inner loop: no engine, no PostgreSQL, no browser started. tests/conftest.py marks
+# every test that needs one (from the fixtures it uses and its directory); -m deselects
+# them, and ORCHESTRATOR_TEST_TIER=fast makes an engine call of an unmarked test fail.
+FAST_MARKS := not docker and not postgres and not browser and not slow
+
+test-fast: venv junit-xsd
+	ORCHESTRATOR_TEST_TIER=fast ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) \
+		$(BIN)/python -m pytest -m "$(FAST_MARKS)" $(PYTEST_ARGS)
 
 replay: venv engine image
 ifeq ($(strip $(REPO)),)

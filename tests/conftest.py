@@ -1,16 +1,76 @@
-"""Shared fixtures: the real Docker engine and the runner image `make test` built.
+"""Shared fixtures: the real Docker engine and the runner image `make test` built; the
+tiers of the suite.
 
 No skipping: when the engine or the image is missing the tests that need them error
 loudly, naming the make target that sets them up.
+
+Tiers: every test that needs a Docker engine, a PostgreSQL server or a browser carries
+the ``docker``, ``postgres`` or ``browser`` mark, set here from the fixtures it uses
+(directly or through other fixtures) and from its directory, on top of the marks its
+module sets itself. `make test` runs everything; `make test-fast` deselects those marks
+(and ``slow``) with ``-m`` and sets ORCHESTRATOR_TEST_TIER=fast, under which the engine
+fixtures fail and DOCKER_HOST names a socket nothing listens on: a test that needs the
+engine but escaped its mark fails there, it never passes without one.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest_plugins = ["support.fixtures"]
+
+TESTS = Path(__file__).resolve().parent
+FAST_TIER = os.environ.get("ORCHESTRATOR_TEST_TIER") == "fast"
+# A fixture a test uses (even through another fixture) -> the mark it needs.
+MARK_OF_FIXTURE = {
+    "docker_client": "docker",
+    "runner_image_id": "docker",
+    "second_engine": "docker",
+    "postgres_server": "postgres",
+}
+# Directories whose every test needs the engine (a second dockerd, built images, replays).
+DOCKER_DIRS = ("chaos", "engines", "image", "reproduce", "shrink")
+# Modules that drive a browser.
+BROWSER_MODULES = ("report/test_report_browser.py",)
+
+if FAST_TIER:
+    import hypothesis
+
+    # The inner loop: fewer examples per property (explicit @settings keep theirs), and
+    # no deadline (a loaded machine is not a slow function). `make test` keeps the default.
+    hypothesis.settings.register_profile("fast", max_examples=20, deadline=None)
+    hypothesis.settings.load_profile("fast")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if FAST_TIER:
+        # Nothing listens there: an engine call of an unmarked test fails, never passes.
+        dead = Path(config.rootpath) / ".cache" / "test-fast-has-no-engine.sock"
+        os.environ["DOCKER_HOST"] = f"unix://{dead}"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = getattr(item, "fixturenames", ())
+        marks = {MARK_OF_FIXTURE[name] for name in used if name in MARK_OF_FIXTURE}
+        where = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
+        if where.split("/", 1)[0] in DOCKER_DIRS:
+            marks.add("docker")
+        if where in BROWSER_MODULES:
+            marks.add("browser")
+        for mark in sorted(marks - {m.name for m in item.iter_markers()}):
+            item.add_marker(mark)
+
+
+def _not_in_fast_tier(what: str) -> None:
+    if FAST_TIER:
+        pytest.fail(f"{what} in `make test-fast`: mark the test (tests/conftest.py)")
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +79,7 @@ def docker_client() -> Iterator[Any]:
     from orchestrator.adapters.docker import connect
     from orchestrator.errors import EngineUnavailableError
 
+    _not_in_fast_tier("the Docker engine")
     try:
         client = connect(os.environ)
     except EngineUnavailableError as error:

@@ -1,11 +1,11 @@
 """The chaos loop: replays of the bundled example, each hit by one fault at a random moment.
 
-Used by tests/chaos/test_chaos.py (a bounded loop in `make test`) and bench/chaos.py (the
-long version). Everything is real: a private Docker engine started for the loop with
-scripts/ensure-docker (its own socket, data root, exec root and pid file, beside the
-machine's engine, which is never touched), the runner image loaded into it offline
-(`docker save` | `docker load`), a real SQLite ledger, the real `orchestrator replay` in a
-subprocess, real signals.
+Used by tests/chaos/test_chaos.py (a bounded loop in `make test`, on the session's second
+engine of tests/support) and bench/chaos.py (the long version, on an engine of its own).
+Everything is real: a private Docker engine started with scripts/ensure-docker (its own
+socket, data root, exec root and pid file, beside the machine's engine, which is never
+touched), the runner image loaded into it offline (`docker save` | `docker load`), a real
+SQLite ledger, the real `orchestrator replay` in a subprocess, real signals.
 
 Each iteration picks a scenario (sometimes with --freeze, sometimes the hang), a fault
 and a delay (from the moment the tool's signal handlers are in place: before that the
@@ -801,21 +801,35 @@ def table(history: Sequence[Outcome]) -> str:
 
 
 @contextlib.contextmanager
-def chaos(seed: int, *, max_delay_s: float = 8.0, hang_s: float = HANG_S) -> Iterator[Loop]:
-    """A private engine with the runner image, and a loop around it; all removed after."""
+def chaos(
+    seed: int,
+    *,
+    max_delay_s: float = 8.0,
+    hang_s: float = HANG_S,
+    engine_root: Path | None = None,
+) -> Iterator[Loop]:
+    """A private engine with the runner image, and a loop around it; all removed after.
+
+    With ``engine_root``: the engine already running there (started with
+    scripts/ensure-docker under that root, the runner image loaded), which its owner
+    stops; the loop restarts it after each SIGKILL as it would its own."""
     if os.geteuid() != 0:
         raise RuntimeError("the chaos loop starts its own dockerd and mounts a tmpfs: run as root")
     root = Path(tempfile.mkdtemp(prefix="ochaos-", dir="/tmp"))  # short: socket paths
-    engine = PrivateEngine(root / "engine")
+    engine = PrivateEngine(engine_root if engine_root is not None else root / "engine")
     loop: Loop | None = None
     try:
-        engine.start()
-        engine.load_runner_image()
+        if engine_root is None:
+            engine.start()
+            engine.load_runner_image()
         loop = Loop(root / "loop", engine, seed=seed, max_delay_s=max_delay_s, hang_s=hang_s)
         yield loop
     finally:
         if loop is not None:
             loop.close()
-        engine.stop()
+        if engine_root is None:
+            engine.stop()
+        else:
+            engine.restart_if_dead()
         unmount_under(root)
         shutil.rmtree(root, ignore_errors=True)

@@ -1,6 +1,7 @@
 """The chaos loop, bounded (bench/chaos.py is the long version): every fault of issue 14
 hits a real replay at a random moment, and every invariant is checked after it and after
-the next run started. On a private Docker engine of its own, started and removed here.
+the next run started. On the session's second Docker engine (tests/support), emptied
+after the loop.
 
 The seed is printed (and taken from ORCHESTRATOR_CHAOS_SEED when set), so that a failure
 can be replayed: `ORCHESTRATOR_CHAOS_SEED=<seed> pytest tests/chaos -s`.
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 from chaos_loop import FAULTS, Loop, chaos, table
+from support.engine import SecondEngine
 
 from orchestrator import log
 from orchestrator.adapters import docker as docker_adapter
@@ -32,11 +34,16 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[Loop]:
+def loop(second_engine: SecondEngine) -> Iterator[Loop]:
     seed = int(os.environ.get("ORCHESTRATOR_CHAOS_SEED") or random.SystemRandom().randrange(2**31))
     print(f"\nchaos seed {seed} (ORCHESTRATOR_CHAOS_SEED={seed} replays this loop)")
-    with chaos(seed, max_delay_s=6.0) as running:
-        yield running
+    second_engine.restart()
+    try:
+        with chaos(seed, max_delay_s=6.0, engine_root=second_engine.root) as running:
+            yield running
+    finally:
+        second_engine.restart()  # the loop SIGKILLs it at times
+        second_engine.clean()
 
 
 def test_a_sweep_on_a_shared_engine_takes_only_this_hosts_dead_owners_containers_and_volumes(

@@ -1,4 +1,5 @@
-"""Fixtures for the scale-out tests: the machine's engine and a second one started here."""
+"""Fixtures for the scale-out tests: the machine's engine and a second one (the session's
+one, tests/support/fixtures.py: ``second_engine``, ``second``)."""
 
 from __future__ import annotations
 
@@ -8,31 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from second_engine import CLI, SecondEngine, new_second_engine
+from second_engine import CLI
+from support.engine import SecondEngine
 
 from fixtures.build_example import ExampleRepo, build_example
-
-
-@pytest.fixture(scope="session")
-def second_engine() -> Iterator[SecondEngine]:
-    """A second local Docker engine for the whole session, removed at its end."""
-    if os.geteuid() != 0:
-        pytest.fail("starting a second dockerd needs root (make test runs as root)")
-    engine = new_second_engine()
-    try:
-        engine.start()
-        yield engine
-    finally:
-        engine.remove()
-        assert not engine.root.exists()
-
-
-@pytest.fixture
-def second(second_engine: SecondEngine) -> Iterator[SecondEngine]:
-    """The second engine, answering (restarted when a test killed it)."""
-    second_engine.restart()
-    yield second_engine
-    second_engine.restart()
 
 
 @pytest.fixture
@@ -50,12 +30,8 @@ def main_url() -> str:
 
 
 @pytest.fixture
-def with_image(second_client: Any, docker_client: Any, runner_image_id: str) -> str:
-    """The runner image on the second engine too (loaded here when missing)."""
-    from orchestrator.adapters.docker import image_state, ship_image
-
-    if not image_state(second_client, runner_image_id, runner_image_id).present:
-        ship_image(docker_client, second_client, runner_image_id, tag=None)
+def with_image(second: SecondEngine, runner_image_id: str) -> str:
+    """The runner image, on the second engine too (``second`` loads it)."""
     return runner_image_id
 
 

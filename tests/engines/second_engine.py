@@ -1,37 +1,31 @@
-"""A second local Docker engine for the tests that need two, and the replay CLI around it.
+"""The replay CLI around two engines, for the scale-out tests (and bench/engines.py).
 
-``SecondEngine`` is started with the project's own ``scripts/ensure-docker`` under a
-private root (``ORCHESTRATOR_DOCKERD_ROOT``: its own socket, data root, exec root and pid
-file, beside the machine's engine) and stopped with ``scripts/stop-docker``, which stop
-only the daemon they recorded. A test may SIGKILL it; the daemon is then waited for
-until it is reaped (its pid gone from /proc) before it is started again on the same
-root. When the session ends it is stopped, what it left (its containerd and shims, by
-its root in their command line) is killed, its mounts are unmounted and its root
-removed. The machine's engine is never touched.
+The second engine itself, and ``wait_for``, live in tests/support (one for the suite).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "tests"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from support.engine import SecondEngine, new_second_engine  # noqa: E402
+from support.polling import wait_for  # noqa: E402
+
+__all__ = ["SecondEngine", "new_second_engine", "wait_for"]
 
 CLI = ROOT / ".venv" / "bin" / "orchestrator"
-SCRIPTS = ROOT / "scripts"
 PID_LABEL = "orchestrator.pid"
 MARK_LABEL = "orchestrator.replay=1"
 
@@ -40,97 +34,6 @@ def example_tests() -> int:
     """How many tests the bundled example's base has (every one is a property)."""
     tests = ROOT / "fixtures" / "example" / "base" / "tests"
     return sum(path.read_text().count("\ndef test_") for path in tests.glob("test_*.py"))
-
-
-def wait_for(predicate: Any, *, timeout: float, what: str, poll: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy (a condition, not a sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-class SecondEngine:
-    """A private dockerd beside the machine's, started and stopped by this test session."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.url = f"unix://{root}/docker.sock"
-        self.pid: int | None = None
-
-    def _script(self, name: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "ORCHESTRATOR_DOCKERD_ROOT": str(self.root), "DOCKER_HOST": self.url}
-        return subprocess.run(
-            [str(SCRIPTS / name)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-
-    def start(self) -> None:
-        started = self._script("ensure-docker")
-        if started.returncode != 0:
-            raise AssertionError(f"the second engine did not start: {started.stderr[-2000:]}")
-        self.pid = int((self.root / "dockerd.pid").read_text())
-
-    def client(self, timeout: int = 120) -> Any:
-        import docker
-
-        return docker.DockerClient(base_url=self.url, version="auto", timeout=timeout)
-
-    def kill(self) -> None:
-        """SIGKILL the daemon, then wait until it is reaped (a zombie still holds its pid
-        file, and a restart on the same root would refuse to start)."""
-        assert self.pid is not None
-        pid = self.pid
-        os.kill(pid, signal.SIGKILL)
-        wait_for(
-            lambda: not Path(f"/proc/{pid}").exists(),
-            timeout=60,
-            what=f"the killed dockerd {pid} to be reaped",
-        )
-        self.pid = None
-
-    def restart(self) -> None:
-        if self.pid is not None and Path(f"/proc/{self.pid}").exists():
-            return
-        self.start()
-
-    def stray_pids(self) -> list[int]:
-        """Processes this daemon left behind: its containerd and shims (by our root in
-        their command line)."""
-        found = []
-        marker = str(self.root).encode()
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            with contextlib.suppress(OSError):
-                if marker in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-        return sorted(found)
-
-    def remove(self) -> None:
-        """Stop it (only it), kill what it left, unmount its data root, delete its root."""
-        self._script("stop-docker")
-        for pid in self.stray_pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-        for target in sorted((line.split()[1] for line in mounts), reverse=True):
-            if target.startswith(str(self.root)):
-                subprocess.run(["umount", "-l", target], check=False, capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def new_second_engine() -> SecondEngine:
-    # A short path: unix socket paths (containerd's too, below the exec root) are limited
-    # to 108 bytes.
-    return SecondEngine(Path(tempfile.mkdtemp(prefix="o16-", dir="/tmp")))
 
 
 # ---------------------------------------------------------------- the replay CLI

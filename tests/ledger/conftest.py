@@ -2,7 +2,10 @@
 
 The PostgreSQL server is a throwaway: ``initdb`` into a temporary folder, ``pg_ctl`` on a
 free loopback port, run as an unprivileged user when the tests run as root, stopped at
-the end of the session whatever happens. Each test gets its own database.
+the end of the session whatever happens. Each test gets its own database: an empty one
+where the test is about creating or upgrading the schema (``FRESH_MODULES``), else a copy
+(``CREATE DATABASE ... TEMPLATE``) of one database migrated once per session, which
+``Ledger.open`` finds at the head revision and leaves as it is.
 """
 
 from __future__ import annotations
@@ -58,14 +61,16 @@ class PostgresServer:
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://{PG_USER}@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self) -> str:
+    def create_database(self, template: str | None = None) -> str:
+        """A new database: empty, or a copy of ``template``."""
         import psycopg
 
         name = f"ledger_{uuid.uuid4().hex[:12]}"
+        copy = f' TEMPLATE "{template}"' if template else ""
         with psycopg.connect(
             f"host=127.0.0.1 port={self.port} user={PG_USER} dbname=postgres", autocommit=True
         ) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"{copy}')
         return name
 
 
@@ -149,13 +154,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
 
 
+# Tests of creating and upgrading the schema (concurrently, too): an empty database each.
+FRESH_MODULES = ("test_migrations.py", "test_concurrency.py")
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: PostgresServer) -> str:
+    """A database migrated to the head revision once, copied for each test."""
+    from orchestrator.adapters.ledger import Ledger
+
+    name = postgres_server.create_database()
+    with Ledger.open(postgres_server.url(name)):
+        pass  # opening migrates; closing disposes of every connection (a template has none)
+    return name
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty ledger URL on each back end."""
+    """A new ledger URL on each back end: an empty SQLite file; on PostgreSQL an empty
+    database for the schema tests (``FRESH_MODULES``), a migrated copy for the others."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.url(server.create_database())
+    if request.path.name in FRESH_MODULES:
+        return server.url(server.create_database())
+    return server.url(server.create_database(request.getfixturevalue("postgres_template")))
 
 
 @pytest.fixture

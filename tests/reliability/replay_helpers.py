@@ -8,14 +8,9 @@ container, volume, worktree or exported source tree behind.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,38 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from support.cli import CLI, CliProcess, Run  # noqa: E402
+from support.polling import wait_for  # noqa: E402
+
 from fixtures.build_example import ExampleRepo  # noqa: E402
 
-CLI = ROOT / ".venv" / "bin" / "orchestrator"
-SCRATCH_PREFIX = "orchestrator-replay-"  # exported source trees (adapters/git.py)
+__all__ = ["CLI", "Run", "wait_for"]
+
+# A command line run in the test's own process (the ``in_process`` fixture).
+InProcess = Callable[[Sequence[str], Path], Run]
+
 PID_LABEL = "orchestrator.pid"  # the owning process, on every container (adapters/docker/owners.py)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Run:
-    """One finished `orchestrator replay` process."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-    pid: int
-    out: Path
-
-    @property
-    def report(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.stdout)
-        except json.JSONDecodeError:
-            raise AssertionError(
-                f"no JSON report (exit {self.exit_code}); stderr: {self.stderr[-2000:]}"
-            ) from None
-
-    def evidence(self) -> list[dict[str, Any]]:
-        """The evidence documents the run wrote (one per property)."""
-        return [json.loads(path.read_text()) for path in sorted(self.out.glob("evidence-*.json"))]
-
-    def decisions(self) -> list[dict[str, Any]]:
-        return [json.loads(path.read_text()) for path in sorted(self.out.glob("decision-*.json"))]
 
 
 def labels_of(evidence: Mapping[str, Any], side: str) -> list[str]:
@@ -103,48 +77,11 @@ def replay_args(
     return [*args, *extra]
 
 
-class Runner:
-    """Starts `orchestrator replay` with a private TMPDIR, so exported trees are visible."""
+class Runner(CliProcess):
+    """`orchestrator replay` in a child process, with a private TMPDIR under ``tmp_path``."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.scratch = tmp_path / "scratch"
-        self.scratch.mkdir()
-        self.env = {
-            **os.environ,
-            "TMPDIR": str(self.scratch),
-            "CI": "1",  # structlog JSON lines, no progress bars
-        }
-
-    def start(
-        self, args: Sequence[str], env: Mapping[str, str] | None = None
-    ) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            list(args),
-            env={**self.env, **(env or {})},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.scratch.parent,
-        )
-
-    def finish(self, process: subprocess.Popen[str], out: Path, timeout: float = 240) -> Run:
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGINT)
-            stdout, stderr = process.communicate(timeout=60)
-            raise AssertionError(
-                f"orchestrator replay did not finish in {timeout}s: {stderr[-2000:]}"
-            ) from None
-        return Run(
-            exit_code=process.returncode, stdout=stdout, stderr=stderr, pid=process.pid, out=out
-        )
-
-    def run(self, args: Sequence[str], out: Path, env: Mapping[str, str] | None = None) -> Run:
-        return self.finish(self.start(args, env), out)
-
-    def leftover_trees(self) -> list[str]:
-        return sorted(p.name for p in self.scratch.iterdir() if p.name.startswith(SCRATCH_PREFIX))
+        super().__init__(tmp_path / "scratch")
 
 
 def run_containers(client: Any, pid: int) -> list[Any]:
@@ -189,14 +126,3 @@ def assert_nothing_left(
     assert new_volumes == set(), f"volumes left: {sorted(new_volumes)}"
     assert worktrees(repo) == [f"worktree {repo.path}"], "a git worktree was left"
     assert runner.leftover_trees() == [], "an exported source tree was left"
-
-
-def wait_for(predicate: Any, *, timeout: float, what: str) -> Any:
-    """Poll ``predicate`` until it returns something truthy (a condition, not a sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_relay import CONNECTING, DroppingRelay
+from engine_relay import CONNECTING, PING_AND_VERSION, DroppingRelay
 from replay_helpers import (
     CLI,
+    InProcess,
     Run,
     Runner,
     replay_args,
@@ -85,58 +86,25 @@ def relay_socket(tmp_path: Path) -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
-def test_engine_dropping_while_sizing_the_pool_is_one_line_exit_3(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
+# Which requests the relay answers, by phase: the request it then drops, what the one
+# error line names, and whether the run folder was begun (then it is marked incomplete).
+DROPPED_WHILE = {
+    "sizing the pool": (PING_AND_VERSION, b"/info", "", False),
+    "pinning the image": (CONNECTING, b"/images/", "image {image} cannot be inspected", False),
+    "sweeping": (
+        re.compile(CONNECTING.pattern + rb"|^/(v[0-9.]+/)?images/"),
+        b"/containers/json",
+        "",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("phase", list(DROPPED_WHILE))
+def test_engine_dropping_before_any_replay_is_one_line_exit_3(
+    phase: str, runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
 ) -> None:
-    relay = DroppingRelay(relay_socket)  # answers the ping and the version, nothing else
-    out = tmp_path / "run"
-    args = replay_args(
-        example,
-        patch="extra-clock-read",
-        properties=[BUDGET_PROPERTY],
-        image=image,
-        out=out,
-        replays=1,
-        extra=["--no-record"],
-    )
-    try:
-        run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
-    finally:
-        relay.close()
-    assert any(b"/info" in line for line in relay.dropped), relay.dropped
-    assert run.exit_code == 3, run.stderr[-2000:]
-    assert_one_line(run.stderr)
-    assert not out.exists()  # nothing had run, nothing was written
-
-
-def test_engine_dropping_while_pinning_the_image_is_one_line_exit_3(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
-) -> None:
-    relay = DroppingRelay(relay_socket, answered=CONNECTING)
-    out = tmp_path / "run"
-    args = replay_args(
-        example,
-        patch="extra-clock-read",
-        properties=[BUDGET_PROPERTY],
-        image=image,
-        out=out,
-        replays=1,
-        extra=["--no-record"],
-    )
-    try:
-        run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
-    finally:
-        relay.close()
-    assert any(b"/images/" in line for line in relay.dropped), relay.dropped
-    assert run.exit_code == 3, run.stderr[-2000:]
-    assert_one_line(run.stderr, f"image {image} cannot be inspected")
-    assert not out.exists()  # nothing had run, nothing was written
-
-
-def test_engine_dropping_while_sweeping_is_one_line_exit_3(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, relay_socket: Path
-) -> None:
-    answered = re.compile(CONNECTING.pattern + rb"|^/(v[0-9.]+/)?images/")
+    answered, dropped, needle, begun = DROPPED_WHILE[phase]
     relay = DroppingRelay(relay_socket, answered=answered)
     out = tmp_path / "run"
     args = replay_args(
@@ -152,11 +120,14 @@ def test_engine_dropping_while_sweeping_is_one_line_exit_3(
         run = runner.run(args, out, env={"DOCKER_HOST": relay.url})
     finally:
         relay.close()
-    assert any(b"/containers/json" in line for line in relay.dropped), relay.dropped
+    assert any(dropped in line for line in relay.dropped), relay.dropped
     assert run.exit_code == 3, run.stderr[-2000:]
-    assert_one_line(run.stderr)
-    assert (out / "INCOMPLETE").exists()
-    assert not (out / "summary.json").exists()
+    assert_one_line(run.stderr, needle.format(image=image))
+    if begun:
+        assert (out / "INCOMPLETE").exists()
+        assert not (out / "summary.json").exists()
+    else:
+        assert not out.exists()  # nothing had run, nothing was written
     assert runner.leftover_trees() == []
 
 
@@ -239,7 +210,12 @@ def test_engine_dropping_under_accept_is_infra_exit_3(
 
 @pytest.mark.parametrize("where", ["not a url", "under a file", "a folder"])
 def test_an_unusable_ledger_is_exit_2_before_anything_runs(
-    docker_client: Any, where: str, runner: Runner, example: ExampleRepo, image: str, tmp_path: Path
+    docker_client: Any,
+    where: str,
+    in_process: InProcess,
+    example: ExampleRepo,
+    image: str,
+    tmp_path: Path,
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -258,7 +234,7 @@ def test_an_unusable_ledger_is_exit_2_before_anything_runs(
         replays=1,
         extra=["--ledger", url],
     )
-    run = runner.run(args, out)
+    run = in_process(args, out)
     assert run.exit_code == 2, run.stderr[-2000:]
     assert_one_line(run.stderr, "ledger")
     assert not out.exists()  # refused before the run folder, before any container
@@ -387,7 +363,7 @@ def fill(folder: Path) -> None:
 
 @pytest.mark.parametrize("case", ["a file", "under a file", "read-only", "full"])
 def test_an_unusable_run_folder_is_exit_2_before_anything_runs(
-    case: str, runner: Runner, example: ExampleRepo, image: str, tmp_path: Path
+    case: str, in_process: InProcess, example: ExampleRepo, image: str, tmp_path: Path
 ) -> None:
     with contextlib.ExitStack() as stack:
         if case == "a file":
@@ -411,7 +387,7 @@ def test_an_unusable_run_folder_is_exit_2_before_anything_runs(
             replays=1,
             extra=["--no-record"],
         )
-        run = runner.run(args, out)
+        run = in_process(args, out)
         assert run.exit_code == 2, run.stderr[-2000:]
         assert_one_line(run.stderr, "--out")
         assert not (out.is_dir() and any(out.iterdir()))
@@ -589,7 +565,7 @@ def test_something_else():
 
 
 def test_a_property_on_neither_side_is_exit_2_before_any_replay(
-    runner: Runner, example: ExampleRepo, image: str, tmp_path: Path, ledger_url: str
+    in_process: InProcess, example: ExampleRepo, image: str, tmp_path: Path, ledger_url: str
 ) -> None:
     out = tmp_path / "run"
     prop = "tests/test_budget.py::test_no_such_property"
@@ -602,7 +578,7 @@ def test_a_property_on_neither_side_is_exit_2_before_any_replay(
         replays=1,
         extra=["--ledger", ledger_url],
     )
-    run = runner.run(args, out)
+    run = in_process(args, out)
     assert run.exit_code == 2, run.stderr[-2000:]
     assert_one_line(run.stderr, f"no test collected as {prop} on either side")
     assert not out.exists()  # known from the sources: no replay ran
@@ -700,6 +676,7 @@ BAD_INPUT = {  # row -> (what to change in a good command line, exit status, in 
 def test_bad_input_is_its_documented_exit_code_and_one_line(
     row: str,
     runner: Runner,
+    in_process: InProcess,
     example: ExampleRepo,
     image: str,
     tmp_path: Path,
@@ -726,12 +703,13 @@ def test_bad_input_is_its_documented_exit_code_and_one_line(
             args[args.index(option) + 1] = value.format(tmp=tmp_path)
         else:
             args += [option, value.format(tmp=tmp_path)]
-    run = runner.run(args, out)
+    run = in_process(args, out)
     assert run.exit_code == status, run.stderr[-2000:]
     line = assert_one_line(run.stderr, needle)
     assert len(line) < 400
     assert not out.exists()  # found before anything was written or run
     assert run_containers(docker_client, run.pid) == []
+    assert runner.leftover_trees() == []
 
 
 # ------------------------------------------------ the rows that apply to the other commands
@@ -781,21 +759,14 @@ OTHER_COMMANDS = {  # row -> (arguments after `orchestrator`, exit status, in th
 
 @pytest.mark.parametrize("row", list(OTHER_COMMANDS))
 def test_bad_input_to_the_other_commands_is_its_exit_code_and_one_line(
-    row: str, runner: Runner, example: ExampleRepo, tmp_path: Path
+    row: str, runner: Runner, in_process: InProcess, example: ExampleRepo, tmp_path: Path
 ) -> None:
     argv, status, needle = OTHER_COMMANDS[row]
     (tmp_path / "a-file").write_text("")
     (tmp_path / "empty").mkdir()
     values = {"tmp": tmp_path, "repo": example.path}
-    done = subprocess.run(
-        [str(CLI), *(arg.format(**values) for arg in argv)],
-        env=runner.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == status, done.stderr[-2000:]
+    done = in_process([arg.format(**values) for arg in argv], tmp_path / "no-run")
+    assert done.exit_code == status, done.stderr[-2000:]
     assert_one_line(done.stderr, needle)
     assert done.stdout == ""
     assert not (tmp_path / "a-file" / "merged").exists()
