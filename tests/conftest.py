@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 
 pytest_plugins = ["support.fixtures"]
@@ -38,13 +39,13 @@ DOCKER_DIRS = ("chaos", "engines", "image", "reproduce", "shrink")
 # Modules that drive a browser.
 BROWSER_MODULES = ("report/test_report_browser.py",)
 
-if FAST_TIER:
-    import hypothesis
 
-    # The inner loop: fewer examples per property (explicit @settings keep theirs), and
-    # no deadline (a loaded machine is not a slow function). `make test` keeps the default.
-    hypothesis.settings.register_profile("fast", max_examples=20, deadline=None)
-    hypothesis.settings.load_profile("fast")
+# No deadline in either tier: a loaded machine is not a slow function, and speed is
+# measured by bench/, never asserted. The inner loop also takes fewer examples per
+# property (explicit @settings keep theirs); `make test` keeps Hypothesis' default count.
+hypothesis.settings.register_profile("whole", deadline=None)
+hypothesis.settings.register_profile("fast", max_examples=20, deadline=None)
+hypothesis.settings.load_profile("fast" if FAST_TIER else "whole")
 
 
 def pytest_configure(config: pytest.Config) -> None:
