@@ -122,11 +122,22 @@ def reproduce(
             repo=repo,
         )
     )
+    from orchestrator.core.text_safety import CommandGuard
+
     client = connect(os.environ)
+    # pytest's output comes from the tree under test: no line of it may start a workflow
+    # command in a CI log, however the chunks cut it.
+    guard = CommandGuard()
     try:
-        results = run_again(prepared, client=client, on_output=_write_output, on_note=_note)
+        results = run_again(
+            prepared,
+            client=client,
+            on_output=lambda chunk: _write_output(guard.feed(chunk)),
+            on_note=_note,
+        )
     finally:
         client.close()
+        _write_output(guard.close())
     if len(results) > 1 and mode is Mode.RUN:
         _print_outputs(results)
     _print_comparison(results)
@@ -141,12 +152,12 @@ def reproduce(
         raise typer.Exit(status)
 
 
-def _write_output(chunk: bytes) -> None:
-    """pytest's output, as it comes: bytes straight through, in order with our lines."""
-    from orchestrator.core.text_safety import terminal_safe_bytes
-
+def _write_output(safe: bytes) -> None:
+    """pytest's output (already made safe), as it comes, in order with our lines."""
+    if not safe:
+        return
     sys.stdout.flush()
-    sys.stdout.buffer.write(terminal_safe_bytes(chunk))
+    sys.stdout.buffer.write(safe)
     sys.stdout.buffer.flush()
 
 

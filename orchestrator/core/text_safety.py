@@ -69,3 +69,46 @@ def terminal_safe_bytes(data: bytes) -> bytes:
     if not any(byte in _BYTE_ESCAPES for byte in data):
         return data
     return b"".join(_BYTE_ESCAPES.get(byte, bytes((byte,))) for byte in data)
+
+
+_BLANK_BYTES = frozenset(b" \t")
+
+
+class CommandGuard:
+    """A process's output, as it comes, with no line starting a GitHub Actions workflow
+    command: a line whose first bytes after blanks are ``::`` has its first colon written
+    ``\\x3a``. Only a colon at the start of a line is held, until the next byte decides;
+    everything else passes at once, so pytest's progress still shows live. Control bytes
+    are escaped as by :func:`terminal_safe_bytes`. Pure: bytes in, bytes out."""
+
+    def __init__(self) -> None:
+        self._line_start = True  # only blanks (or bytes of non-ASCII characters) so far
+        self._colon = False  # a colon held at the start of a line
+
+    def feed(self, data: bytes) -> bytes:
+        if not self._line_start and not self._colon and b"\n" not in data:
+            return terminal_safe_bytes(data)
+        out = bytearray()
+        for byte in data:
+            if self._colon:
+                self._colon = False
+                self._line_start = False
+                if byte == 0x3A:
+                    out += b"\\x3a:"
+                    continue
+                out.append(0x3A)
+            if self._line_start:
+                if byte == 0x3A:
+                    self._colon = True
+                    continue
+                if byte not in _BLANK_BYTES and byte < 0x80:
+                    self._line_start = False
+            out.append(byte)
+            if byte == 0x0A:
+                self._line_start = True
+        return terminal_safe_bytes(bytes(out))
+
+    def close(self) -> bytes:
+        """The colon still held at the end of the output, if any."""
+        held, self._colon = self._colon, False
+        return b":" if held else b""

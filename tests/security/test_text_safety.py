@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 
 from hypothesis import given
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 
 from orchestrator.core.text_safety import (
     UNSAFE,
+    CommandGuard,
     terminal_safe,
     terminal_safe_bytes,
     terminal_safe_lines,
@@ -93,3 +95,25 @@ def test_no_output_line_starts_a_github_workflow_command(head, rest):
 def test_a_workflow_command_in_a_node_id_is_shown_not_run():
     assert terminal_safe("::add-mask::x/t.py::t") == "\\x3a:add-mask::x/t.py::t"
     assert terminal_safe("tests/t.py::t") == "tests/t.py::t"
+
+
+@given(
+    data=st.binary(max_size=60).map(lambda b: b.replace(b"\r", b"")),
+    cuts=st.lists(st.integers(min_value=0, max_value=60), max_size=6),
+    head=st.sampled_from([b"", b" ", b"\t ", b"\xc2\xa0"]),
+)
+def test_a_streamed_output_never_starts_a_workflow_command_however_it_is_cut(data, cuts, head):
+    """Each line of reproduce's streamed output, cut into chunks anywhere: no line starts
+    ``::`` after its blanks, and nothing else changes but the escapes."""
+    text = head + b"::stop-commands::x\n" + data + b"\n" + head + b"::error::y"
+    guard = CommandGuard()
+    bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    out = b"".join(guard.feed(text[a:b]) for a, b in itertools.pairwise(bounds)) + guard.close()
+    for line in out.split(b"\n"):
+        assert not line.lstrip(b" \t").lstrip("\u00a0".encode()).startswith(b"::"), out
+    assert out.replace(b"\\x3a:", b"::") == terminal_safe_bytes(text).replace(b"\\x3a:", b"::")
+
+
+def test_a_colon_that_starts_no_command_is_kept():
+    guard = CommandGuard()
+    assert guard.feed(b": ok\n") + guard.feed(b":") + guard.close() == b": ok\n:"
