@@ -209,15 +209,17 @@ def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
 
 
 def writable_tree_tmpfs(tree: Path) -> str:
-    """Options of the tmpfs the tree is copied into: room for two copies, owned by the
-    runner user (uid 1000), executable (suites run scripts of their tree)."""
+    """Options of the tmpfs the tree is copied into: room for two copies, writable by the
+    container's user (sticky and world-writable rather than ``uid=1000``: Podman refuses a
+    tmpfs uid option, and a project image may run as another user), executable (suites
+    run scripts of their tree)."""
     size = 0  # from blocks, not st_size: what the files really take
     for folder, _dirs, names in os.walk(tree):
         for name in names:
             with contextlib.suppress(OSError):
                 size += os.lstat(os.path.join(folder, name)).st_blocks * 512
     megabytes = max(64, (2 * size) // (1024 * 1024) + 32)
-    return f"rw,nosuid,nodev,exec,size={megabytes}m,uid=1000,gid=1000,mode=0755"
+    return f"rw,nosuid,nodev,exec,size={megabytes}m,mode=1777"
 
 
 def side_mounts(

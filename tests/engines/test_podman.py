@@ -92,8 +92,17 @@ def podman_url() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.parametrize(
+    "tree_options",
+    [
+        pytest.param((), id="read-only-tree"),
+        # The tree is copied per replay into a tmpfs owned by the runner user (uid 1000):
+        # Podman must mount it with those options as Docker does.
+        pytest.param(("--writable-tree",), id="writable-tree"),
+    ],
+)
 def test_podman_replays_the_example_with_the_shipped_runner_image(
-    podman_url, docker_client, runner_image_id, tmp_path
+    podman_url, docker_client, runner_image_id, tmp_path, tree_options
 ):
     client = connect(os.environ, url=podman_url)
     try:
@@ -112,7 +121,7 @@ def test_podman_replays_the_example_with_the_shipped_runner_image(
         "--repo", str(repo.path), "--base", repo.base, "--patch", repo.rev(scenario.patch),
         "--engine", podman_url, "--image", runner_image_id,
         "--replays", "2", "--fixture", str(repo.path / "fixtures" / "event.json"),
-        "--out", str(out), "--no-record", "--json",
+        "--out", str(out), "--no-record", "--json", *tree_options,
     ]  # fmt: skip
     for node_id in scenario.properties:
         command += ["--property", node_id]

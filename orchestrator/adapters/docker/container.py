@@ -147,6 +147,13 @@ class Container:
         self.name = str(config["name"])
         self._client = client
         self._config = dict(config)
+        # Every exec runs in the working directory asked for. When that directory is a
+        # tmpfs mount point (a writable tree), Docker would make it 0755 and root's at
+        # create, whatever the tmpfs's mode (and Podman refuses the uid= that would hand
+        # it over): the container itself then starts in /tmp, its processes in the tree.
+        self._exec_dir: str | None = self._config.get("working_dir")
+        if self._exec_dir is not None and self._exec_dir in (self._config.get("tmpfs") or {}):
+            self._config["working_dir"] = "/tmp"
         self._before_start = before_start
         self._live = live
         self._cancelled = cancelled if cancelled is not None else threading.Event()
@@ -300,6 +307,7 @@ class Container:
                     stdin=tty,
                     tty=tty,
                     environment=dict(environment),
+                    workdir=self._exec_dir,
                 )
         except EngineError as error:
             self._reraise(error)
