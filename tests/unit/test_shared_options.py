@@ -8,8 +8,10 @@ would be exit 3 instead.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -17,6 +19,8 @@ import typer
 from support.cli import ERROR, Run, invoke
 
 from orchestrator.cli import app
+from orchestrator.commands import _option_groups as groups
+from orchestrator.errors import InputError
 
 COMMANDS = ("replay", "reproduce", "shrink", "accept", "budget")
 PROPERTY = "tests/test_a.py::test_a"
@@ -205,3 +209,50 @@ def test_json_names_each_command_s_document_alike() -> None:
         "accept": "Print the acceptance/1 JSON document.",
         "budget": "Print the budget-report/1 JSON document.",
     }
+
+
+# --- the groups, one by one -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("group", "problem"),
+    [
+        (groups.OneTest(property_id="tests/t.py"), "--property 'tests/t.py': expected"),
+        (groups.OneTest(property_id="t.py", flag="--test"), "--test 't.py': expected"),
+        (groups.OneTest(command="tox -e py"), "--command must start with pytest"),
+        (groups.Oracle(tests_from=" ", sides=()), "--tests-from needs a revision"),
+        (groups.FixtureAndShrink(attempts=0), "--attempts 0: must be between 1 and"),
+        (groups.Sampling(samples=4), "--samples 4: must be between 5 and"),
+        (groups.Sampling(budget_ms=float("nan")), "--budget-ms"),
+        (groups.TimingAdmission(max_age="soon"), "--max-age: not a duration"),
+        (groups.TimingAdmission(admit=True), "--admit needs --owner"),
+        (groups.HostProperty(paths=(Path("."),)), "--path goes with --property"),
+        (groups.Session(shell=True, pdb=True), "--shell and --pdb do not go together"),
+        (groups.RecordedReplay(run_dir=Path("r"), property_id="p", side="x"), "--side"),
+        (groups.RecordedReplay(run_dir=Path("r"), property_id="p", replay=0), "--replay"),
+    ],
+)
+def test_bad_options_are_refused_by_their_group_naming_the_option(group: Any, problem: str) -> None:
+    with pytest.raises(InputError, match=re.escape(problem)):
+        group.validate()
+
+
+def test_a_group_left_at_its_defaults_is_valid() -> None:
+    for group in (
+        groups.OneTest(),
+        groups.Oracle(),
+        groups.FixtureAndShrink(),
+        groups.Sampling(),
+        groups.TimingAdmission(),
+        groups.HostProperty(),
+        groups.Session(),
+        groups.Scheduling(runner_id="local"),
+        groups.Limits(),
+        groups.Outputs(),
+    ):
+        group.validate()
+
+
+def test_the_oracle_names_the_sides_it_takes() -> None:
+    with pytest.raises(InputError, match="--tests-from needs base, patch or a revision"):
+        groups.Oracle(tests_from="").validate()
