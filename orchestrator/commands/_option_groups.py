@@ -56,13 +56,13 @@ def _check_node_id(flag: str, node_id: str) -> None:
         raise InputError(f"{flag} {node_id!r}: expected a pytest node id (path::test)")
 
 
+class _Group(Protocol):
+    def validate(self) -> None: ...
+
+
 def _check_all(*groups: _Group) -> None:
     for group in groups:
         group.validate()
-
-
-class _Group(Protocol):
-    def validate(self) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
