@@ -595,6 +595,7 @@ class ShrinkArguments:
             seed=self.fixture.seed,
             timeout_s=self.limits.timeout_s,
             attempts=self.fixture.attempts or 2,
+            command=test.command or "pytest -q",
             tests_from=self.oracle.tests_from,
         )
 

@@ -22,17 +22,18 @@ from orchestrator.commands._options import (
     OptionalImageOption,
     OptionalRepoOption,
     OptionalRevOption,
+    OptionalTimeoutOption,
     PropertyPathOption,
     SeedOption,
     ShrinkFixtureArgument,
     ShrinkJsonOption,
     ShrinkTestOption,
     TestsFromRevOption,
-    TimeoutOption,
 )
 from orchestrator.commands._output import echo_line
 
 if TYPE_CHECKING:
+    from orchestrator.commands._option_groups import ShrinkArguments
     from orchestrator.core.shrink import Property, ShrinkReport
     from orchestrator.services.shrink import ShrinkTestRequest
 
@@ -95,7 +96,7 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     image: OptionalImageOption = None,
     seed: SeedOption = 0,
     tests_from: TestsFromRevOption = None,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    timeout: OptionalTimeoutOption = None,
     attempts: AttemptsOption = 2,
     out: MinimalOutOption = None,
     as_json: ShrinkJsonOption = False,
@@ -109,7 +110,10 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     session reading the candidate as $REPLAY_FIXTURE (read-only sources, no network, the
     replay's limits). Same way means the label assert_fail with the same position-free
     assertion key as on FIXTURE; a candidate that times out (--timeout, per candidate) or
-    gives a harness error stops the shrink with exit 3, naming it.
+    gives a harness error stops the shrink with exit 3, naming it. Defaults come from
+    [tool.orchestrator] in the repository's pyproject.toml at --rev, as for `replay`: the
+    command's pytest options, image and timeout (env and pythonpath are not given to the
+    shrink's container); an option given here wins.
 
     Against a host-side property (--property MODULE:FUNCTION): same way means the same
     exception type at the same line of the property (a False return is its own failure).
@@ -120,26 +124,14 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     the same digest. Exit 2 when the property or test cannot be used or does not fail
     on FIXTURE.
     """
-    from orchestrator.commands._option_groups import (
-        FixtureAndShrink,
-        HostProperty,
-        Limits,
-        OneTest,
-        Oracle,
-        Outputs,
-        ShrinkArguments,
-    )
     from orchestrator.core.shrink import ShrinkTarget, host_judge, shrink_report_with
     from orchestrator.files import dumps, read_json, write_json_atomic
 
-    arguments = ShrinkArguments(
-        host=HostProperty(spec=property_spec, paths=tuple(path or ())),
-        test=OneTest(repo=repo, rev=rev, property_id=test, flag="--test"),
-        oracle=Oracle(tests_from=tests_from, sides=()),
-        fixture=FixtureAndShrink(seed=seed, attempts=attempts),
-        limits=Limits(image=image, timeout_s=timeout),
-        outputs=Outputs(out=out, as_json=as_json),
-    )
+    arguments = shrink_arguments(
+        property_spec=property_spec, paths=tuple(path or ()), test=test, repo=repo, rev=rev,
+        image=image, seed=seed, tests_from=tests_from, timeout=timeout, attempts=attempts,
+        out=out, as_json=as_json,
+    )  # fmt: skip
     arguments.validate()  # every usage mistake before the fixture is read or an engine asked
     payload = read_json(fixture)
     if arguments.against_test:
@@ -160,6 +152,60 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
         typer.echo(dumps(report.to_json()))
         return
     _print_report(report, outputs.out)
+
+
+def shrink_arguments(  # noqa: PLR0913 - one value per option
+    *,
+    property_spec: str | None,
+    paths: tuple[Path, ...],
+    test: str | None,
+    repo: Path | None,
+    rev: str | None,
+    image: str | None,
+    seed: int,
+    tests_from: str | None,
+    timeout: float | None,
+    attempts: int,
+    out: Path | None,
+    as_json: bool,
+) -> ShrinkArguments:
+    """The command line in its groups. Against a test, ``[tool.orchestrator]`` at --rev
+    lies under it as under ``replay``'s: its command (the test's pytest options), image
+    and timeout; an option given on the command line wins."""
+    from orchestrator.commands._option_groups import (
+        FixtureAndShrink,
+        HostProperty,
+        Limits,
+        OneTest,
+        Oracle,
+        Outputs,
+        ShrinkArguments,
+    )
+
+    command = None
+    timeout_s = timeout if timeout is not None else DEFAULT_TIMEOUT_S
+    if test is not None and repo is not None and rev is not None:
+        from orchestrator.core.project_config import replay_settings
+        from orchestrator.services.project_config import load_config
+
+        settings = replay_settings(
+            load_config(repo, rev).config,
+            command=None,  # shrink has no --command: the table's, else pytest -q
+            image=image,
+            replays=None,
+            timeout_s=timeout,
+            pythonpath=(),
+            env=(),
+        )
+        command, image, timeout_s = settings.command, settings.image, settings.timeout_s
+    return ShrinkArguments(
+        host=HostProperty(spec=property_spec, paths=paths),
+        test=OneTest(repo=repo, rev=rev, property_id=test, command=command, flag="--test"),
+        oracle=Oracle(tests_from=tests_from, sides=()),
+        fixture=FixtureAndShrink(seed=seed, attempts=attempts),
+        limits=Limits(image=image, timeout_s=timeout_s),
+        outputs=Outputs(out=out, as_json=as_json),
+    )
 
 
 def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:

@@ -33,20 +33,28 @@ def command_options(name: str) -> dict[str, click.Option]:
     return {param.opts[0]: param for param in command.params if isinstance(param, click.Option)}
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A git repository with one commit (HEAD), one test in it."""
-    path = tmp_path / "repo"
-    (path / "tests").mkdir(parents=True)
-    (path / "tests" / "test_a.py").write_text("def test_a():\n    assert True\n")
+def make_repo(path: Path, files: dict[str, str]) -> Path:
+    """A git repository with one commit (HEAD) of ``files``."""
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
     env = {
         "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-        "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin", "HOME": str(path.parent),
     }  # fmt: skip
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "c"]):
         subprocess.run(["git", *args], cwd=path, env=env, check=True)
     return path
+
+
+TEST_A = {"tests/test_a.py": "def test_a():\n    assert True\n"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit (HEAD), one test in it."""
+    return make_repo(tmp_path / "repo", TEST_A)
 
 
 @pytest.fixture
@@ -256,3 +264,75 @@ def test_a_group_left_at_its_defaults_is_valid() -> None:
 def test_the_oracle_names_the_sides_it_takes() -> None:
     with pytest.raises(InputError, match="--tests-from needs base, patch or a revision"):
         groups.Oracle(tests_from="").validate()
+
+
+# --- shrink --test reads [tool.orchestrator] at --rev, as replay does at --base -----------
+
+CONFIG = """\
+[tool.orchestrator]
+command = "pytest -x"
+test-paths = ["tests"]
+image = "example/runner:1"
+timeout = 5
+"""
+
+
+@pytest.fixture
+def configured(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "configured", {**TEST_A, "pyproject.toml": CONFIG})
+
+
+def shrink_arguments(repo: Path | None, **given: Any) -> Any:
+    from orchestrator.commands.shrink import shrink_arguments
+
+    options: dict[str, Any] = {
+        "property_spec": None, "paths": (), "test": PROPERTY, "repo": repo, "rev": "HEAD",
+        "image": None, "seed": 0, "tests_from": None, "timeout": None, "attempts": 2,
+        "out": None, "as_json": False,
+    }  # fmt: skip
+    return shrink_arguments(**{**options, **given})
+
+
+def test_shrink_takes_command_image_and_timeout_from_the_table_at_rev(configured: Path) -> None:
+    request = shrink_arguments(configured).test_request()
+    assert (request.command, request.image, request.timeout_s) == (
+        "pytest -x tests",
+        "example/runner:1",
+        5.0,
+    )
+
+
+def test_shrink_options_win_over_the_table(configured: Path) -> None:
+    request = shrink_arguments(configured, image="mine:2", timeout=7.0).test_request()
+    assert (request.image, request.timeout_s) == ("mine:2", 7.0)
+
+
+def test_shrink_without_a_table_keeps_its_defaults(repo: Path) -> None:
+    request = shrink_arguments(repo, image="mine:2").test_request()
+    assert (request.command, request.image, request.timeout_s) == ("pytest -q", "mine:2", 60.0)
+
+
+def test_shrink_against_a_host_property_reads_no_table(configured: Path) -> None:
+    arguments = shrink_arguments(None, test=None, rev=None, property_spec="m:f")
+    assert (arguments.limits.image, arguments.test.command) == (None, None)
+
+
+def test_shrink_needs_no_image_option_when_the_table_names_one(
+    capsys: pytest.CaptureFixture[str], configured: Path, no_engine: Path, tmp_path: Path
+) -> None:
+    fixture = tmp_path / "f.json"
+    fixture.write_text('{"n": 1}')
+    args = ["shrink", str(fixture), "--test", PROPERTY, "--repo", str(configured), "--rev", "HEAD"]
+    run = invoke(capsys, args)
+    # Past every usage check: the engine is asked for the table's image (and answers not).
+    assert run.exit_code == 3, run.stderr
+    assert "no Docker engine answers" in run.error_lines()[0]
+
+
+def test_shrink_refuses_a_bad_table_at_rev_as_replay_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, no_engine: Path
+) -> None:
+    files = {**TEST_A, "pyproject.toml": "[tool.orchestrator]\nreplay = 3\n"}
+    bad = make_repo(tmp_path / "bad", files)
+    args = ["shrink", "-", "--test", PROPERTY, "--repo", str(bad), "--rev", "HEAD", "--image", "i"]
+    refused(invoke(capsys, args), "replay", no_engine)
