@@ -580,7 +580,8 @@ class ShrinkArguments:
             self.host.validate()
             missing = [name for name, value in with_test[:3] if value is None]
             if missing:
-                raise InputError(f"--test needs {' and '.join(missing)}")
+                table = " (or image = in [tool.orchestrator])" if "--image" in missing else ""
+                raise InputError(f"--test needs {' and '.join(missing)}{table}")
         _check_all(self.test, self.fixture, self.limits, self.oracle, self.outputs)
 
     def test_request(self) -> ShrinkTestRequest:
