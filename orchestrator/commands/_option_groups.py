@@ -1,7 +1,9 @@
-"""The option groups of ``replay``, each a frozen value with its own ``validate()``:
-every usage mistake is refused here (exit 2, one line) before an engine is asked for
-anything. Imported when a command runs, never for ``--help`` (building the classes costs
-what the help itself takes).
+"""The option groups of ``replay``, ``reproduce``, ``shrink``, ``accept`` and ``budget``,
+each a frozen value with its own ``validate()``: every usage mistake is refused here
+(exit 2, one line) before an engine is asked for anything. A command takes the groups
+it has and leaves the fields it lacks at their defaults, so an option checked for one
+command is checked the same way for every other. Imported when a command runs, never
+for ``--help`` (building the classes costs what the help itself takes).
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.commands._options import DEFAULT_TIMEOUT_S, ISOLATIONS
+from orchestrator.commands._options import DEFAULT_TIMEOUT_S, ISOLATIONS, REPRODUCE_SIDES
 from orchestrator.core.bounds import (
     MAX_JOBS,
     MAX_REPLAYS,
+    MAX_SHRINK_ATTEMPTS,
     MAX_SLOTS,
     MAX_TIMEOUT_S,
     count_problem,
@@ -24,17 +27,42 @@ from orchestrator.core.bounds import (
 from orchestrator.errors import InputError
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from orchestrator.core.replay_run import ReplayOptions
+    from orchestrator.core.reproduce import Mode
     from orchestrator.core.shards import Shard
+    from orchestrator.services.accept import AcceptOptions
+    from orchestrator.services.budget import AdmissionOptions, BudgetOptions
+    from orchestrator.services.reproduce import ReproduceRequest
+    from orchestrator.services.shrink import ShrinkTestRequest
 
 # A run id names a folder, containers and volumes: nothing that needs quoting.
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
-def _check_count(flag: str, count: int | None, maximum: int) -> None:
-    problem = None if count is None else count_problem(flag, count, maximum=maximum)
+def _check_count(flag: str, count: int | None, maximum: int, minimum: int = 1) -> None:
+    problem = (
+        None if count is None else count_problem(flag, count, maximum=maximum, minimum=minimum)
+    )
     if problem is not None:
         raise InputError(problem)
+
+
+def _check_node_id(flag: str, node_id: str) -> None:
+    from orchestrator.core.pytest_command import split_node_id
+
+    if not split_node_id(node_id).names_a_test:
+        raise InputError(f"{flag} {node_id!r}: expected a pytest node id (path::test)")
+
+
+class _Group(Protocol):
+    def validate(self) -> None: ...
+
+
+def _check_all(*groups: _Group) -> None:
+    for group in groups:
+        group.validate()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,13 +78,10 @@ class Selection:
     shard: str | None = None  # I/N as given
 
     def validate(self) -> None:
-        from orchestrator.core.pytest_command import pytest_args, split_node_id
+        from orchestrator.core.pytest_command import pytest_args
 
         for property_id in self.property_ids:
-            if not split_node_id(property_id).names_a_test:
-                raise InputError(
-                    f"--property {property_id!r}: expected a pytest node id (path::test)"
-                )
+            _check_node_id("--property", property_id)
         if self.changed and self.property_ids:
             raise InputError(
                 "--changed selects the properties itself: it does not go with --property"
@@ -71,11 +96,32 @@ class Selection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class OneTest:
+    """One test at one revision: what ``accept`` and ``budget`` run, and ``shrink --test``
+    (a smaller :class:`Selection`: its node id and ``--command`` are checked the same way)."""
+
+    repo: Path | None = None
+    rev: str | None = None
+    property_id: str | None = None
+    command: str | None = None
+    flag: str = "--property"  # the option that names the test, for the message
+
+    def validate(self) -> None:
+        from orchestrator.core.pytest_command import pytest_args
+
+        if self.property_id is not None:
+            _check_node_id(self.flag, self.property_id)
+        if self.command is not None:  # a bad --command is exit 2
+            pytest_args(self.command, () if self.property_id is None else (self.property_id,))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Oracle:
     """Whose test files judge both sides (``--tests-from``; each side its own without)."""
 
     tests_from: str | None = None
     test_paths: tuple[str, ...] = ()
+    sides: tuple[str, ...] = ("base", "patch")  # names --tests-from takes besides a revision
 
     def validate(self) -> None:
         from orchestrator.services.tests_from import normal_test_paths
@@ -85,7 +131,8 @@ class Oracle:
                 "--test-path goes with --tests-from (it names more test files to take)"
             )
         if self.tests_from is not None and not self.tests_from.strip():
-            raise InputError("--tests-from needs base, patch or a revision")
+            names = f"{', '.join(self.sides)} or a revision" if self.sides else "a revision"
+            raise InputError(f"--tests-from needs {names}")
         normal_test_paths(self.test_paths)
 
 
@@ -98,9 +145,12 @@ class FixtureAndShrink:
     origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
     seed: int = 0
     shrink: bool = False  # --shrink: shrink the fixture when the patch fails
+    attempts: int | None = None  # shrink --attempts; replay's --shrink makes its own two
 
     def validate(self) -> None:
         from orchestrator.adapters.input_file import check_input
+
+        _check_count("--attempts", self.attempts, MAX_SHRINK_ATTEMPTS)
 
         if self.shrink_report is not None and self.fixture is None:
             raise InputError("--shrink-report needs --fixture (the minimal fixture it describes)")
@@ -243,6 +293,88 @@ class Outputs:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Sampling:
+    """``budget``'s samples of one check and the budget they are held to."""
+
+    samples: int = 5
+    budget_ms: float = 0.0
+
+    def validate(self) -> None:
+        _check_count("--samples", self.samples, MAX_REPLAYS, minimum=5)
+        if not self.budget_ms >= 0:
+            raise InputError("--budget-ms must be a number of milliseconds, at least 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingAdmission:
+    """``budget --admit``: who owns the timing freeze it may open, and for how long."""
+
+    admit: bool = False
+    owner: str | None = None
+    max_age: str = "24h"
+    oracle_keys: str = ""  # comma-separated, as given
+    locked_digest: str | None = None
+
+    def validate(self) -> None:
+        self.max_age_delta()  # a bad --max-age is exit 2, with --admit or without
+        if self.admit and not (self.owner or "").strip():
+            raise InputError("--admit needs --owner NAME")
+
+    def max_age_delta(self) -> timedelta:
+        from orchestrator.core.durations import parse_duration
+
+        return parse_duration(self.max_age, option="--max-age")
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(key.strip() for key in self.oracle_keys.split(",") if key.strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostProperty:
+    """``shrink --property MODULE:FUNCTION``: a property called on the host, and the
+    folders it is imported from (importing it is the command's, after every check)."""
+
+    spec: str | None = None
+    paths: tuple[Path, ...] = ()
+
+    def validate(self) -> None:
+        if self.paths and self.spec is None:
+            raise InputError("--path goes with --property, not --test")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedReplay:
+    """``reproduce``: which recorded replay of which run to run again, and where its
+    commits are (the run log's repository unless --repo names another)."""
+
+    run_dir: Path
+    property_id: str
+    side: str = "patch"
+    replay: int | None = None  # None: the first that did not pass
+    repo: Path | None = None
+
+    def validate(self) -> None:
+        if self.side not in REPRODUCE_SIDES:
+            raise InputError(f"--side must be one of: {', '.join(REPRODUCE_SIDES)}")
+        if self.replay is not None and self.replay < 1:
+            raise InputError("--replay must be at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    """``reproduce``: how the replay is run again (the test, a shell, pdb) and whether its
+    container stays."""
+
+    shell: bool = False
+    pdb: bool = False
+    keep: bool = False
+
+    def validate(self) -> None:
+        if self.shell and self.pdb:
+            raise InputError("--shell and --pdb do not go together: a shell, or pytest under pdb")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReplayArguments:
     """``replay``'s command line, in its groups, checked in one place."""
 
@@ -256,7 +388,7 @@ class ReplayArguments:
 
     def validate(self) -> None:
         """Every usage mistake, found before an engine is asked for anything."""
-        for group in (
+        _check_all(
             self.scheduling,
             self.limits,
             self.recording,
@@ -264,8 +396,7 @@ class ReplayArguments:
             self.oracle,
             self.fixture,
             self.outputs,
-        ):
-            group.validate()
+        )
         if self.fixture.shrink:
             if len(self.selection.property_ids) != 1:
                 raise InputError(
@@ -310,4 +441,194 @@ class ReplayArguments:
             writable_tree=limits.writable_tree,
             run_id=self.recording.run_id,
             out=self.outputs.out,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptArguments:
+    """``accept``'s command line: one test at a revision, its mutant, checked in one place."""
+
+    test: OneTest
+    mutant: str
+    oracle: Oracle
+    fixture: FixtureAndShrink
+    scheduling: Scheduling
+    limits: Limits
+    recording: Recording
+    outputs: Outputs
+
+    def validate(self) -> None:
+        """Every usage mistake, found before git or an engine is asked for anything."""
+        _check_all(
+            self.scheduling,
+            self.limits,
+            self.recording,
+            self.test,
+            self.oracle,
+            self.fixture,
+            self.outputs,
+        )
+
+    def accept_options(self) -> AcceptOptions:
+        from orchestrator.services.accept import AcceptOptions
+
+        test = self.test
+        return AcceptOptions(
+            repo=test.repo or Path(),
+            property_id=test.property_id or "",
+            mutant=self.mutant,
+            rev=test.rev or "HEAD",
+            image=self.limits.image or "",
+            fixture=self.fixture.fixture,
+            replays=self.scheduling.replays,
+            timeout_s=self.limits.timeout_s,
+            tests_from=self.oracle.tests_from,
+            test_paths=self.oracle.test_paths,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetArguments:
+    """``budget``'s command line: one check sampled at one revision, checked in one place."""
+
+    test: OneTest
+    fixture: FixtureAndShrink
+    sampling: Sampling
+    scheduling: Scheduling
+    limits: Limits
+    recording: Recording
+    admission: TimingAdmission
+    outputs: Outputs
+
+    def validate(self) -> None:
+        """Every usage mistake, found before git or an engine is asked for anything."""
+        _check_all(
+            self.sampling,
+            self.scheduling,
+            self.limits,
+            self.recording,
+            self.admission,
+            self.test,
+            self.fixture,
+            self.outputs,
+        )
+
+    def budget_options(self) -> BudgetOptions:
+        from orchestrator.services.budget import BudgetOptions
+
+        test = self.test
+        return BudgetOptions(
+            repo=test.repo or Path(),
+            rev=test.rev or "",
+            image=self.limits.image or "",
+            property_id=test.property_id or "",
+            budget_ms=self.sampling.budget_ms,
+            samples=self.sampling.samples,
+            command=test.command or "pytest -q",
+            timeout_s=self.limits.timeout_s,
+            runner_id=self.scheduling.runner_id or "local",
+            fixture=self.fixture.fixture,
+        )
+
+    def admission_options(self) -> AdmissionOptions | None:
+        """With --admit, what the timing admission records (None without it)."""
+        from orchestrator.services.budget import AdmissionOptions
+
+        admission = self.admission
+        if not admission.admit:
+            return None
+        return AdmissionOptions(
+            owner=admission.owner or "",
+            max_age=admission.max_age_delta(),
+            oracle_keys=admission.keys(),
+            locked_digest=admission.locked_digest,
+            ledger_url=self.recording.ledger,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShrinkArguments:
+    """``shrink``'s command line: against a host-side property or a test in its container."""
+
+    host: HostProperty
+    test: OneTest  # flag "--test"
+    oracle: Oracle
+    fixture: FixtureAndShrink
+    limits: Limits
+    outputs: Outputs
+
+    @property
+    def against_test(self) -> bool:
+        return self.test.property_id is not None
+
+    def validate(self) -> None:
+        """Every usage mistake, found before the fixture is read or an engine is asked."""
+        test = self.test
+        if (self.host.spec is None) == (test.property_id is None):
+            raise InputError("give either --property MODULE:FUNCTION or --test NODEID")
+        with_test = (
+            ("--repo", test.repo),
+            ("--rev", test.rev),
+            ("--image", self.limits.image),
+            ("--tests-from", self.oracle.tests_from),
+        )
+        if not self.against_test:
+            extra = [name for name, value in with_test if value is not None]
+            if extra:
+                raise InputError(f"{', '.join(extra)} go with --test, not --property")
+        else:
+            self.host.validate()
+            missing = [name for name, value in with_test[:3] if value is None]
+            if missing:
+                table = " (or image = in [tool.orchestrator])" if "--image" in missing else ""
+                raise InputError(f"--test needs {' and '.join(missing)}{table}")
+        _check_all(self.test, self.fixture, self.limits, self.oracle, self.outputs)
+
+    def test_request(self) -> ShrinkTestRequest:
+        from orchestrator.services.shrink import ShrinkTestRequest
+
+        test = self.test
+        return ShrinkTestRequest(
+            repo=test.repo or Path(),
+            rev=test.rev or "",
+            image=self.limits.image or "",
+            test=test.property_id or "",
+            seed=self.fixture.seed,
+            timeout_s=self.limits.timeout_s,
+            attempts=self.fixture.attempts or 2,
+            command=test.command or "pytest -q",
+            tests_from=self.oracle.tests_from,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReproduceArguments:
+    """``reproduce``'s command line, checked in one place (the run folder itself is read
+    and checked by the service, before any container starts)."""
+
+    recorded: RecordedReplay
+    session: Session
+
+    def validate(self) -> None:
+        _check_all(self.session, self.recorded)
+
+    @property
+    def mode(self) -> Mode:
+        from orchestrator.core.reproduce import Mode
+
+        session = self.session
+        return Mode.SHELL if session.shell else Mode.PDB if session.pdb else Mode.RUN
+
+    def request(self) -> ReproduceRequest:
+        from orchestrator.services.reproduce import ReproduceRequest
+
+        recorded = self.recorded
+        return ReproduceRequest(
+            run_dir=recorded.run_dir,
+            property_id=recorded.property_id,
+            side=recorded.side,
+            replay=recorded.replay,
+            mode=self.mode,
+            keep=self.session.keep,
+            repo=recorded.repo,
         )

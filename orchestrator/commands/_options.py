@@ -2,8 +2,11 @@
 
 A command declares ``ledger: LedgerOption``, ``timeout: TimeoutOption = DEFAULT_TIMEOUT_S``
 or ``image: ImageOption`` and gets the same flag, help, environment variable and
-validation as every other command. The groups that check ``replay``'s options together
-are in :mod:`orchestrator.commands._option_groups` (imported when a command runs).
+validation as every other command. Where commands differ only in whether an option is
+required, one ``typer.Option`` is shared by two annotations (``RevOption`` and
+``OptionalRevOption``). An option only one command has is declared here too, so each
+command reads as a list. The groups that check the options together are in
+:mod:`orchestrator.commands._option_groups` (imported when a command runs).
 """
 
 from __future__ import annotations
@@ -169,9 +172,38 @@ TestPathOption = Annotated[
     ),
 ]
 
+TestsFromRevOption = Annotated[
+    str | None, typer.Option("--tests-from", metavar="REV", help=TESTS_FROM_HELP)
+]
+"""``--tests-from`` of a command with one revision (``accept``, ``shrink --test``): there
+are no sides to name, only revisions."""
+
 # --fixture ------------------------------------------------------------------------------
 
 FixtureOption = Annotated[Path | None, typer.Option("--fixture", help=FIXTURE_HELP)]
+
+# --rev, --property NODEID: one test at one revision (accept, budget, shrink --test) ------
+
+_REV = typer.Option("--rev", help="The revision to replay (any git revision; pinned to its SHA).")
+RevOption = Annotated[str, _REV]
+OptionalRevOption = Annotated[str | None, _REV]
+PropertyOption = Annotated[
+    str,
+    typer.Option(
+        "--property",
+        metavar="NODEID",
+        help="The property: a pytest node id (path::test or path::Class::test).",
+    ),
+]
+"""One property; ``replay`` takes several (``PropertiesOption``)."""
+
+# --json ---------------------------------------------------------------------------------
+
+
+def json_option(document: str) -> Any:
+    """``--json``: print the command's one JSON document (``replay-report/1``, ...)."""
+    return typer.Option("--json", help=f"Print the {document} JSON document.")
+
 
 # replay's own options -------------------------------------------------------------------
 # Declared here, beside the groups that check them, so the command reads as a list.
@@ -183,7 +215,9 @@ ISOLATION_HELP = (
     "container: one container per replay (slower; nothing shared, not even /tmp)."
 )
 
-RepoOption = Annotated[Path, typer.Option("--repo", help="The git repository to replay.")]
+_REPO = typer.Option("--repo", help="The git repository to replay.")
+RepoOption = Annotated[Path, _REPO]
+OptionalRepoOption = Annotated[Path | None, _REPO]
 BaseOption = Annotated[
     str, typer.Option("--base", help="Base revision (any git revision; pinned to its SHA).")
 ]
@@ -282,6 +316,7 @@ JobsOption = Annotated[
 SeedOption = Annotated[
     int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
 ]
+"""``--seed`` of ``replay`` and ``shrink --test`` (every candidate run is a replay)."""
 RunnerIdOption = Annotated[
     str | None,
     typer.Option(
@@ -334,9 +369,7 @@ RunIdOption = Annotated[
 OutOption = Annotated[
     Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
 ]
-ReportJsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the replay-report/1 JSON document.")
-]
+ReportJsonOption = Annotated[bool, json_option("replay-report/1")]
 IsolationOption = Annotated[
     str,
     typer.Option("--isolation", help=ISOLATION_HELP, click_type=click.Choice(list(ISOLATIONS))),
@@ -379,3 +412,175 @@ SummaryOption = Annotated[
         help='After the run, append its Markdown summary here (e.g. "$GITHUB_STEP_SUMMARY").',
     ),
 ]
+
+# accept's own options -------------------------------------------------------------------
+
+MutantOption = Annotated[
+    str,
+    typer.Option(
+        "--mutant",
+        help="The hand-written mutant: a patch file applied to --rev, or a revision.",
+    ),
+]
+AcceptReplaysOption = Annotated[
+    int, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
+]
+AcceptJsonOption = Annotated[bool, json_option("acceptance/1")]
+
+# budget's own options -------------------------------------------------------------------
+
+BudgetMsOption = Annotated[
+    float, typer.Option("--budget-ms", min=0.0, help="The written latency budget, in ms.")
+]
+SamplesOption = Annotated[
+    int,
+    typer.Option(
+        "--samples", min=5, max=MAX_REPLAYS, help=f"How many samples (5 to {MAX_REPLAYS})."
+    ),
+]
+BudgetCommandOption = Annotated[
+    str, typer.Option("--command", help="The pytest command whose options are used.")
+]
+AdmitOption = Annotated[
+    bool,
+    typer.Option(
+        "--admit",
+        help="Run the timing admission (docs/lanes.md section 4) and record its code "
+        "(and a timing freeze on timing_debt_opened) in the ledger.",
+    ),
+]
+AdmitOwnerOption = Annotated[
+    str | None, typer.Option("--owner", help="Who owns the timing freeze (with --admit).")
+]
+MaxAgeOption = Annotated[
+    str, typer.Option("--max-age", help="The freeze's age, 1h..72h (with --admit).")
+]
+OracleKeysOption = Annotated[
+    str, typer.Option("--oracle-keys", help="Comma-separated oracle keys of the fixture.")
+]
+LockedDigestOption = Annotated[
+    str | None,
+    typer.Option(
+        "--locked-digest",
+        help="The fixture's locked oracle digest (sha256:...). Default: the fixture's "
+        "own oracle digest, i.e. no lock beyond the file given.",
+    ),
+]
+BudgetRunnerIdOption = Annotated[str, typer.Option("--runner-id", help="Label of this runner.")]
+BudgetJsonOption = Annotated[bool, json_option("budget-report/1")]
+
+# shrink's own options -------------------------------------------------------------------
+
+ShrinkFixtureArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="FIXTURE",
+        help=f"The failing JSON fixture, or - for standard input ({INPUT_FILE_RULE}).",
+    ),
+]
+HostPropertyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--property",
+        metavar="MODULE:FUNCTION",
+        help="A host-side property: called with the payload, it fails by raising or "
+        "returning False.",
+    ),
+]
+PropertyPathOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--path",
+        metavar="DIR",
+        help="With --property: a folder to import it from (repeatable; the current "
+        "folder is searched last).",
+    ),
+]
+ShrinkTestOption = Annotated[
+    str | None,
+    typer.Option(
+        "--test",
+        metavar="NODEID",
+        help="A pytest test that reads $REPLAY_FIXTURE, run at --rev of --repo in the "
+        "--image container for every candidate.",
+    ),
+]
+AttemptsOption = Annotated[
+    int,
+    typer.Option(
+        "--attempts",
+        min=1,
+        max=MAX_SHRINK_ATTEMPTS,
+        help="Shrink this many times; stable only if all agree (>= 2).",
+    ),
+]
+MinimalOutOption = Annotated[
+    Path | None,
+    typer.Option("--out", metavar="FILE", help="Write the minimal fixture here (atomically)."),
+]
+ShrinkJsonOption = Annotated[bool, json_option("shrink-report/1")]
+
+# reproduce's own options ----------------------------------------------------------------
+
+REPRODUCE_SIDES = ("base", "patch", "both")
+
+RunDirArgument = Annotated[
+    Path, typer.Argument(metavar="RUN_DIR", help="A finished run folder (replay's --out).")
+]
+RecordedPropertyArgument = Annotated[
+    str, typer.Argument(metavar="PROPERTY", help="One of the run's properties (its node id).")
+]
+SideOption = Annotated[
+    str,
+    typer.Option(
+        "--side",
+        help="Which side's replay to run again; both: base, then patch, shown side by side.",
+        click_type=click.Choice(list(REPRODUCE_SIDES)),
+    ),
+]
+ReplayNumberOption = Annotated[
+    int | None,
+    typer.Option(
+        "--replay",
+        metavar="N",
+        min=1,
+        help="Which replay (1 to the number the run recorded of the property on the "
+        "chosen side(s): its screening replays when it was decided on them). Default: "
+        "the first that did not pass on the chosen side(s), else 1.",
+        show_default=False,
+    ),
+]
+ShellOption = Annotated[
+    bool,
+    typer.Option(
+        "--shell",
+        help="Open an interactive shell in the replay's container instead of running "
+        "the test: tree, fixture and environment in place, the exact command printed.",
+    ),
+]
+PdbOption = Annotated[
+    bool,
+    typer.Option(
+        "--pdb",
+        help="Run pytest with --pdb on a terminal of its own, attached to yours "
+        "(no deadline: you decide when it ends).",
+    ),
+]
+KeepOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep",
+        help="Keep the container running afterwards, for docker exec (it stays labelled: "
+        "the next replay or reproduce on this machine removes it).",
+    ),
+]
+RunRepoOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--repo",
+        help="The repository holding the run's commits (default: the one the run log "
+        "names), e.g. your clone of a repository a CI run replayed.",
+    ),
+]
+"""Not ``--repo`` of the commands that replay a revision: here it only says where the
+commits the run log pinned are, when not where the run found them."""

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
-    MAX_REPLAYS,
     RUNNER_IMAGE,
-    TESTS_FROM_HELP,
+    AcceptJsonOption,
+    AcceptReplaysOption,
     FixtureOption,
     ImageOption,
     LedgerOption,
+    MutantOption,
+    PropertyOption,
+    RepoOption,
+    RevOption,
     TestPathOption,
+    TestsFromRevOption,
     TimeoutOption,
 )
 from orchestrator.commands._output import echo_line
@@ -27,42 +31,17 @@ if TYPE_CHECKING:
 
 def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
     *,
-    repo: Annotated[Path, typer.Option("--repo", help="The git repository of the property.")],
-    property_id: Annotated[
-        str,
-        typer.Option(
-            "--property", help="The property's pytest node id (path::test or path::Class::test)."
-        ),
-    ],
-    mutant: Annotated[
-        str,
-        typer.Option(
-            "--mutant",
-            help="The hand-written mutant: a patch file applied to --rev, or a revision.",
-        ),
-    ],
-    rev: Annotated[
-        str, typer.Option("--rev", help="The revision the property must pass on.")
-    ] = "HEAD",
-    tests_from: Annotated[
-        str | None,
-        typer.Option(
-            "--tests-from",
-            metavar="REV",
-            help=TESTS_FROM_HELP + " With it, a pull request's new test can be accepted "
-            "with the base as its mutant: --rev PATCH --mutant BASE --tests-from PATCH.",
-        ),
-    ] = None,
+    repo: RepoOption,
+    property_id: PropertyOption,
+    mutant: MutantOption,
+    rev: RevOption = "HEAD",
+    tests_from: TestsFromRevOption = None,
     test_paths: TestPathOption = None,
     image: ImageOption = RUNNER_IMAGE,
     fixture: FixtureOption = None,
-    replays: Annotated[
-        int, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
-    ] = 3,
+    replays: AcceptReplaysOption = 3,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the acceptance/1 JSON document.")
-    ] = False,
+    as_json: AcceptJsonOption = False,
     ledger: LedgerOption,
 ) -> None:
     """Accept a drafted property only if it is a real check and a mutant kills it.
@@ -74,33 +53,44 @@ def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
     in hermetic containers from one pinned image. Every outcome is appended to the
     ledger as an ACCEPT event (`orchestrator tally` counts them).
 
+    With --tests-from, a pull request's new test can be accepted with the base as its
+    mutant: --rev PATCH --mutant BASE --tests-from PATCH.
+
     Exit status: 0 accepted, 1 refused (constant_assertion, self_comparison,
     no_assertion, no_call_under_test, fails_unmutated, mutant_survived), 3 infra
     (a timeout or harness error: never an acceptance), 2 bad input.
     """
+    from orchestrator.commands._option_groups import (
+        AcceptArguments,
+        FixtureAndShrink,
+        Limits,
+        OneTest,
+        Oracle,
+        Outputs,
+        Recording,
+        Scheduling,
+    )
     from orchestrator.files import dumps
-    from orchestrator.services.accept import AcceptOptions
     from orchestrator.services.accept import accept as run_accept
 
-    options = AcceptOptions(
-        repo=repo,
-        property_id=property_id,
+    arguments = AcceptArguments(
+        test=OneTest(repo=repo, rev=rev, property_id=property_id),
         mutant=mutant,
-        rev=rev,
-        image=image,
-        fixture=fixture,
-        replays=replays,
-        timeout_s=timeout,
-        tests_from=tests_from,
-        test_paths=tuple(test_paths or ()),
+        oracle=Oracle(tests_from=tests_from, test_paths=tuple(test_paths or ()), sides=()),
+        fixture=FixtureAndShrink(fixture=fixture),
+        scheduling=Scheduling(replays=replays),
+        limits=Limits(image=image, timeout_s=timeout),
+        recording=Recording(ledger=ledger),
+        outputs=Outputs(as_json=as_json),
     )
+    arguments.validate()
     result = run_accept(
-        options,
-        ledger_url=ledger,
+        arguments.accept_options(),
+        ledger_url=arguments.recording.ledger,
         now=datetime.now(UTC),
         progress=_progress_logger(),
     )
-    if as_json:
+    if arguments.outputs.as_json:
         typer.echo(dumps(result.to_json()))
     else:
         _print(result)

@@ -4,76 +4,49 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated
 
 import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
-    INPUT_FILE_RULE,
-    MAX_REPLAYS,
+    AdmitOption,
+    AdmitOwnerOption,
+    BudgetCommandOption,
+    BudgetJsonOption,
+    BudgetMsOption,
+    BudgetRunnerIdOption,
+    FixtureOption,
     ImageOption,
     LedgerOption,
+    LockedDigestOption,
+    MaxAgeOption,
+    OracleKeysOption,
+    PropertyOption,
+    RepoOption,
+    RevOption,
+    SamplesOption,
     TimeoutOption,
 )
 
 
 def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
     *,
-    repo: Annotated[Path, typer.Option("--repo", help="The repository to sample.")],
-    rev: Annotated[str, typer.Option("--rev", help="The one revision sampled.")],
+    repo: RepoOption,
+    rev: RevOption,
     image: ImageOption,
-    property_id: Annotated[
-        str, typer.Option("--property", metavar="NODEID", help="The check to time (a node id).")
-    ],
-    budget_ms: Annotated[
-        float, typer.Option("--budget-ms", min=0.0, help="The written latency budget, in ms.")
-    ],
-    samples: Annotated[
-        int,
-        typer.Option(
-            "--samples", min=5, max=MAX_REPLAYS, help=f"How many samples (5 to {MAX_REPLAYS})."
-        ),
-    ] = 5,
-    fixture: Annotated[
-        Path | None,
-        typer.Option("--fixture", help=f"JSON fixture given to every sample ({INPUT_FILE_RULE})."),
-    ] = None,
-    command: Annotated[
-        str, typer.Option("--command", help="The pytest command whose options are used.")
-    ] = "pytest -q",
+    property_id: PropertyOption,
+    budget_ms: BudgetMsOption,
+    samples: SamplesOption = 5,
+    fixture: FixtureOption = None,
+    command: BudgetCommandOption = "pytest -q",
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    admit: Annotated[
-        bool,
-        typer.Option(
-            "--admit",
-            help="Run the timing admission (docs/lanes.md section 4) and record its code "
-            "(and a timing freeze on timing_debt_opened) in the ledger.",
-        ),
-    ] = False,
-    owner: Annotated[
-        str | None, typer.Option("--owner", help="Who owns the timing freeze (with --admit).")
-    ] = None,
-    max_age: Annotated[
-        str, typer.Option("--max-age", help="The freeze's age, 1h..72h (with --admit).")
-    ] = "24h",
-    oracle_keys: Annotated[
-        str,
-        typer.Option("--oracle-keys", help="Comma-separated oracle keys of the fixture."),
-    ] = "",
-    locked_digest: Annotated[
-        str | None,
-        typer.Option(
-            "--locked-digest",
-            help="The fixture's locked oracle digest (sha256:...). Default: the fixture's "
-            "own oracle digest, i.e. no lock beyond the file given.",
-        ),
-    ] = None,
-    runner_id: Annotated[str, typer.Option("--runner-id", help="Label of this runner.")] = "local",
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a budget-report/1 document.")
-    ] = False,
+    admit: AdmitOption = False,
+    owner: AdmitOwnerOption = None,
+    max_age: MaxAgeOption = "24h",
+    oracle_keys: OracleKeysOption = "",
+    locked_digest: LockedDigestOption = None,
+    runner_id: BudgetRunnerIdOption = "local",
+    as_json: BudgetJsonOption = False,
     ledger: LedgerOption,
 ) -> None:
     """Sample one check >= 5 times (one revision, same input, same image) and classify it.
@@ -86,40 +59,42 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
     event log; timing_debt_opened also writes the timing freeze. Exit 0 when the
     property lane is green (and, with --admit, the freeze was opened), 1 otherwise.
     """
-    from orchestrator.core.durations import parse_duration
-    from orchestrator.errors import ExitCode, InputError, VerdictError
-    from orchestrator.files import dumps
-    from orchestrator.services.budget import AdmissionOptions, BudgetOptions, run_budget
-
-    age = parse_duration(max_age, option="--max-age")
-    if admit and owner is None:
-        raise InputError("--admit needs --owner NAME")
-    options = BudgetOptions(
-        repo=repo,
-        rev=rev,
-        image=image,
-        property_id=property_id,
-        budget_ms=budget_ms,
-        samples=samples,
-        command=command,
-        timeout_s=timeout,
-        runner_id=runner_id,
-        fixture=fixture,
+    from orchestrator.commands._option_groups import (
+        BudgetArguments,
+        FixtureAndShrink,
+        Limits,
+        OneTest,
+        Outputs,
+        Recording,
+        Sampling,
+        Scheduling,
+        TimingAdmission,
     )
-    admission = None
-    if admit:
-        admission = AdmissionOptions(
-            owner=owner or "",
-            max_age=age,
-            oracle_keys=tuple(k.strip() for k in oracle_keys.split(",") if k.strip()),
+    from orchestrator.errors import ExitCode, VerdictError
+    from orchestrator.files import dumps
+    from orchestrator.services.budget import run_budget
+
+    arguments = BudgetArguments(
+        test=OneTest(repo=repo, rev=rev, property_id=property_id, command=command),
+        fixture=FixtureAndShrink(fixture=fixture),
+        sampling=Sampling(samples=samples, budget_ms=budget_ms),
+        scheduling=Scheduling(runner_id=runner_id),
+        limits=Limits(image=image, timeout_s=timeout),
+        recording=Recording(ledger=ledger),
+        admission=TimingAdmission(
+            admit=admit, owner=owner, max_age=max_age, oracle_keys=oracle_keys,
             locked_digest=locked_digest,
-            ledger_url=ledger,
-        )
+        ),
+        outputs=Outputs(as_json=as_json),
+    )  # fmt: skip
+    arguments.validate()
+    options = arguments.budget_options()
+    admission = arguments.admission_options()
     outcome = run_budget(
         options, admission=admission, env=os.environ, clock=lambda: datetime.now(UTC)
     )
     doc, sampled, admitted = outcome.report, outcome.sampled, outcome.admitted
-    if as_json:
+    if arguments.outputs.as_json:
         typer.echo(dumps(doc))
     else:
         typer.echo(f"samples (ms): {', '.join(f'{s:g}' for s in sampled.samples_ms)}")

@@ -6,12 +6,20 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import click
 import typer
 
+from orchestrator.commands._options import (
+    KeepOption,
+    PdbOption,
+    RecordedPropertyArgument,
+    ReplayNumberOption,
+    RunDirArgument,
+    RunRepoOption,
+    ShellOption,
+    SideOption,
+)
 from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
@@ -23,66 +31,15 @@ DEFAULT_WIDTH = 163  # off a terminal: two columns of pytest's 80, and " | "
 
 
 def reproduce(
-    run_dir: Annotated[
-        Path, typer.Argument(metavar="RUN_DIR", help="A finished run folder (replay's --out).")
-    ],
-    property_id: Annotated[
-        str,
-        typer.Argument(metavar="PROPERTY", help="One of the run's properties (its node id)."),
-    ],
+    run_dir: RunDirArgument,
+    property_id: RecordedPropertyArgument,
     *,
-    side: Annotated[
-        str,
-        typer.Option(
-            "--side",
-            help="Which side's replay to run again; both: base, then patch, shown side by side.",
-            click_type=click.Choice(["base", "patch", "both"]),
-        ),
-    ] = "patch",
-    replay: Annotated[
-        int | None,
-        typer.Option(
-            "--replay",
-            metavar="N",
-            min=1,
-            help="Which replay (1 to the number the run recorded of the property on the "
-            "chosen side(s): its screening replays when it was decided on them). Default: "
-            "the first that did not pass on the chosen side(s), else 1.",
-            show_default=False,
-        ),
-    ] = None,
-    shell: Annotated[
-        bool,
-        typer.Option(
-            "--shell",
-            help="Open an interactive shell in the replay's container instead of running "
-            "the test: tree, fixture and environment in place, the exact command printed.",
-        ),
-    ] = False,
-    pdb: Annotated[
-        bool,
-        typer.Option(
-            "--pdb",
-            help="Run pytest with --pdb on a terminal of its own, attached to yours "
-            "(no deadline: you decide when it ends).",
-        ),
-    ] = False,
-    keep: Annotated[
-        bool,
-        typer.Option(
-            "--keep",
-            help="Keep the container running afterwards, for docker exec (it stays labelled: "
-            "the next replay or reproduce on this machine removes it).",
-        ),
-    ] = False,
-    repo: Annotated[
-        Path | None,
-        typer.Option(
-            "--repo",
-            help="The repository holding the run's commits (default: the one the run log "
-            "names), e.g. your clone of a repository a CI run replayed.",
-        ),
-    ] = None,
+    side: SideOption = "patch",
+    replay: ReplayNumberOption = None,
+    shell: ShellOption = False,
+    pdb: PdbOption = False,
+    keep: KeepOption = False,
+    repo: RunRepoOption = None,
 ) -> None:
     """Run one recorded replay of PROPERTY again, exactly as it ran, and say whether the
     probe labels it as the run did.
@@ -103,25 +60,24 @@ def reproduce(
     starts), 3 the image is no longer on the engine or the engine failed, 130 interrupted.
     """
     from orchestrator.adapters.docker import connect
+    from orchestrator.commands._option_groups import (
+        RecordedReplay,
+        ReproduceArguments,
+        Session,
+    )
     from orchestrator.core.reproduce import Mode
-    from orchestrator.errors import InputError
-    from orchestrator.services.reproduce import ReproduceRequest, prepare
+    from orchestrator.services.reproduce import prepare
     from orchestrator.services.reproduce import reproduce as run_again
 
-    if shell and pdb:
-        raise InputError("--shell and --pdb do not go together: a shell, or pytest under pdb")
-    mode = Mode.SHELL if shell else Mode.PDB if pdb else Mode.RUN
-    prepared = prepare(
-        ReproduceRequest(
-            run_dir=run_dir,
-            property_id=property_id,
-            side=side,
-            replay=replay,
-            mode=mode,
-            keep=keep,
-            repo=repo,
-        )
+    arguments = ReproduceArguments(
+        recorded=RecordedReplay(
+            run_dir=run_dir, property_id=property_id, side=side, replay=replay, repo=repo
+        ),
+        session=Session(shell=shell, pdb=pdb, keep=keep),
     )
+    arguments.validate()
+    mode = arguments.mode
+    prepared = prepare(arguments.request())
     from orchestrator.core.text_safety import CommandGuard
 
     client = connect(os.environ)

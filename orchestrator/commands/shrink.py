@@ -10,20 +10,30 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
-    INPUT_FILE_RULE,
-    MAX_SHRINK_ATTEMPTS,
+    AttemptsOption,
+    HostPropertyOption,
+    MinimalOutOption,
     OptionalImageOption,
-    TimeoutOption,
+    OptionalRepoOption,
+    OptionalRevOption,
+    OptionalTimeoutOption,
+    PropertyPathOption,
+    SeedOption,
+    ShrinkFixtureArgument,
+    ShrinkJsonOption,
+    ShrinkTestOption,
+    TestsFromRevOption,
 )
 from orchestrator.commands._output import echo_line
 
 if TYPE_CHECKING:
+    from orchestrator.commands._option_groups import ShrinkArguments
     from orchestrator.core.shrink import Property, ShrinkReport
     from orchestrator.services.shrink import ShrinkTestRequest
 
@@ -76,78 +86,20 @@ def _tail(step: dict[str, Any]) -> str:
 
 def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     ctx: typer.Context,
-    fixture: Annotated[
-        str,
-        typer.Argument(
-            metavar="FIXTURE",
-            help=f"The failing JSON fixture, or - for standard input ({INPUT_FILE_RULE}).",
-        ),
-    ],
+    fixture: ShrinkFixtureArgument,
     *,
-    property_spec: Annotated[
-        str | None,
-        typer.Option(
-            "--property",
-            metavar="MODULE:FUNCTION",
-            help="A host-side property: called with the payload, it fails by raising or "
-            "returning False.",
-        ),
-    ] = None,
-    path: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--path",
-            metavar="DIR",
-            help="With --property: a folder to import it from (repeatable; the current "
-            "folder is searched last).",
-        ),
-    ] = None,
-    test: Annotated[
-        str | None,
-        typer.Option(
-            "--test",
-            metavar="NODEID",
-            help="A pytest test that reads $REPLAY_FIXTURE, run at --rev of --repo in the "
-            "--image container for every candidate.",
-        ),
-    ] = None,
-    repo: Annotated[
-        Path | None, typer.Option("--repo", help="With --test: the git repository.")
-    ] = None,
-    rev: Annotated[
-        str | None,
-        typer.Option("--rev", help="With --test: the revision (pinned to its SHA)."),
-    ] = None,
+    property_spec: HostPropertyOption = None,
+    path: PropertyPathOption = None,
+    test: ShrinkTestOption = None,
+    repo: OptionalRepoOption = None,
+    rev: OptionalRevOption = None,
     image: OptionalImageOption = None,
-    seed: Annotated[
-        int, typer.Option("--seed", help="With --test: $REPLAY_SEED of every candidate run.")
-    ] = 0,
-    tests_from: Annotated[
-        str | None,
-        typer.Option(
-            "--tests-from",
-            metavar="REV",
-            help="With --test: lay the test files of REV over --rev's tree (as `replay "
-            "--tests-from` does), so REV's test judges --rev's code.",
-        ),
-    ] = None,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    attempts: Annotated[
-        int,
-        typer.Option(
-            "--attempts",
-            min=1,
-            max=MAX_SHRINK_ATTEMPTS,
-            help="Shrink this many times; stable only if all agree (>= 2).",
-        ),
-    ] = 2,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", metavar="FILE", help="Write the minimal fixture here (atomically)."),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the shrink-report/1 document.")
-    ] = False,
+    seed: SeedOption = 0,
+    tests_from: TestsFromRevOption = None,
+    timeout: OptionalTimeoutOption = None,
+    attempts: AttemptsOption = 2,
+    out: MinimalOutOption = None,
+    as_json: ShrinkJsonOption = False,
 ) -> None:
     """Shrink FIXTURE to a minimal payload that still fails the same way.
 
@@ -158,7 +110,10 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     session reading the candidate as $REPLAY_FIXTURE (read-only sources, no network, the
     replay's limits). Same way means the label assert_fail with the same position-free
     assertion key as on FIXTURE; a candidate that times out (--timeout, per candidate) or
-    gives a harness error stops the shrink with exit 3, naming it.
+    gives a harness error stops the shrink with exit 3, naming it. Defaults come from
+    [tool.orchestrator] in the repository's pyproject.toml at --rev, as for `replay`: the
+    command's pytest options, image and timeout (env and pythonpath are not given to the
+    shrink's container); an option given here wins.
 
     Against a host-side property (--property MODULE:FUNCTION): same way means the same
     exception type at the same line of the property (a False return is its own failure).
@@ -170,63 +125,87 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     on FIXTURE.
     """
     from orchestrator.core.shrink import ShrinkTarget, host_judge, shrink_report_with
-    from orchestrator.errors import InputError
     from orchestrator.files import dumps, read_json, write_json_atomic
-    from orchestrator.services.shrink import ShrinkTestRequest, validate_request
 
-    if (property_spec is None) == (test is None):
-        raise InputError("give either --property MODULE:FUNCTION or --test NODEID")
-    if test is None:
-        extra = [
-            name
-            for name, value in (
-                ("--repo", repo),
-                ("--rev", rev),
-                ("--image", image),
-                ("--tests-from", tests_from),
-            )
-            if value is not None
-        ]
-        if extra:
-            raise InputError(f"{', '.join(extra)} go with --test, not --property")
-    elif path:
-        raise InputError("--path goes with --property, not --test")
-    if test is not None:
-        missing = [
-            name
-            for name, value in (("--repo", repo), ("--rev", rev), ("--image", image))
-            if value is None
-        ]
-        if missing:
-            raise InputError(f"--test needs {' and '.join(missing)}")
-        request = ShrinkTestRequest(
-            repo=repo or Path(),
-            rev=rev or "",
-            image=image or "",
-            test=test,
-            seed=seed,
-            timeout_s=timeout,
-            attempts=attempts,
-            tests_from=tests_from,
-        )
-        validate_request(request)  # every usage mistake before the engine is asked
-        payload = read_json(fixture)
-        report = _shrink_test(ctx, request, payload)
+    arguments = shrink_arguments(
+        property_spec=property_spec, paths=tuple(path or ()), test=test, repo=repo, rev=rev,
+        image=image, seed=seed, tests_from=tests_from, timeout=timeout, attempts=attempts,
+        out=out, as_json=as_json,
+    )  # fmt: skip
+    arguments.validate()  # every usage mistake before the fixture is read or an engine asked
+    payload = read_json(fixture)
+    if arguments.against_test:
+        report = _shrink_test(ctx, arguments.test_request(), payload)
     else:
-        payload = read_json(fixture)
-        prop = load_property(property_spec or "", list(path or []))
+        spec = arguments.host.spec or ""
+        prop = load_property(spec, list(arguments.host.paths))
         report = shrink_report_with(
             payload,
             lambda attempt: host_judge(prop),
-            attempts=attempts,
-            target=ShrinkTarget(property=property_spec),
+            attempts=arguments.fixture.attempts or 2,
+            target=ShrinkTarget(property=spec),
         )
-    if out is not None:
-        write_json_atomic(out, report.minimal)
-    if as_json:
+    outputs = arguments.outputs
+    if outputs.out is not None:
+        write_json_atomic(outputs.out, report.minimal)
+    if outputs.as_json:
         typer.echo(dumps(report.to_json()))
         return
-    _print_report(report, out)
+    _print_report(report, outputs.out)
+
+
+def shrink_arguments(  # noqa: PLR0913 - one value per option
+    *,
+    property_spec: str | None,
+    paths: tuple[Path, ...],
+    test: str | None,
+    repo: Path | None,
+    rev: str | None,
+    image: str | None,
+    seed: int,
+    tests_from: str | None,
+    timeout: float | None,
+    attempts: int,
+    out: Path | None,
+    as_json: bool,
+) -> ShrinkArguments:
+    """The command line in its groups. Against a test, ``[tool.orchestrator]`` at --rev
+    lies under it as under ``replay``'s: its command (the test's pytest options), image
+    and timeout; an option given on the command line wins."""
+    from orchestrator.commands._option_groups import (
+        FixtureAndShrink,
+        HostProperty,
+        Limits,
+        OneTest,
+        Oracle,
+        Outputs,
+        ShrinkArguments,
+    )
+
+    command = None
+    timeout_s = timeout if timeout is not None else DEFAULT_TIMEOUT_S
+    if test is not None and repo is not None and rev is not None:
+        from orchestrator.core.project_config import replay_settings
+        from orchestrator.services.project_config import load_config
+
+        settings = replay_settings(
+            load_config(repo, rev).config,
+            command=None,  # shrink has no --command: the table's, else pytest -q
+            image=image,
+            replays=None,
+            timeout_s=timeout,
+            pythonpath=(),
+            env=(),
+        )
+        command, image, timeout_s = settings.command, settings.image, settings.timeout_s
+    return ShrinkArguments(
+        host=HostProperty(spec=property_spec, paths=paths),
+        test=OneTest(repo=repo, rev=rev, property_id=test, command=command, flag="--test"),
+        oracle=Oracle(tests_from=tests_from, sides=()),
+        fixture=FixtureAndShrink(seed=seed, attempts=attempts),
+        limits=Limits(image=image, timeout_s=timeout_s),
+        outputs=Outputs(out=out, as_json=as_json),
+    )
 
 
 def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:
