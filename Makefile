@@ -115,12 +115,20 @@ test: venv engine image postgres podman wheelhouse browser junit-xsd
 
 # The inner loop: no engine, no PostgreSQL, no browser started. tests/conftest.py marks
 # every test that needs one (from the fixtures it uses and its directory); -m deselects
-# them, and ORCHESTRATOR_TEST_TIER=fast makes an engine call of an unmarked test fail.
+# them (with `slow`: end-to-end runs whose parts the fast tests cover), and
+# ORCHESTRATOR_TEST_TIER=fast makes an engine call of an unmarked test fail, caps
+# Hypothesis at 20 examples per property and skips importing the engine's directories.
+# Its tests share no files, ports or environment, so pytest-xdist spreads them over the
+# cores (FAST_WORKERS=0: one process, for --pdb). Compiled bytecode, pytest's rewritten
+# test modules included, is kept in __pycache__ between runs even where
+# PYTHONDONTWRITEBYTECODE is set: compiling them again was half of the collection.
 FAST_MARKS := not docker and not postgres and not browser and not slow
+FAST_WORKERS ?= auto
 
 test-fast: venv junit-xsd
-	ORCHESTRATOR_TEST_TIER=fast ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) \
-		$(BIN)/python -m pytest -m "$(FAST_MARKS)" $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE ORCHESTRATOR_TEST_TIER=fast \
+		ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) \
+		$(BIN)/python -m pytest -m "$(FAST_MARKS)" -n $(FAST_WORKERS) $(PYTEST_ARGS)
 
 replay: venv engine image
 ifeq ($(strip $(REPO)),)

@@ -10,7 +10,8 @@ the ``docker``, ``postgres`` or ``browser`` mark, set here from the fixtures it 
 module sets itself. `make test` runs everything; `make test-fast` deselects those marks
 (and ``slow``) with ``-m`` and sets ORCHESTRATOR_TEST_TIER=fast, under which the engine
 fixtures fail and DOCKER_HOST names a socket nothing listens on: a test that needs the
-engine but escaped its mark fails there, it never passes without one.
+engine but escaped its mark fails there, it never passes without one. That tier does not
+even import the directories and modules whose every test the marks below would deselect.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from typing import Any
 
 import hypothesis
 import pytest
+from tiers import FAST_EXAMPLES, FAST_TIER
 
 pytest_plugins = ["support.fixtures"]
 
 TESTS = Path(__file__).resolve().parent
-FAST_TIER = os.environ.get("ORCHESTRATOR_TEST_TIER") == "fast"
 # A fixture a test uses (even through another fixture) -> the mark it needs.
 MARK_OF_FIXTURE = {
     "docker_client": "docker",
@@ -42,9 +43,10 @@ BROWSER_MODULES = ("report/test_report_browser.py",)
 
 # No deadline in either tier: a loaded machine is not a slow function, and speed is
 # measured by bench/, never asserted. The inner loop also takes fewer examples per
-# property (explicit @settings keep theirs); `make test` keeps Hypothesis' default count.
+# property (an explicit count goes through tiers.examples, which caps it there too);
+# `make test` keeps Hypothesis' default count and every property's own.
 hypothesis.settings.register_profile("whole", deadline=None)
-hypothesis.settings.register_profile("fast", max_examples=20, deadline=None)
+hypothesis.settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
 hypothesis.settings.load_profile("fast" if FAST_TIER else "whole")
 
 
@@ -53,6 +55,17 @@ def pytest_configure(config: pytest.Config) -> None:
         # Nothing listens there: an engine call of an unmarked test fails, never passes.
         dead = Path(config.rootpath) / ".cache" / "test-fast-has-no-engine.sock"
         os.environ["DOCKER_HOST"] = f"unix://{dead}"
+
+
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    """In the fast tier, skip importing what the marks would all deselect anyway: the
+    engine's directories and the browser's modules (their imports cost seconds)."""
+    if not FAST_TIER or not collection_path.is_relative_to(TESTS):
+        return None
+    where = collection_path.relative_to(TESTS).as_posix()
+    if where in DOCKER_DIRS or where in BROWSER_MODULES:
+        return True
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks

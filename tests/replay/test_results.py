@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from orchestrator.adapters import results
 from orchestrator.core import labels
@@ -114,7 +115,7 @@ def test_a_half_written_file_is_corrupt_result(tmp_path):
     assert (replay.label, replay.reason) == ("harness_error", "corrupt_result")
 
 
-@settings(deadline=None, max_examples=40)  # each example runs the reader as a process
+@settings(deadline=None, max_examples=examples(40))  # each example runs the reader as a process
 @given(cut=st.integers(min_value=0))
 def test_no_prefix_of_a_result_file_is_ever_trusted(tmp_path_factory, cut):
     data = json.dumps(run_doc(result=probe_doc(entry()))).encode()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from example_runs import replay_example
@@ -37,6 +38,15 @@ def junit_xsd(tmp_path_factory: pytest.TempPathFactory) -> Path:
         target = tmp_path_factory.mktemp("junit-xsd") / "junit-10.xsd"
         target.write_bytes(source.read())
     return target
+
+
+@pytest.fixture(scope="session")
+def junit_schema(junit_xsd: Path) -> Any:
+    """junit-10.xsd as an xmlschema.XMLSchema, built once: building it costs more than
+    validating a report (and xmlschema is imported only by the tests that use it)."""
+    import xmlschema
+
+    return xmlschema.XMLSchema(junit_xsd)
 
 
 @pytest.fixture(scope="session")

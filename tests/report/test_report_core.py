@@ -7,13 +7,12 @@ import hashlib
 import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import pytest
-import xmlschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from orchestrator.core.reports.annotations import render_annotations
 from orchestrator.core.reports.html import CHUNK, render_html
@@ -239,7 +238,7 @@ node_ids = st.text(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(node_ids, st.sampled_from(sorted(LANES_BY_KIND)), texts), max_size=30))
 def test_the_page_escapes_what_it_shows_and_runs_only_its_own_script(
     rows: list[tuple[str, str, str]],
@@ -291,7 +290,7 @@ def test_replay_cells_link_to_their_logs_relative_to_the_page() -> None:
 # ---------------------------------------------------------------- Markdown
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     flagged=st.integers(min_value=0, max_value=400),
     quiet=st.integers(min_value=0, max_value=50),
@@ -328,16 +327,16 @@ def test_the_summary_table_cannot_be_broken_by_what_it_quotes() -> None:
 # ---------------------------------------------------------------- JUnit
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(texts, st.sampled_from(sorted(LANES_BY_KIND)), texts), max_size=12))
-def test_junit_is_valid_for_any_text(junit_xsd: Path, rows: list[tuple[str, str, str]]) -> None:
+def test_junit_is_valid_for_any_text(junit_schema: Any, rows: list[tuple[str, str, str]]) -> None:
     items = [
         (f"t.py::test_{i}[{node}]", lane, "code", [reason], failing(node, "t.py", 3))
         for i, (node, lane, reason) in enumerate(rows)
     ]
     run = read_run(run_docs(items))
     xml = render_junit([run])
-    xmlschema.XMLSchema(junit_xsd).validate(xml)
+    junit_schema.validate(xml)
     suite = ET.fromstring(xml).find("testsuite")
     assert suite is not None
     assert int(suite.get("tests", "-1")) == len(rows)
@@ -442,11 +441,13 @@ def skipped_items(reasons: list[str]) -> list[tuple[str, str, str, list[str], di
     return items
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(texts, max_size=5))
-def test_junit_marks_and_counts_what_the_patch_skipped(junit_xsd: Path, reasons: list[str]) -> None:
+def test_junit_marks_and_counts_what_the_patch_skipped(
+    junit_schema: Any, reasons: list[str]
+) -> None:
     xml = render_junit([read_run(run_docs(skipped_items(reasons)))])
-    xmlschema.XMLSchema(junit_xsd).validate(xml)
+    junit_schema.validate(xml)
     suite = ET.fromstring(xml).find("testsuite")
     assert suite is not None
     # Skipped on both sides, and skipped on the patch: the test did not run with the patch.

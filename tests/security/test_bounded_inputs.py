@@ -4,6 +4,11 @@ Huge counts, a FIFO, a device, a link or a huge file as a JSON input: each is ex
 one line naming the option, found before any container starts, the ledger is opened or
 the run folder is written, in a child process that is never blocked (it would be killed
 at the deadline) and whose own peak memory stays small.
+
+Those child processes (an interpreter start each) run in `make test`; `make test-fast`
+keeps the ones that could block (the FIFOs) and runs every other refusal in its own
+process instead (the end of this module): same arguments, same exit status and line,
+nothing written, without the peak-memory check.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
 
 from cli_process import Finished, run_cli, tree_of
 from replay_gitrepo import commit, init
+from support.cli import ERROR, invoke
+
+# A child process per case: the whole suite's; the inner loop has the same refusals
+# in its own process (below).
+in_child_only = pytest.mark.slow
 
 # What a refusal may cost: the interpreter, Typer and the command modules, far below
 # what the counts or files refused here would take (gigabytes).
@@ -73,6 +83,7 @@ HUGE_COUNTS = {
 }
 
 
+@in_child_only
 @pytest.mark.parametrize("row", list(HUGE_COUNTS))
 def test_a_huge_count_on_replay_is_exit_2_before_anything_runs(workspace, row):
     extra, option = HUGE_COUNTS[row]
@@ -80,7 +91,7 @@ def test_a_huge_count_on_replay_is_exit_2_before_anything_runs(workspace, row):
     assert_refused_early(workspace, done, option)
 
 
-@pytest.mark.parametrize(
+HUGE_COMMANDS = pytest.mark.parametrize(
     ("command", "option"),
     [
         (["accept", "--property", "tests/test_a.py::test_a", "--mutant", "main", "--rev", "main",
@@ -92,6 +103,10 @@ def test_a_huge_count_on_replay_is_exit_2_before_anything_runs(workspace, row):
     ],
     ids=["accept", "thaw", "budget", "shrink"],
 )  # fmt: skip
+
+
+@in_child_only
+@HUGE_COMMANDS
 def test_a_huge_count_on_any_command_is_exit_2(workspace, command, option):
     if command[0] != "shrink":
         command = [command[0], "--repo", repo_of(workspace), *command[1:]]
@@ -99,6 +114,7 @@ def test_a_huge_count_on_any_command_is_exit_2(workspace, command, option):
     assert_refused_early(workspace, done, option)
 
 
+@in_child_only
 def test_more_screening_replays_than_replays_is_exit_2_naming_both(workspace):
     done = run_cli(*replay(workspace, "--screen", "6", "--replays", "5"), cwd=workspace)
     assert_refused_early(workspace, done, "--screen 6", "--replays 5")
@@ -156,8 +172,23 @@ READERS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("attack", list(INPUTS))
-@pytest.mark.parametrize("reader", list(READERS))
+# A FIFO could block whoever opens it: a child process with a deadline in both tiers.
+BLOCKING_ATTACKS = ("fifo",)
+
+
+@pytest.mark.parametrize(
+    ("reader", "attack"),
+    [
+        pytest.param(
+            reader,
+            attack,
+            id=f"{reader}-{attack}",
+            marks=() if attack in BLOCKING_ATTACKS else in_child_only,
+        )
+        for attack in INPUTS
+        for reader in READERS
+    ],
+)
 def test_a_json_input_must_be_a_small_regular_file(workspace, reader, attack):
     make, words = INPUTS[attack]
     path = str(make(workspace))
@@ -242,3 +273,53 @@ def test_a_fifo_in_a_downloaded_run_folder_is_refused_without_blocking(workspace
     os.mkfifo(folder / "evidence-1.json")
     done = run_cli("report", str(folder), "--markdown", cwd=workspace, deadline_s=60)
     assert_refused_early(workspace, done, "evidence-1.json: a FIFO, not a regular file")
+
+
+# ------------------------------------------------------------ the same refusals in this process
+
+
+def assert_refused_in_process(
+    capsys: pytest.CaptureFixture[str], workspace: Path, args: list[str], *named: str
+) -> None:
+    """``orchestrator args`` through ``orchestrator.cli.main`` in this process, from
+    ``workspace``: exit 2, one error line naming ``named``, nothing written there."""
+    run = invoke(capsys, args)
+    assert run.exit_code == 2, run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith(ERROR)]
+    assert len(errors) == 1, run.stderr
+    for text in named:
+        assert text in errors[0]
+    assert tree_of(workspace) == []  # no ledger, no run folder
+
+
+@pytest.fixture
+def here(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The workspace as this process's current folder."""
+    monkeypatch.chdir(workspace)
+    return workspace
+
+
+@pytest.mark.parametrize("row", list(HUGE_COUNTS))
+def test_a_huge_count_on_replay_is_exit_2_in_process(capsys, here, row):
+    extra, option = HUGE_COUNTS[row]
+    assert_refused_in_process(capsys, here, replay(here, *extra), option)
+
+
+@HUGE_COMMANDS
+def test_a_huge_count_on_any_command_is_exit_2_in_process(capsys, here, command, option):
+    if command[0] != "shrink":
+        command = [command[0], "--repo", repo_of(here), *command[1:]]
+    assert_refused_in_process(capsys, here, command, option)
+
+
+def test_more_screening_replays_than_replays_is_exit_2_in_process(capsys, here):
+    args = replay(here, "--screen", "6", "--replays", "5")
+    assert_refused_in_process(capsys, here, args, "--screen 6", "--replays 5")
+
+
+@pytest.mark.parametrize("attack", [name for name in INPUTS if name not in BLOCKING_ATTACKS])
+@pytest.mark.parametrize("reader", list(READERS))
+def test_a_json_input_must_be_a_small_regular_file_in_process(capsys, here, reader, attack):
+    make, words = INPUTS[attack]
+    path = str(make(here))
+    assert_refused_in_process(capsys, here, READERS[reader](here, path), words, path)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tally_events import EXPECTED_EVENTS_COUNTED, EXPECTED_THREE_WEEKS, KNOWN_EVENTS, NOW, event
+from tiers import examples
 
 from orchestrator.core.tally import (
     COUNTS,
@@ -115,7 +116,7 @@ _events = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(_events, max_size=40), st.randoms(use_true_random=False))
 def test_counting_is_order_free_and_bounded(events: list[Event], random) -> None:  # type: ignore[no-untyped-def]
     result = tally(events, now=NOW, weeks=6)
@@ -130,7 +131,7 @@ def test_counting_is_order_free_and_bounded(events: list[Event], random) -> None
     assert result.totals()["properties_drafted"] <= accept_events
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(_events, max_size=30), st.integers(min_value=1, max_value=10))
 def test_a_wider_window_never_changes_the_recent_weeks(events: list[Event], extra: int) -> None:
     narrow = tally(events, now=NOW, weeks=3)

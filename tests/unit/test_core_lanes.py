@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 from unit_factories import ASSERTION, OTHER_ASSERTION, evidence, replay, side
 
 from orchestrator.core.lanes import decide
@@ -396,7 +397,7 @@ def any_evidence(draw: st.DrawFn) -> Evidence:
     return ev
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(any_evidence())
 def test_decide_is_total_and_deterministic(ev: Evidence) -> None:
     first, second = decide(ev), decide(ev)
@@ -406,7 +407,7 @@ def test_decide_is_total_and_deterministic(ev: Evidence) -> None:
     assert first.freeze_allowed is (first.lane is Lane.FLAKE_QUEUE_ELIGIBLE)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(any_evidence(), st.randoms(use_true_random=False))
 def test_permuting_replays_within_a_side_never_changes_the_decision(ev: Evidence, rng: Any) -> None:
     base, patch = list(ev.base), list(ev.patch)
@@ -415,14 +416,14 @@ def test_permuting_replays_within_a_side_never_changes_the_decision(ev: Evidence
     assert decide(dataclasses.replace(ev, base=tuple(base), patch=tuple(patch))) == decide(ev)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(any_evidence())
 def test_no_timeout_or_harness_error_ever_allows_a_freeze(ev: Evidence) -> None:
     if any(r.label in (T, H) for r in (*ev.base, *ev.patch)):
         assert not decide(ev).freeze_allowed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(any_evidence())
 def test_a_freeze_needs_a_mixed_patch_of_completed_replays(ev: Evidence) -> None:
     if decide(ev).freeze_allowed:

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from orchestrator.core.oracle import (
     NEW_ON_PATCH_HINT,
@@ -642,7 +643,7 @@ def unrelated_edits(draw: st.DrawFn, text: str) -> str:
     return "".join(out)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(unrelated_edits(TRICKY))
 def test_unrelated_code_blank_lines_and_comments_never_change_a_digest(edited: str) -> None:
     for test in PROPERTIES:
@@ -664,7 +665,7 @@ def body_line(text: str, test: str) -> tuple[int, str]:
     return first.lineno - 1, " " * first.col_offset
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.sampled_from([p for p in PROPERTIES if p != "Child::test_env"]),
     st.integers(0, 10**6),

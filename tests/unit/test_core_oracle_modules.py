@@ -8,6 +8,7 @@ import textwrap
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from orchestrator.core.imports import bound_name
 from orchestrator.core.oracle import (
@@ -238,7 +239,7 @@ def executed(statements: list[str]) -> dict[str, object]:
     return namespace
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(import_statements())
 def test_the_bound_name_is_the_name_python_binds(statement: str) -> None:
     node = ast.parse(statement).body[0]
@@ -253,7 +254,7 @@ def uses(name: str, statements: list[str]) -> str:
     return "\n".join([*statements, "", "", f"def test_x():\n    assert {name} is not None", ""])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(import_statements(), min_size=1, max_size=4),
     st.lists(import_statements(), min_size=1, max_size=4),
@@ -272,7 +273,7 @@ def test_a_slice_is_unchanged_only_when_the_name_it_uses_is_bound_to_the_same_ob
         assert before[name] is after[name], (base, patch)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(import_statements(), max_size=3),
     st.sampled_from(IMPORTABLE),

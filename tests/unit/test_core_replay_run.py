@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 from unit_factories import evidence, side
 
 from orchestrator.core import replay_run
@@ -217,7 +218,7 @@ def test_a_changed_selection_of_nothing_is_no_verdict_to_wait_for() -> None:
     assert replay_run.report_document(run_plan(), ())["exit_status"] == 3
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     base=st.lists(st.sampled_from(["assert_pass", "assert_fail"]), min_size=1, max_size=3),
     patch=st.lists(st.sampled_from(["assert_pass", "assert_fail"]), min_size=1, max_size=3),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from orchestrator.core.digest import canonical_json, digest
 from orchestrator.core.shrink import (
@@ -307,7 +308,9 @@ def key_a_big(payload: Any) -> None:
 PROPERTIES = [sum_at_least_100, has_x, many_leaves, key_a_big]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.filter_too_much]
+)
 @given(json_payloads, st.sampled_from(PROPERTIES))
 def test_shrink_results_fail_the_same_way_are_smaller_minimal_and_repeatable(
     payload: dict[str, Any], prop: Any
@@ -368,7 +371,7 @@ def test_what_a_judge_raises_ends_the_shrink_unchanged() -> None:
     assert calls["n"] == 4
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(json_payloads, st.integers(min_value=1, max_value=6))
 def test_a_smaller_candidate_failing_another_way_never_pulls_the_shrink(
     payload: dict[str, Any], threshold: int

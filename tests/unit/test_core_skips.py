@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 from unit_factories import ASSERTION, evidence, replay
 
 from orchestrator.core import labels
@@ -46,7 +47,7 @@ def test_a_skip_without_a_reason_says_so() -> None:
     assert reason == "skipped on both sides: no reason given"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(base=st.lists(ran, min_size=1, max_size=4))
 def test_skipped_on_the_patch_only_is_shown_never_blocking(base: list[Replay]) -> None:
     decision = decide(sides(base, [skip()] * len(base)))
@@ -54,7 +55,7 @@ def test_skipped_on_the_patch_only_is_shown_never_blocking(base: list[Replay]) -
     assert decision.reasons[0] == "skipped on the patch: needs BACKEND"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(patch=st.lists(ran, min_size=1, max_size=4))
 def test_skipped_on_base_only_judges_the_patch_alone(patch: list[Replay]) -> None:
     decision = decide(sides([skip()] * len(patch), patch))
@@ -69,7 +70,7 @@ def test_skipped_on_base_only_judges_the_patch_alone(patch: list[Replay]) -> Non
     assert decision.reasons[0] == "skipped on base: needs BACKEND"
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(base=any_side, patch=any_side, data=st.data())
 def test_skipped_replays_beside_ones_that_ran_are_left_out(
     base: list[Replay], patch: list[Replay], data: st.DataObject

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from orchestrator import files
 
@@ -17,7 +18,7 @@ documents = st.recursive(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.lists(documents, min_size=1, max_size=40), st.integers(1, 8))
 def test_many_documents_are_written_as_one_by_one(tmp_path_factory, docs, threads) -> None:
     root = tmp_path_factory.mktemp("many")
