@@ -15,18 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from second_engine import CLI, SecondEngine, finish, ours, replay_command, run, start, wait_for
+from second_engine import CLI, ERROR, CliProcess, SecondEngine, ours, replay_command, wait_for
 
 from fixtures.build_example import git
 from fixtures.sleepy import SleepyRepo, build_sleepy
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-ERROR = "orchestrator: error: "
-
-
-def error_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith(ERROR)]
 
 
 def running_on(client: Any, pid: int, *, name_part: str = "") -> bool:
@@ -76,7 +70,8 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
     scratch = tmp_path / "scratch"
     # Without --property the run collects its tests first (containers while it plans).
     properties = () if moment == "collecting" else repo.property_ids
-    process = start(
+    cli = CliProcess(scratch)
+    process = cli.start(
         replay_command(
             repo.path,
             repo.base,
@@ -87,8 +82,7 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
             properties=properties,
             replays=1,
             timeout_s=300,
-        ),
-        scratch,
+        )
     )
     watcher = second.client(timeout=10)
     try:
@@ -104,12 +98,12 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
     finally:
         watcher.close()
     process.send_signal(signum)
-    done = finish(process, out, timeout=300)
+    done = cli.finish(process, out, timeout=300)
 
     name = signal.Signals(signum).name
     assert done.exit_code == 130, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    (line,) = error_lines(done.stderr)
+    (line,) = done.error_lines()
     assert line.startswith(f"{ERROR}interrupted ({name})"), line
     # Marked incomplete from before the collection on (which mounts its fixture copy).
     assert (out / "INCOMPLETE").exists()
@@ -131,7 +125,8 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
     repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=120.0)
     out = tmp_path / "killed"
     scratch = tmp_path / "scratch"
-    process = start(
+    cli = CliProcess(scratch)
+    process = cli.start(
         replay_command(
             repo.path,
             repo.base,
@@ -142,8 +137,7 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
             properties=repo.property_ids,
             replays=1,
             timeout_s=300,
-        ),
-        scratch,
+        )
     )
     watcher = second.client(timeout=10)
     try:
@@ -155,7 +149,7 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
     finally:
         watcher.close()
     process.send_signal(signal.SIGKILL)
-    killed = finish(process, out)
+    killed = cli.finish(process, out)
     assert killed.exit_code == -signal.SIGKILL
     assert (out / "INCOMPLETE").exists()
     refused = subprocess.run(
@@ -171,7 +165,7 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
     assert scratch_left(scratch) != []
 
     quick = build_sleepy(tmp_path / "quick", count=2, seconds=0.1)
-    follow = run(
+    follow = cli.run(
         replay_command(
             quick.path,
             quick.base,
@@ -183,7 +177,6 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
             replays=1,
         ),
         tmp_path / "next",
-        scratch,
     )
     assert follow.exit_code == 0, follow.stderr[-3000:]
     assert ours(docker_client, killed.pid) == ([], [])
