@@ -23,6 +23,14 @@ from fixtures.sleepy import SleepyRepo, build_sleepy
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
+# A signal, not a deadline, ends these runs. The test waits up to WAIT_S for containers
+# on both engines; a sleepy test outlasts that wait (the first engine's container still
+# runs when the last one starts), and the replay's --timeout outlasts the sleep.
+WAIT_S = 60.0
+SLEEP_S = 90.0
+TIMEOUT_S = 120.0
+
+
 def running_on(client: Any, pid: int, *, name_part: str = "") -> bool:
     """Is a container of process ``pid`` running on the engine (its name holding
     ``name_part``)?"""
@@ -40,7 +48,7 @@ def slow_to_collect(dest: Path) -> SleepyRepo:
     a run that collects them is caught while it plans."""
     repo = build_sleepy(dest, count=4, seconds=1.0)
     git(dest, "checkout", "-q", repo.base)
-    (dest / "tests" / "conftest.py").write_text("import time\n\ntime.sleep(600)\n")
+    (dest / "tests" / "conftest.py").write_text(f"import time\n\ntime.sleep({SLEEP_S})\n")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", "a slow conftest")
     base = git(dest, "rev-parse", "HEAD")
@@ -65,7 +73,7 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
     if moment == "collecting":
         repo = slow_to_collect(tmp_path / "slow")
     else:
-        repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=120.0)
+        repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=SLEEP_S)
     out = tmp_path / "run"
     scratch = tmp_path / "scratch"
     # Without --property the run collects its tests first (containers while it plans).
@@ -81,7 +89,7 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
             engines=[main_url, second.url],
             properties=properties,
             replays=1,
-            timeout_s=300,
+            timeout_s=TIMEOUT_S,
         )
     )
     watcher = second.client(timeout=10)
@@ -94,7 +102,7 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
                 return running_on(docker_client, process.pid, name_part="collect")
             return running_on(watcher, process.pid) and running_on(docker_client, process.pid)
 
-        wait_for(there, timeout=300, what=f"the run's containers ({moment})")
+        wait_for(there, timeout=WAIT_S, what=f"the run's containers ({moment})")
     finally:
         watcher.close()
     process.send_signal(signum)
@@ -122,7 +130,7 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
     docker_client: Any,
     with_image: str,
 ) -> None:
-    repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=120.0)
+    repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=SLEEP_S)
     out = tmp_path / "killed"
     scratch = tmp_path / "scratch"
     cli = CliProcess(scratch)
@@ -136,14 +144,14 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
             engines=[main_url, second.url],
             properties=repo.property_ids,
             replays=1,
-            timeout_s=300,
+            timeout_s=TIMEOUT_S,
         )
     )
     watcher = second.client(timeout=10)
     try:
         wait_for(
             lambda: running_on(watcher, process.pid) and running_on(docker_client, process.pid),
-            timeout=300,
+            timeout=WAIT_S,
             what="the run's containers on both engines",
         )
     finally:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from replay_helpers import (
+    HANG_TIMEOUT_S,
     Runner,
     assert_nothing_left,
     labels_of,
@@ -170,7 +171,12 @@ def test_sigint_exits_130_and_leaves_nothing(
 ) -> None:
     out = tmp_path / "run"
     args = replay_args(
-        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=120
+        example,
+        patch="hang",
+        properties=[BUDGET_PROPERTY],
+        image=image,
+        out=out,
+        timeout_s=HANG_TIMEOUT_S,
     )
     process = runner.start(args)
     # The patch side hangs: once its container runs, the replay is surely mid-run.

@@ -25,6 +25,7 @@ import pytest
 from engine_relay import CONNECTING, PING_AND_VERSION, DroppingRelay
 from replay_helpers import (
     CLI,
+    HANG_TIMEOUT_S,
     InProcess,
     Run,
     Runner,
@@ -453,7 +454,7 @@ def test_every_interruption_is_one_line_exit_130_and_a_marked_folder(
         image=image,
         out=out,
         replays=1,
-        timeout_s=120,
+        timeout_s=HANG_TIMEOUT_S,
         extra=["--ledger", ledger_url],
     )
     env: dict[str, str] = {}
@@ -506,7 +507,7 @@ def test_a_sigkilled_run_leaves_a_folder_marked_incomplete_and_the_next_run_swee
         image=image,
         out=out,
         replays=1,
-        timeout_s=120,
+        timeout_s=HANG_TIMEOUT_S,
         extra=["--ledger", ledger_url],
     )
     killed = _start_and_signal(runner, args, "containers", out, signal.SIGKILL, docker_client)
