@@ -8,6 +8,7 @@ that no container (by the run's owner label), volume, worktree or exported tree 
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import signal
 import socket
@@ -76,6 +77,8 @@ class Fault:
     base: tuple[str, frozenset[str | None]]
     patched: tuple[str, frozenset[str | None]]
     code: str
+    image: str = "image"  # the fixture that gives the run's image
+    message: str | None = None  # what every replay's one-line message names
 
 
 def harness_error(reason: str) -> tuple[str, frozenset[str | None]]:
@@ -127,14 +130,54 @@ FAULTS = [
         ),
         id="network",
     ),
+    pytest.param(
+        # A side's container idles on `sleep infinity` while the driver runs in it with
+        # `docker exec`. On an image without `sleep` (a distroless one) every replay is the
+        # runner's fault, and its message names the missing executable, not the engine's
+        # "container is not running".
+        Fault(
+            patch="extra-clock-read",
+            prop=BUDGET_PROPERTY,
+            image="image_without_sleep",
+            base=harness_error("docker_api"),
+            patched=harness_error("docker_api"),
+            code="harness_error",
+            message="the image has no `sleep` executable",
+        ),
+        id="image-without-sleep",
+    ),
 ]
+
+
+@pytest.fixture
+def image_without_sleep(docker_client: Any, runner_image_id: str) -> Iterator[str]:
+    """The runner image with its ``sleep`` removed (its own tag, removed afterwards), built
+    offline by the engine's classic builder."""
+    tag = f"orchestrator-no-sleep:{uuid.uuid4().hex[:12]}"
+    dockerfile = (
+        f"FROM {runner_image_id}\n"
+        "USER root\n"
+        'RUN rm "$(command -v sleep)" && ! command -v sleep\n'
+        "USER 1000:1000\n"
+    )
+    built, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()),
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        network_mode="none",
+    )
+    yield tag
+    with contextlib.suppress(Exception):
+        docker_client.images.remove(built.id, force=True)
 
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_fault_is_its_label_and_the_infra_queue_and_leaves_nothing(
     fault: Fault,
+    request: pytest.FixtureRequest,
     docker_client: Any,
-    image: str,
     runner: Runner,
     tmp_path: Path,
     volumes_before: set[str],
@@ -145,7 +188,7 @@ def test_a_fault_is_its_label_and_the_infra_queue_and_leaves_nothing(
         repo,
         patch=fault.patch,
         properties=[fault.prop],
-        image=image,
+        image=request.getfixturevalue(fault.image),
         out=out,
         replays=fault.replays,
         timeout_s=fault.timeout_s,
@@ -156,6 +199,12 @@ def test_a_fault_is_its_label_and_the_infra_queue_and_leaves_nothing(
     for side, (label, reasons) in (("base", fault.base), ("patch", fault.patched)):
         assert labels_of(evidence, side) == [label] * fault.replays, evidence[side]
         assert set(reasons_of(evidence, side)) <= reasons, evidence[side]
+    if fault.message is not None:
+        for replay in (*evidence["base"], *evidence["patch"]):
+            message = replay["message"]
+            assert fault.message in message, message
+            assert "\n" not in message
+            assert "not running" not in message  # the engine's words, not the cause
     (decision,) = run.decisions()
     assert (decision["lane"], decision["code"]) == ("infra_queue", fault.code)
     assert_nothing_left(docker_client, run, runner, repo, volumes_before)
@@ -282,8 +331,6 @@ class DockerSocketRelay:
 @pytest.fixture
 def doomed_image(docker_client: Any, runner_image_id: str) -> Iterator[tuple[str, str]]:
     """A private copy of the runner image (its own ID, its own tag) the test may remove."""
-    import io
-
     tag = f"orchestrator-reliability:{uuid.uuid4().hex[:12]}"
     dockerfile = f"FROM {runner_image_id}\nLABEL orchestrator.test.doomed={tag}\n"
     built, _ = docker_client.images.build(

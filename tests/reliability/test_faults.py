@@ -1,4 +1,5 @@
-"""Faults outside the container phase (issue 14): each defect has its own test here.
+"""Faults outside the container phase: each defect has its own test here, or its own
+case of a parametrized one.
 
 Real engine, real git, real SQLite, the real `orchestrator` command in a subprocess. The
 engine that drops requests is a relay in front of the real socket (engine_relay.py); a
