@@ -70,11 +70,12 @@ class Run:
         return self._listed("evidence_file")
 
     def _listed(self, key: str) -> list[dict[str, Any]]:
-        # Read through summary.json, which fails loudly when the run wrote none: a check
-        # over what a run decided never passes because it decided nothing.
-        return [
-            json.loads((self.out / entry[key]).read_text()) for entry in self.summary()["decisions"]
-        ]
+        # Read through summary.json, and loud when the run wrote none or decided nothing:
+        # a check over what a run decided never passes because nothing was found.
+        entries = self.summary()["decisions"]
+        if not entries:
+            raise AssertionError(f"the run decided nothing (exit {self.exit_code})")
+        return [json.loads((self.out / entry[key]).read_text()) for entry in entries]
 
     def written(self, pattern: str) -> list[str]:
         """The names of the files in the run folder that match ``pattern``: for a run
