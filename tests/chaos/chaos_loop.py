@@ -42,15 +42,18 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "tests"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from support.polling import wait_for  # noqa: E402
 
 from fixtures.build_example import (  # noqa: E402
     BUDGET_PROPERTY,
@@ -181,7 +184,9 @@ class PrivateEngine:
         if pid is not None and _alive(pid) and self.answers():
             return False
         if pid is not None:
-            _wait_until(lambda: not Path(f"/proc/{pid}").exists(), 60, "dockerd to be reaped")
+            wait_for(
+                lambda: not Path(f"/proc/{pid}").exists(), timeout=60, what="dockerd to be reaped"
+            )
         self.start()
         self.restarts += 1
         return True
@@ -261,14 +266,6 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
-
-
-def _wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------- faults
@@ -471,11 +468,13 @@ class Loop:
         fired = False
         hung = False
         try:
-            _wait_until(lambda: handlers_installed(process.pid), 60, "the tool's handlers")
+            wait_for(
+                lambda: handlers_installed(process.pid), timeout=60, what="the tool's handlers"
+            )
             if plan.fault is not Fault.NONE:
-                fire_at = time.monotonic() + plan.delay_s
-                while time.monotonic() < fire_at and process.poll() is None:
-                    time.sleep(0.01)
+                # The planned moment, unless the run ends before it.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=plan.delay_s)
                 if process.poll() is None:
                     fired = True
                     lock = self._inject(plan, process)

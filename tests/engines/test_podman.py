@@ -14,11 +14,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.polling import wait_for
 
 from fixtures.build_example import SCENARIOS, build_example
 from orchestrator.adapters.docker import connect, ship_image
@@ -65,15 +65,17 @@ def podman_url() -> Iterator[str]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def answers() -> bool:
+            if service.poll() is not None:
+                pytest.fail(f"podman system service ended (exit {service.returncode})")
             try:
                 connect(os.environ, url=url, timeout_s=10).close()
-                break
             except EngineUnavailableError:
-                if service.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"podman system service did not answer at {url}")
-                time.sleep(0.2)
+                return False
+            return True
+
+        wait_for(answers, timeout=60, what=f"podman system service to answer at {url}", poll=0.2)
         yield url
     finally:
         service.terminate()

@@ -11,16 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from second_engine import (
-    SecondEngine,
-    example_tests,
-    finish,
-    ours,
-    replay_command,
-    run,
-    start,
-    wait_for,
-)
+from second_engine import CliProcess, SecondEngine, example_tests, ours, replay_command, wait_for
 
 from fixtures.build_example import (
     BUDGET_PROPERTY,
@@ -50,7 +41,7 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
 ) -> None:
     patch = example.rev("extra-clock-read")
     fixture = ["--fixture", str(example.fixture)]
-    one = run(
+    one = CliProcess(tmp_path / "scratch-one").run(
         replay_command(
             example.path,
             example.base,
@@ -60,9 +51,8 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
             extra=fixture,
         ),
         tmp_path / "one",
-        tmp_path / "scratch-one",
     )
-    two = run(
+    two = CliProcess(tmp_path / "scratch-two").run(
         replay_command(
             example.path,
             example.base,
@@ -73,7 +63,6 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
             extra=fixture,
         ),
         tmp_path / "two",
-        tmp_path / "scratch-two",
     )
     assert one.exit_code == 1, one.stderr[-3000:]
     assert two.exit_code == one.exit_code, two.stderr[-3000:]
@@ -133,7 +122,7 @@ def test_the_image_is_shipped_to_a_new_engine_on_first_use_and_not_again(
     assert not image_state(second_client, runner_image_id, RUNNER_IMAGE).present
 
     def replay(name: str) -> dict[str, Any]:
-        done = run(
+        done = CliProcess(tmp_path / f"scratch-{name}").run(
             replay_command(
                 example.path,
                 example.base,
@@ -146,7 +135,6 @@ def test_the_image_is_shipped_to_a_new_engine_on_first_use_and_not_again(
                 extra=["--fixture", str(example.fixture)],
             ),
             tmp_path / name,
-            tmp_path / f"scratch-{name}",
         )
         assert done.exit_code == 1, done.stderr[-3000:]
         return done.summary()
@@ -185,7 +173,7 @@ def test_an_engine_whose_tag_names_another_image_is_refused_for_the_run(
         maker.remove()
     try:
         assert other.id != with_image
-        done = run(
+        done = CliProcess(tmp_path / "scratch").run(
             replay_command(
                 example.path,
                 example.base,
@@ -198,7 +186,6 @@ def test_an_engine_whose_tag_names_another_image_is_refused_for_the_run(
                 extra=["--fixture", str(example.fixture)],
             ),
             tmp_path / "run",
-            tmp_path / "scratch",
         )
     finally:
         docker_client.images.remove(ref)  # our tag only; the runner image stays
@@ -229,7 +216,8 @@ def test_sigkill_of_the_second_engine_mid_run_leaves_every_property_decided_by_t
 ) -> None:
     repo = build_sleepy(tmp_path / "sleepy", count=6, seconds=1.5)
     out = tmp_path / "run"
-    process = start(
+    cli = CliProcess(tmp_path / "scratch")
+    process = cli.start(
         replay_command(
             repo.path,
             repo.base,
@@ -239,8 +227,7 @@ def test_sigkill_of_the_second_engine_mid_run_leaves_every_property_decided_by_t
             engines=[main_url, second.url],
             properties=repo.property_ids,
             replays=2,
-        ),
-        tmp_path / "scratch",
+        )
     )
     watcher = second.client(timeout=10)
     try:
@@ -255,7 +242,7 @@ def test_sigkill_of_the_second_engine_mid_run_leaves_every_property_decided_by_t
     finally:
         watcher.close()
     second.kill()  # only the engine this session started
-    done = finish(process, out)
+    done = cli.finish(process, out)
 
     assert done.exit_code == 0, done.stderr[-3000:]
     assert done.lanes() == dict.fromkeys(repo.property_ids, "no_freeze")
@@ -280,7 +267,7 @@ def test_sigkill_of_the_second_engine_mid_run_leaves_every_property_decided_by_t
     try:
         left = ours(client, done.pid)
         assert left != ([], [])  # the gone engine could not be cleaned by the run itself
-        follow = run(
+        follow = CliProcess(tmp_path / "scratch-next").run(
             replay_command(
                 repo.path,
                 repo.base,
@@ -292,7 +279,6 @@ def test_sigkill_of_the_second_engine_mid_run_leaves_every_property_decided_by_t
                 replays=1,
             ),
             tmp_path / "next",
-            tmp_path / "scratch-next",
         )
         assert follow.exit_code == 0, follow.stderr[-3000:]
         assert ours(client, done.pid) == ([], [])
@@ -310,7 +296,7 @@ def test_a_writable_tree_reaches_every_engine_of_a_pool(
 ) -> None:
     # The volume path mounts the fixture's volume at /replay: the tree to copy per replay
     # has a place of its own there, never inside that read-only volume.
-    done = run(
+    done = CliProcess(tmp_path / "scratch").run(
         replay_command(
             example.path,
             example.base,
@@ -323,7 +309,6 @@ def test_a_writable_tree_reaches_every_engine_of_a_pool(
             extra=["--fixture", str(example.fixture), "--writable-tree"],
         ),
         tmp_path / "run",
-        tmp_path / "scratch",
     )
     assert done.exit_code == 1, done.stderr[-3000:]
     assert done.lanes() == dict.fromkeys([BUDGET_PROPERTY, OUTPUT_PROPERTY], "property_regression")

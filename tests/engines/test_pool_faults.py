@@ -15,18 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from second_engine import CLI, SecondEngine, finish, ours, replay_command, run, start, wait_for
+from second_engine import CLI, ERROR, CliProcess, SecondEngine, ours, replay_command, wait_for
 
 from fixtures.build_example import git
 from fixtures.sleepy import SleepyRepo, build_sleepy
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-ERROR = "orchestrator: error: "
 
-
-def error_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith(ERROR)]
+# A signal, not a deadline, ends these runs. The test waits up to WAIT_S for containers
+# on both engines; a sleepy test outlasts that wait (the first engine's container still
+# runs when the last one starts), and the replay's --timeout outlasts the sleep.
+WAIT_S = 60.0
+SLEEP_S = 90.0
+TIMEOUT_S = 120.0
 
 
 def running_on(client: Any, pid: int, *, name_part: str = "") -> bool:
@@ -46,7 +48,7 @@ def slow_to_collect(dest: Path) -> SleepyRepo:
     a run that collects them is caught while it plans."""
     repo = build_sleepy(dest, count=4, seconds=1.0)
     git(dest, "checkout", "-q", repo.base)
-    (dest / "tests" / "conftest.py").write_text("import time\n\ntime.sleep(600)\n")
+    (dest / "tests" / "conftest.py").write_text(f"import time\n\ntime.sleep({SLEEP_S})\n")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", "a slow conftest")
     base = git(dest, "rev-parse", "HEAD")
@@ -71,12 +73,13 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
     if moment == "collecting":
         repo = slow_to_collect(tmp_path / "slow")
     else:
-        repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=120.0)
+        repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=SLEEP_S)
     out = tmp_path / "run"
     scratch = tmp_path / "scratch"
     # Without --property the run collects its tests first (containers while it plans).
     properties = () if moment == "collecting" else repo.property_ids
-    process = start(
+    cli = CliProcess(scratch)
+    process = cli.start(
         replay_command(
             repo.path,
             repo.base,
@@ -86,9 +89,8 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
             engines=[main_url, second.url],
             properties=properties,
             replays=1,
-            timeout_s=300,
-        ),
-        scratch,
+            timeout_s=TIMEOUT_S,
+        )
     )
     watcher = second.client(timeout=10)
     try:
@@ -100,16 +102,16 @@ def test_an_interrupted_run_on_two_engines_leaves_nothing_on_either(
                 return running_on(docker_client, process.pid, name_part="collect")
             return running_on(watcher, process.pid) and running_on(docker_client, process.pid)
 
-        wait_for(there, timeout=300, what=f"the run's containers ({moment})")
+        wait_for(there, timeout=WAIT_S, what=f"the run's containers ({moment})")
     finally:
         watcher.close()
     process.send_signal(signum)
-    done = finish(process, out, timeout=300)
+    done = cli.finish(process, out, timeout=300)
 
     name = signal.Signals(signum).name
     assert done.exit_code == 130, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    (line,) = error_lines(done.stderr)
+    (line,) = done.error_lines()
     assert line.startswith(f"{ERROR}interrupted ({name})"), line
     # Marked incomplete from before the collection on (which mounts its fixture copy).
     assert (out / "INCOMPLETE").exists()
@@ -128,10 +130,11 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
     docker_client: Any,
     with_image: str,
 ) -> None:
-    repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=120.0)
+    repo = build_sleepy(tmp_path / "sleepy", count=4, seconds=SLEEP_S)
     out = tmp_path / "killed"
     scratch = tmp_path / "scratch"
-    process = start(
+    cli = CliProcess(scratch)
+    process = cli.start(
         replay_command(
             repo.path,
             repo.base,
@@ -141,21 +144,20 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
             engines=[main_url, second.url],
             properties=repo.property_ids,
             replays=1,
-            timeout_s=300,
-        ),
-        scratch,
+            timeout_s=TIMEOUT_S,
+        )
     )
     watcher = second.client(timeout=10)
     try:
         wait_for(
             lambda: running_on(watcher, process.pid) and running_on(docker_client, process.pid),
-            timeout=300,
+            timeout=WAIT_S,
             what="the run's containers on both engines",
         )
     finally:
         watcher.close()
     process.send_signal(signal.SIGKILL)
-    killed = finish(process, out)
+    killed = cli.finish(process, out)
     assert killed.exit_code == -signal.SIGKILL
     assert (out / "INCOMPLETE").exists()
     refused = subprocess.run(
@@ -171,7 +173,7 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
     assert scratch_left(scratch) != []
 
     quick = build_sleepy(tmp_path / "quick", count=2, seconds=0.1)
-    follow = run(
+    follow = cli.run(
         replay_command(
             quick.path,
             quick.base,
@@ -183,7 +185,6 @@ def test_a_sigkilled_run_on_two_engines_is_swept_from_both_by_the_next_run(
             replays=1,
         ),
         tmp_path / "next",
-        scratch,
     )
     assert follow.exit_code == 0, follow.stderr[-3000:]
     assert ours(docker_client, killed.pid) == ([], [])

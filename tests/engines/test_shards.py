@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from second_engine import CLI, Run, example_tests, replay_command, run
+from second_engine import CLI, CliProcess, Run, example_tests, replay_command
 
 from fixtures.build_example import BUDGET_PROPERTY, OUTPUT_PROPERTY, TRIM_PROPERTY, ExampleRepo
 from orchestrator.adapters.docker import RUNNER_IMAGE
@@ -30,7 +30,7 @@ def replay_shard(
     tmp_path: Path, example: ExampleRepo, name: str, *, patch: str, extra: list[str]
 ) -> Run:
     out = tmp_path / name
-    done = run(
+    done = CliProcess(tmp_path / f"scratch-{name}").run(
         replay_command(
             example.path,
             example.base,
@@ -40,7 +40,6 @@ def replay_shard(
             extra=["--fixture", str(example.fixture), *extra],
         ),
         out,
-        tmp_path / f"scratch-{name}",
     )
     assert done.exit_code in (0, 1, 3), done.stderr[-3000:]
     return done

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from ledger_factories import (
     flake_record,
     timing_record,
 )
+from support.polling import wait_for
 
 from orchestrator import cli, model
 from orchestrator.adapters.ledger import Ledger
@@ -444,11 +444,12 @@ def test_a_sigkilled_thaws_claims_and_scratch_are_taken_back_by_the_next_thaw(
     )  # fmt: skip
     try:
         label = {"label": f"orchestrator.pid={killed.pid}"}
-        deadline = time.monotonic() + 120
-        while not docker_client.containers.list(filters=label):
+
+        def probing() -> list[Any]:
             assert killed.poll() is None, "the thaw ended before its probe ran"
-            assert time.monotonic() < deadline, "the thaw's probe never started"
-            time.sleep(0.1)
+            return docker_client.containers.list(filters=label)
+
+        wait_for(probing, timeout=120, what="the thaw's probe to start", poll=0.1)
     finally:
         killed.kill()
         killed.wait()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.polling import wait_for
 
 from orchestrator.probe import PROBE_VERSION
 from orchestrator.probe.jobs import child_environment, encode_run, read_result
@@ -391,12 +392,12 @@ def test_sigterm_kills_the_running_replay_and_exits(tmp_path, spawn):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not (marker.exists() and marker.read_text()):
-            assert time.monotonic() < deadline, "the replay never started"
+
+        def started() -> str:
             assert driver.poll() is None, driver.communicate()
-            time.sleep(0.05)  # polling for the child's marker, not hiding a race
-        pytest_pid = int(marker.read_text())
+            return marker.read_text() if marker.exists() else ""
+
+        pytest_pid = int(wait_for(started, timeout=60, what="the replay's marker"))
         driver.send_signal(signal.SIGTERM)
         stdout, stderr = driver.communicate(timeout=30)
     finally:

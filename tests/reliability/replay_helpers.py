@@ -23,12 +23,17 @@ from support.polling import wait_for  # noqa: E402
 
 from fixtures.build_example import ExampleRepo  # noqa: E402
 
-__all__ = ["CLI", "Run", "wait_for"]
+__all__ = ["CLI", "HANG_TIMEOUT_S", "Run", "wait_for"]
 
 # A command line run in the test's own process (the ``in_process`` fixture).
 InProcess = Callable[[Sequence[str], Path], Run]
 
 PID_LABEL = "orchestrator.pid"  # the owning process, on every container (adapters/docker/owners.py)
+
+# The --timeout of a hanging replay that a signal or a dead engine ends, not its deadline:
+# far past the moment the test acts (seconds after the replay's containers run, on a loaded
+# machine), short enough that a run which ignored what the test did still ends by itself.
+HANG_TIMEOUT_S = 30.0
 
 
 def labels_of(evidence: Mapping[str, Any], side: str) -> list[str]:

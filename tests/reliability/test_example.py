@@ -203,19 +203,29 @@ def test_tautology_passes_everywhere(
 def test_hang_patch_never_finishes(
     trees: dict[str, Path], repo: ExampleRepo, tmp_path: Path
 ) -> None:
-    with pytest.raises(subprocess.TimeoutExpired):
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "from eventlib.normalize import normalize_event; "
-                "normalize_event({'id': 'e'}, now=lambda: 0.0)",
-            ],
-            cwd=trees["hang"],
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-            timeout=1.5,
-            check=False,
-        )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from eventlib.normalize import normalize_event; "
+            "print('calling', flush=True); "
+            "normalize_event({'id': 'e'}, now=lambda: 0.0)",
+        ],
+        cwd=trees["hang"],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        # Timed from the call on, not from the interpreter's start: a slow start under
+        # load can neither pass for the hang nor eat the window.
+        assert process.stdout.readline() == "calling\n"
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.wait(timeout=1.5)
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_scenarios_name_real_patches_and_properties(repo: ExampleRepo) -> None:

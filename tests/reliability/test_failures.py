@@ -8,18 +8,21 @@ that no container (by the run's owner label), volume, worktree or exported tree 
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import signal
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from replay_helpers import (
+    HANG_TIMEOUT_S,
     Runner,
     assert_nothing_left,
     labels_of,
@@ -60,97 +63,150 @@ def test_reaches_out(deps):
 """
 
 
-def one_run(
-    runner: Runner, repo: ExampleRepo, tmp_path: Path, image: str, prop: str, **kwargs: Any
-):
-    out = tmp_path / "run"
-    args = replay_args(
-        repo, patch="refactor-type", properties=[prop], image=image, out=out, **kwargs
+@dataclass(frozen=True, kw_only=True)
+class Fault:
+    """A fault a replay meets, and what the run makes of it: each replay's label on each
+    side and the reasons it may give, and the decision's code, always in the infra queue
+    (exit 3)."""
+
+    patch: str = "refactor-type"  # the example's patch (the fault is in a test file if not)
+    prop: str
+    files: Mapping[str, str] = field(default_factory=dict)  # added to the example
+    replays: int = 1
+    timeout_s: float = 20.0
+    base: tuple[str, frozenset[str | None]]
+    patched: tuple[str, frozenset[str | None]]
+    code: str
+    image: str = "image"  # the fixture that gives the run's image
+    message: str | None = None  # what every replay's one-line message names
+
+
+def harness_error(reason: str) -> tuple[str, frozenset[str | None]]:
+    return ("harness_error", frozenset({reason}))
+
+
+FAULTS = [
+    pytest.param(
+        Fault(
+            patch="hang",
+            prop=BUDGET_PROPERTY,
+            replays=2,
+            # The base side must pass within it on a loaded machine; the hang is killed at it.
+            timeout_s=4,
+            base=("assert_pass", frozenset({None})),
+            # Killed at a deadline: the driver's per-replay one, or the side's own.
+            patched=("timeout", frozenset({"replay_timeout", "deadline"})),
+            code="timeout",
+        ),
+        id="hang",
+    ),
+    pytest.param(
+        Fault(
+            prop="tests/test_memory.py::test_allocates_past_the_limit",
+            files={"tests/test_memory.py": MEMORY_TEST},
+            base=harness_error("oom"),
+            patched=harness_error("oom"),
+            code="harness_error",
+        ),
+        id="oom",
+    ),
+    pytest.param(
+        Fault(
+            prop="tests/test_broken.py::test_never_collected",
+            files={"tests/test_broken.py": BROKEN_TEST},
+            base=harness_error("collection_error"),
+            patched=harness_error("collection_error"),
+            code="harness_error",
+        ),
+        id="collection-error",
+    ),
+    pytest.param(
+        Fault(
+            prop="tests/test_network.py::test_reaches_out",
+            files={"tests/test_network.py": NETWORK_TEST},
+            base=harness_error("impure_network"),
+            patched=harness_error("impure_network"),
+            code="harness_error",
+        ),
+        id="network",
+    ),
+    pytest.param(
+        # A side's container idles on `sleep infinity` while the driver runs in it with
+        # `docker exec`. On an image without `sleep` (a distroless one) every replay is the
+        # runner's fault, and its message names the missing executable, not the engine's
+        # "container is not running".
+        Fault(
+            patch="extra-clock-read",
+            prop=BUDGET_PROPERTY,
+            image="image_without_sleep",
+            base=harness_error("docker_api"),
+            patched=harness_error("docker_api"),
+            code="harness_error",
+            message="the image has no `sleep` executable",
+        ),
+        id="image-without-sleep",
+    ),
+]
+
+
+@pytest.fixture
+def image_without_sleep(docker_client: Any, runner_image_id: str) -> Iterator[str]:
+    """The runner image with its ``sleep`` removed (its own tag, removed afterwards), built
+    offline by the engine's classic builder."""
+    tag = f"orchestrator-no-sleep:{uuid.uuid4().hex[:12]}"
+    dockerfile = (
+        f"FROM {runner_image_id}\n"
+        "USER root\n"
+        'RUN rm "$(command -v sleep)" && ! command -v sleep\n'
+        "USER 1000:1000\n"
     )
-    return runner.run(args, out)
+    built, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()),
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        network_mode="none",
+    )
+    yield tag
+    with contextlib.suppress(Exception):
+        docker_client.images.remove(built.id, force=True)
 
 
-def test_hang_is_a_timeout_and_the_container_is_killed(
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_fault_is_its_label_and_the_infra_queue_and_leaves_nothing(
+    fault: Fault,
+    request: pytest.FixtureRequest,
     docker_client: Any,
-    image: str,
     runner: Runner,
-    example: ExampleRepo,
     tmp_path: Path,
     volumes_before: set[str],
 ) -> None:
+    repo = build_example(tmp_path / "repo", extra_files=dict(fault.files))
     out = tmp_path / "run"
     args = replay_args(
-        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=4
+        repo,
+        patch=fault.patch,
+        properties=[fault.prop],
+        image=request.getfixturevalue(fault.image),
+        out=out,
+        replays=fault.replays,
+        timeout_s=fault.timeout_s,
     )
     run = runner.run(args, out)
     assert run.exit_code == 3, run.stderr[-2000:]
     (evidence,) = run.evidence()
-    assert labels_of(evidence, "base") == ["assert_pass"] * 2
-    assert labels_of(evidence, "patch") == ["timeout"] * 2
-    # Killed at a deadline: the driver's per-replay one, or the side's own.
-    assert set(reasons_of(evidence, "patch")) <= {"replay_timeout", "deadline"}
+    for side, (label, reasons) in (("base", fault.base), ("patch", fault.patched)):
+        assert labels_of(evidence, side) == [label] * fault.replays, evidence[side]
+        assert set(reasons_of(evidence, side)) <= reasons, evidence[side]
+    if fault.message is not None:
+        for replay in (*evidence["base"], *evidence["patch"]):
+            message = replay["message"]
+            assert fault.message in message, message
+            assert "\n" not in message
+            assert "not running" not in message  # the engine's words, not the cause
     (decision,) = run.decisions()
-    assert (decision["lane"], decision["code"]) == ("infra_queue", "timeout")
-    assert_nothing_left(docker_client, run, runner, example, volumes_before)
-
-
-def test_memory_past_the_limit_is_an_oom_harness_error(
-    docker_client: Any, image: str, runner: Runner, tmp_path: Path, volumes_before: set[str]
-) -> None:
-    repo = build_example(tmp_path / "repo", extra_files={"tests/test_memory.py": MEMORY_TEST})
-    run = one_run(
-        runner,
-        repo,
-        tmp_path,
-        image,
-        "tests/test_memory.py::test_allocates_past_the_limit",
-        replays=1,
-    )
-    assert run.exit_code == 3, run.stderr[-2000:]
-    (evidence,) = run.evidence()
-    for side in ("base", "patch"):
-        assert labels_of(evidence, side) == ["harness_error"], evidence[side]
-        assert reasons_of(evidence, side) == ["oom"], evidence[side]
-    assert run.decisions()[0]["lane"] == "infra_queue"
-    assert_nothing_left(docker_client, run, runner, repo, volumes_before)
-
-
-@pytest.mark.parametrize(
-    ("files", "prop", "reason"),
-    [
-        pytest.param(
-            {"tests/test_broken.py": BROKEN_TEST},
-            "tests/test_broken.py::test_never_collected",
-            "collection_error",
-            id="collection-error",
-        ),
-        pytest.param(
-            {"tests/test_network.py": NETWORK_TEST},
-            "tests/test_network.py::test_reaches_out",
-            "impure_network",
-            id="network",
-        ),
-    ],
-)
-def test_no_verdict_is_a_harness_error(
-    files: dict[str, str],
-    prop: str,
-    reason: str,
-    docker_client: Any,
-    image: str,
-    runner: Runner,
-    tmp_path: Path,
-    volumes_before: set[str],
-) -> None:
-    repo = build_example(tmp_path / "repo", extra_files=files)
-    run = one_run(runner, repo, tmp_path, image, prop, replays=1)
-    assert run.exit_code == 3, run.stderr[-2000:]
-    (evidence,) = run.evidence()
-    for side in ("base", "patch"):
-        assert labels_of(evidence, side) == ["harness_error"], evidence[side]
-        assert reasons_of(evidence, side) == [reason], evidence[side]
-    (decision,) = run.decisions()
-    assert (decision["lane"], decision["code"]) == ("infra_queue", "harness_error")
+    assert (decision["lane"], decision["code"]) == ("infra_queue", fault.code)
     assert_nothing_left(docker_client, run, runner, repo, volumes_before)
 
 
@@ -164,7 +220,12 @@ def test_sigint_exits_130_and_leaves_nothing(
 ) -> None:
     out = tmp_path / "run"
     args = replay_args(
-        example, patch="hang", properties=[BUDGET_PROPERTY], image=image, out=out, timeout_s=120
+        example,
+        patch="hang",
+        properties=[BUDGET_PROPERTY],
+        image=image,
+        out=out,
+        timeout_s=HANG_TIMEOUT_S,
     )
     process = runner.start(args)
     # The patch side hangs: once its container runs, the replay is surely mid-run.
@@ -176,7 +237,8 @@ def test_sigint_exits_130_and_leaves_nothing(
     process.send_signal(signal.SIGINT)
     run = runner.finish(process, out, timeout=60)
     assert run.exit_code == 130, run.stderr[-2000:]
-    assert run.decisions() == []  # interrupted: no verdict
+    assert run.written("summary.json") == []  # interrupted: no verdict
+    assert run.written("decision-*.json") == []
     assert_nothing_left(docker_client, run, runner, example, volumes_before)
 
 
@@ -269,8 +331,6 @@ class DockerSocketRelay:
 @pytest.fixture
 def doomed_image(docker_client: Any, runner_image_id: str) -> Iterator[tuple[str, str]]:
     """A private copy of the runner image (its own ID, its own tag) the test may remove."""
-    import io
-
     tag = f"orchestrator-reliability:{uuid.uuid4().hex[:12]}"
     dockerfile = f"FROM {runner_image_id}\nLABEL orchestrator.test.doomed={tag}\n"
     built, _ = docker_client.images.build(

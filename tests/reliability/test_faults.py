@@ -1,4 +1,5 @@
-"""Faults outside the container phase (issue 14): each defect has its own test here.
+"""Faults outside the container phase: each defect has its own test here, or its own
+case of a parametrized one.
 
 Real engine, real git, real SQLite, the real `orchestrator` command in a subprocess. The
 engine that drops requests is a relay in front of the real socket (engine_relay.py); a
@@ -25,6 +26,7 @@ import pytest
 from engine_relay import CONNECTING, PING_AND_VERSION, DroppingRelay
 from replay_helpers import (
     CLI,
+    HANG_TIMEOUT_S,
     InProcess,
     Run,
     Runner,
@@ -131,64 +133,42 @@ def test_engine_dropping_before_any_replay_is_one_line_exit_3(
     assert runner.leftover_trees() == []
 
 
-def test_engine_dropping_under_budget_is_one_line_exit_3(
-    example: ExampleRepo, image: str, relay_socket: Path, runner: Runner
+# The other commands that ask the engine for the image first: their arguments after the
+# CLI's path (``{repo}``, ``{rev}``, ``{image}``, ``{fixture}``, ``{mutant}``, ``{ledger}``).
+OTHER_COMMANDS_ON_THE_ENGINE = {
+    "budget": [
+        "budget", "--repo", "{repo}", "--rev", "{rev}", "--image", "{image}",
+        "--property", BUDGET_PROPERTY, "--budget-ms", "100",
+    ],
+    "accept": [
+        "accept", "--repo", "{repo}", "--property", BUDGET_PROPERTY, "--mutant", "{mutant}",
+        "--fixture", "{fixture}", "--image", "{image}", "--ledger", "{ledger}", "--json",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", list(OTHER_COMMANDS_ON_THE_ENGINE))
+def test_engine_dropping_under_another_command_is_exit_3(
+    command: str,
+    example: ExampleRepo,
+    image: str,
+    relay_socket: Path,
+    runner: Runner,
+    tmp_path: Path,
 ) -> None:
+    values = {
+        "repo": example.path,
+        "rev": example.base,
+        "image": image,
+        "fixture": example.fixture,
+        "mutant": write_mutant(example, "extra-clock-read", tmp_path / "clock.patch"),
+        "ledger": f"sqlite:///{tmp_path / 'ledger.db'}",
+    }
+    argv = [arg.format(**values) for arg in OTHER_COMMANDS_ON_THE_ENGINE[command]]
     relay = DroppingRelay(relay_socket)
     try:
         done = subprocess.run(
-            [
-                str(CLI),
-                "budget",
-                "--repo",
-                str(example.path),
-                "--rev",
-                example.base,
-                "--image",
-                image,
-                "--property",
-                BUDGET_PROPERTY,
-                "--budget-ms",
-                "100",
-            ],
-            env={**runner.env, "DOCKER_HOST": relay.url},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    finally:
-        relay.close()
-    assert relay.dropped
-    assert done.returncode == 3, done.stderr[-2000:]
-    assert_one_line(done.stderr, "cannot be inspected")
-
-
-def test_engine_dropping_under_accept_is_infra_exit_3(
-    example: ExampleRepo, image: str, relay_socket: Path, runner: Runner, tmp_path: Path
-) -> None:
-    mutant = write_mutant(example, "extra-clock-read", tmp_path / "clock.patch")
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    relay = DroppingRelay(relay_socket)
-    try:
-        done = subprocess.run(
-            [
-                str(CLI),
-                "accept",
-                "--repo",
-                str(example.path),
-                "--property",
-                BUDGET_PROPERTY,
-                "--mutant",
-                str(mutant),
-                "--fixture",
-                str(example.fixture),
-                "--image",
-                image,
-                "--ledger",
-                url,
-                "--json",
-            ],
+            [str(CLI), *argv],
             env={**runner.env, "DOCKER_HOST": relay.url},
             capture_output=True,
             text=True,
@@ -200,9 +180,12 @@ def test_engine_dropping_under_accept_is_infra_exit_3(
     assert relay.dropped
     assert done.returncode == 3, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    result = json.loads(done.stdout)
-    assert result["outcome"] == "infra"  # never an acceptance, and recorded as one
-    assert "cannot be inspected" in result["infra_reason"]
+    if command == "accept":
+        result = json.loads(done.stdout)
+        assert result["outcome"] == "infra"  # never an acceptance, and recorded as one
+        assert "cannot be inspected" in result["infra_reason"]
+    else:
+        assert_one_line(done.stderr, "cannot be inspected")
 
 
 # ------------------------------------------------ 2. the ledger, checked before anything runs
@@ -472,7 +455,7 @@ def test_every_interruption_is_one_line_exit_130_and_a_marked_folder(
         image=image,
         out=out,
         replays=1,
-        timeout_s=120,
+        timeout_s=HANG_TIMEOUT_S,
         extra=["--ledger", ledger_url],
     )
     env: dict[str, str] = {}
@@ -525,7 +508,7 @@ def test_a_sigkilled_run_leaves_a_folder_marked_incomplete_and_the_next_run_swee
         image=image,
         out=out,
         replays=1,
-        timeout_s=120,
+        timeout_s=HANG_TIMEOUT_S,
         extra=["--ledger", ledger_url],
     )
     killed = _start_and_signal(runner, args, "containers", out, signal.SIGKILL, docker_client)
@@ -564,33 +547,27 @@ def test_something_else():
 """
 
 
-def test_a_property_on_neither_side_is_exit_2_before_any_replay(
-    in_process: InProcess, example: ExampleRepo, image: str, tmp_path: Path, ledger_url: str
-) -> None:
-    out = tmp_path / "run"
-    prop = "tests/test_budget.py::test_no_such_property"
-    args = replay_args(
-        example,
-        patch="extra-clock-read",
-        properties=[prop],
-        image=image,
-        out=out,
-        replays=1,
-        extra=["--ledger", ledger_url],
-    )
-    run = in_process(args, out)
-    assert run.exit_code == 2, run.stderr[-2000:]
-    assert_one_line(run.stderr, f"no test collected as {prop} on either side")
-    assert not out.exists()  # known from the sources: no replay ran
-    assert ledger_events(ledger_url) == []
+# A property no side collects: its extra test files and its node id.
+NEITHER_SIDE = {
+    # Known from the sources: refused before any replay.
+    "from the sources": ({}, "tests/test_budget.py::test_no_such_property"),
+    # A star import might bind it: only pytest knows, so it is replayed first.
+    "after collection": ({"tests/test_star.py": STAR_IMPORTED}, "tests/test_star.py::test_typo"),
+}
 
 
-def test_a_property_found_on_neither_side_after_collection_is_exit_2_never_infra(
-    runner: Runner, image: str, tmp_path: Path, ledger_url: str
+@pytest.mark.parametrize("case", list(NEITHER_SIDE))
+def test_a_property_on_neither_side_is_exit_2_never_infra(
+    case: str,
+    runner: Runner,
+    in_process: InProcess,
+    image: str,
+    tmp_path: Path,
+    ledger_url: str,
 ) -> None:
-    repo = build_example(tmp_path / "repo", extra_files={"tests/test_star.py": STAR_IMPORTED})
+    files, prop = NEITHER_SIDE[case]
+    repo = build_example(tmp_path / "repo", extra_files=files)
     out = tmp_path / "run"
-    prop = "tests/test_star.py::test_typo"  # a star import might bind it: only pytest knows
     args = replay_args(
         repo,
         patch="extra-clock-read",
@@ -600,12 +577,16 @@ def test_a_property_found_on_neither_side_after_collection_is_exit_2_never_infra
         replays=1,
         extra=["--ledger", ledger_url],
     )
-    run = runner.run(args, out)
+    replayed = case == "after collection"
+    run = runner.run(args, out) if replayed else in_process(args, out)
     assert run.exit_code == 2, run.stderr[-2000:]
     assert_one_line(run.stderr, f"no test collected as {prop} on either side")
-    assert (out / "raw").is_dir()  # it was replayed ...
-    assert list(out.glob("evidence-*.json")) == []  # ... and decided nothing
-    assert (out / "INCOMPLETE").exists()
+    if replayed:
+        assert (out / "raw").is_dir()  # it was replayed ...
+        assert list(out.glob("evidence-*.json")) == []  # ... and decided nothing
+        assert (out / "INCOMPLETE").exists()
+    else:
+        assert not out.exists()  # no replay ran
     with Ledger.open(ledger_url) as ledger:
         assert ledger.infra_entries() == []
         assert ledger.events() == []

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, init
+from support.polling import wait_for
 
 from orchestrator.adapters.docker import LABEL_PID, LABEL_RUN
 
@@ -307,13 +308,13 @@ HANGS = "import time\n\n\ndef test_hangs():\n    time.sleep(120)\n"
 
 
 def _wait_for_running(docker_client, pid: int, count: int, timeout_s: float = 60) -> list[Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        running = docker_client.containers.list(filters={"label": f"{LABEL_PID}={pid}"})
-        if len(running) >= count:
-            return running
-        time.sleep(0.2)
-    raise AssertionError(f"no {count} running containers of pid {pid} after {timeout_s}s")
+    def running() -> list[Any]:
+        found = docker_client.containers.list(filters={"label": f"{LABEL_PID}={pid}"})
+        return found if len(found) >= count else []
+
+    return wait_for(
+        running, timeout=timeout_s, what=f"{count} running containers of pid {pid}", poll=0.2
+    )
 
 
 @pytest.mark.parametrize(

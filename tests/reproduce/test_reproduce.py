@@ -23,6 +23,7 @@ from typing import Any
 
 import pexpect
 import pytest
+from support.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -351,10 +352,12 @@ def test_an_interruption_removes_the_container_and_exits_130_in_one_line(
         text=True,
     )
     try:
-        found: list[Any] = []
-        while not found:  # waiting for a condition (its container), not for time
+
+        def running() -> list[Any]:
             assert process.poll() is None, process.communicate()
-            found = [c for c in containers_of(docker_client, process.pid) if c.status == "running"]
+            return [c for c in containers_of(docker_client, process.pid) if c.status == "running"]
+
+        wait_for(running, timeout=120, what="the replay's container to run")
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=120)
     finally:

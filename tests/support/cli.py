@@ -62,11 +62,25 @@ class Run:
         return {entry["property_id"]: entry["lane"] for entry in self.summary()["decisions"]}
 
     def decisions(self) -> list[dict[str, Any]]:
-        return [json.loads(path.read_text()) for path in sorted(self.out.glob("decision-*.json"))]
+        """The decision of each property, as summary.json lists them."""
+        return self._listed("decision_file")
 
     def evidence(self) -> list[dict[str, Any]]:
-        """The evidence documents the run wrote (one per property, by file name)."""
-        return [json.loads(path.read_text()) for path in sorted(self.out.glob("evidence-*.json"))]
+        """The evidence of each property, as summary.json lists them."""
+        return self._listed("evidence_file")
+
+    def _listed(self, key: str) -> list[dict[str, Any]]:
+        # Read through summary.json, and loud when the run wrote none or decided nothing:
+        # a check over what a run decided never passes because nothing was found.
+        entries = self.summary()["decisions"]
+        if not entries:
+            raise AssertionError(f"the run decided nothing (exit {self.exit_code})")
+        return [json.loads((self.out / entry[key]).read_text()) for entry in entries]
+
+    def written(self, pattern: str) -> list[str]:
+        """The names of the files in the run folder that match ``pattern``: for a run
+        that must have decided nothing (no summary.json to read through)."""
+        return sorted(path.name for path in self.out.glob(pattern))
 
 
 class CliProcess:
