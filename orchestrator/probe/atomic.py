@@ -7,6 +7,11 @@ writes for its user (``mode=None``) get ``0666`` less the user's umask, as any f
 ``open()`` creates would. The kernel applies the umask when the temporary file is
 created, so the umask is never read or changed (``os.umask`` would change it for
 every thread of the process).
+
+Paths are handled as strings (``os.path``), never as ``pathlib.Path``: the probe writes
+after a session in which a test may have set ``os.name`` to ``"nt"`` and failed before
+restoring it, and from then on ``Path(...)`` is a ``WindowsPath``, which Python refuses
+to make on POSIX: the results of every finished test would be lost with it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import contextlib
 import json
 import os
 import secrets
-from pathlib import Path
 from typing import Any
 
 RESULT_MODE = 0o644
@@ -45,7 +49,7 @@ def write_bytes_atomic(
     half of one. ``sync_folder=False`` leaves the folder's fsync to the caller, who
     writes many files into it and syncs it once (:func:`sync_folder`).
     """
-    target = Path(path)
+    target = os.fspath(path)
     fd, temp_path = _create_temp(target, _CREATE_MODE if mode is None else 0o600)
     try:
         if mode is not None:
@@ -60,19 +64,20 @@ def write_bytes_atomic(
             os.unlink(temp_path)
         raise
     if sync_folder:
-        _fsync_directory(target.parent)
+        _fsync_directory(os.path.dirname(target) or ".")
 
 
 def sync_folder(folder: str | os.PathLike[str]) -> None:
     """Make the renames into ``folder`` durable (after writes with ``sync_folder=False``)."""
-    _fsync_directory(Path(folder))
+    _fsync_directory(os.fspath(folder))
 
 
-def _create_temp(target: Path, create_mode: int) -> tuple[int, Path]:
+def _create_temp(target: str, create_mode: int) -> tuple[int, str]:
     """A new file beside `target`, opened for writing; like mkstemp, with our mode."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    folder, name = os.path.split(target)
     for _ in range(_TEMP_ATTEMPTS):
-        temp_path = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        temp_path = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
         try:
             return os.open(temp_path, flags, create_mode), temp_path
         except FileExistsError:
@@ -80,7 +85,7 @@ def _create_temp(target: Path, create_mode: int) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary name beside {target}")
 
 
-def _fsync_directory(folder: Path) -> None:
+def _fsync_directory(folder: str) -> None:
     # The rename itself is durable only once the directory entry is flushed.
     try:
         dir_fd = os.open(folder, os.O_RDONLY)

@@ -604,7 +604,8 @@ class ProbeSession:
         if self.fixture_path is None:
             raise RuntimeError(f"{FIXTURE_ENV} is not set: this replay has no pinned fixture")
         if self._fixture_bytes is None:
-            self._fixture_bytes = Path(self.fixture_path).read_bytes()
+            with open(self.fixture_path, "rb") as handle:  # no Path: see probe/atomic.py
+                self._fixture_bytes = handle.read()
         # Parsed afresh per test so no test sees another's mutations.
         return json.loads(self._fixture_bytes)
 

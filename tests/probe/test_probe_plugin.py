@@ -619,3 +619,39 @@ def test_no_result_path_means_no_file(pytester, monkeypatch):
     result.assert_outcomes(passed=1)
     # Python's own bytecode cache aside (written unless PYTHONDONTWRITEBYTECODE is set).
     assert {path.name for path in set(pytester.path.iterdir()) - before} <= {"__pycache__"}
+
+
+LEAKS_OS_NAME = """
+import os
+
+
+def test_before():
+    pass
+
+
+def test_leaks_os_name():
+    os.name = "nt"  # a suite's helper without try/finally, failing before it restores
+    assert False
+
+
+def test_after():
+    pass
+"""
+
+
+def test_a_test_leaving_os_name_nt_behind_loses_no_finished_result(pytester, monkeypatch):
+    # From then on pathlib makes WindowsPath, which Python refuses on POSIX: pytest itself
+    # stops with an internal error, and the probe must still write what finished.
+    # A child process: the leak would break this one.
+    pytester.makepyfile(test_leak=LEAKS_OS_NAME)
+    result_path = pytester.path / "result.json"
+    monkeypatch.setenv("REPLAY_RESULT", str(result_path))
+    monkeypatch.delenv("REPLAY_FIXTURE", raising=False)
+    pytester.runpytest_subprocess("-p", "orchestrator.probe.plugin", "-p", "no:cacheprovider")
+    document = json.loads(result_path.read_text(encoding="utf-8"))
+    entries = by_nodeid(document)
+    assert document["exit_status"] == pytest.ExitCode.INTERNAL_ERROR
+    assert entries["test_leak.py::test_before"]["label"] == "assert_pass"
+    # pytest broke while reporting it: no verdict on that test, nor on what came after.
+    assert entries["test_leak.py::test_leaks_os_name"]["label"] == "harness_error"
+    assert "test_leak.py::test_after" not in entries
