@@ -160,6 +160,10 @@ def read_back(
             reader_command(interpreter, OUT), deadline=time.monotonic() + READ_BACK_S
         )
         read = read_results_stream(chunks)
+        if read.problem:  # the container may have ended under the reader: why counts
+            after, still = container.settled(exit_)
+            if not still and after.engine_error:
+                facts = after
     else:
         status = facts.exit_code
     oom = facts.oom_killed or bool(read.oom_kill)

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, NoReturn
 
@@ -290,6 +290,11 @@ class Container:
             killed_at_deadline=exit_.killed_at_deadline,
             cancelled=exit_.cancelled,
         )
+        # Its own command may have failed to start only after an exec got in (the exec
+        # then dies with it): the container's end, not the exec's, says why.
+        why = command_not_run(self._config["command"], state)
+        if why is not None:
+            facts = replace(facts, engine_error="docker_api", message=f"{self.name}: {why}")
         return facts, bool(state.get("Running"))
 
     # -- processes run in the started container (``docker exec``) -----------------
