@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
+from orchestrator.core.one_sided_imports import one_sided_imports
 from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy, missing
@@ -313,6 +314,8 @@ def decide_all(
     pool of engines)."""
     outcomes = []
     chosen = None if only is None else set(only)
+    if plan.tests_from:
+        labelled = one_sided_imports(labelled, sides=(BASE, PATCH))
     for index, property_id in enumerate(labelled[BASE], start=1):
         if chosen is not None and property_id not in chosen:
             continue

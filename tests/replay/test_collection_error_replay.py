@@ -1,7 +1,8 @@
 """A fix whose tests import what only the fix adds: under ``--tests-from patch`` that test
 module does not import on base. pytest alone would stop base's whole session there; the
 replay keeps running base's other modules (``--continue-on-collection-errors``), so
-their tests are compared as usual and only the broken module is left undecided.
+their tests are compared as usual; the module itself fails on base (the same test files
+on both sides: base's code is why) and passes on the fix.
 
 History: BASE (``lib.half``) --- FIX (adds ``lib.third`` and ``tests/test_third.py``)."""
 
@@ -42,7 +43,42 @@ def test_a_module_that_does_not_import_on_base_leaves_the_other_modules_compared
     assert half["base_labels"], half
     assert set(half["base_labels"]) == {"assert_pass"}, half
     assert (half["lane"], half["code"]) == ("no_freeze", "not_reproduced")
-    # The module itself: a property of its own, never decided as a pass.
-    third = [d for pid, d in decided.items() if pid.startswith("tests/test_third.py")]
-    assert third, decided
-    assert all(d["lane"] != "no_freeze" for d in third), third
+    # The same test files on both sides: the module fails on base because of base's code,
+    # as the test fails there (SWE-bench's reading), and passes on the fix.
+    third = decided["tests/test_third.py::test_third"]
+    assert set(third["base_labels"]) == {"assert_fail"}, third
+    assert set(third["patch_labels"]) == {"assert_pass"}, third
+    assert (third["lane"], third["code"]) == ("fix_candidate", "fix_candidate"), third
+    module = decided["tests/test_third.py"]
+    assert (module["lane"], module["code"]) == ("fix_candidate", "fix_candidate"), module
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_patch_that_removes_what_a_test_imports_is_a_regression(tmp_path):
+    repo = init(tmp_path / "repo")
+    base = commit(
+        repo,
+        {
+            "lib.py": HALF + THIRD,
+            "tests/test_half.py": TEST_HALF,
+            "tests/test_third.py": TEST_THIRD,
+        },
+        "half and third",
+    )
+    patch = commit(repo, {"lib.py": HALF}, "drops third")
+    done = subprocess.run(
+        [str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+         "--image", "orchestrator-runner:latest", "--tests-from", "base", "--replays", "2",
+         "--no-record", "--json", "--out", str(tmp_path / "run")],
+        env={**os.environ, "CI": "1"}, cwd=tmp_path, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    assert done.stdout, done.stderr
+    decided = {d["property_id"]: d for d in json.loads(done.stdout)["decisions"]}
+    third = decided["tests/test_third.py::test_third"]
+    assert set(third["base_labels"]) == {"assert_pass"}, third
+    assert set(third["patch_labels"]) == {"assert_fail"}, third
+    assert third["lane"] == "property_regression", third
+    assert decided["tests/test_third.py"]["lane"] == "property_regression"
+    assert decided["tests/test_half.py::test_half"]["lane"] == "no_freeze"
+    assert done.returncode == 1, done.stderr
