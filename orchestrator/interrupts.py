@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -120,13 +121,31 @@ def _retry(signum: int, frame: FrameType | None) -> None:
     _raise_if_due(frame)
 
 
+def _dropped(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: an interruption of ours raised where Python prints and drops
+    exceptions (a library's weakref callback, which no frame shows :func:`_unsafe`) was
+    not raised after all: look again shortly, once that callback returned."""
+    if unraisable.exc_type is KeyboardInterrupt and _state.raised and not _state.closed:
+        _state.raised = False
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+        return
+    _previous_unraisablehook(unraisable)
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
 def install() -> None:
     """Route SIGINT and SIGTERM through this module (main thread only; idempotent)."""
+    global _previous_unraisablehook  # the hook chains to the one it replaced
     if threading.current_thread() is not threading.main_thread():
         return
     for signum in SIGNALS:
         signal.signal(signum, _handler)
     signal.signal(RETRY, _retry)
+    if sys.unraisablehook is not _dropped:
+        _previous_unraisablehook = sys.unraisablehook
+        sys.unraisablehook = _dropped
     _state.installed = True
 
 

@@ -162,3 +162,35 @@ def test_a_pending_signal_taken_by_a_cleanup_is_not_raised_later():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["taken: True", "cleanup finished; SIGTERM"]
+
+
+def test_a_signal_in_a_librarys_weakref_callback_is_not_lost():
+    # A callback given to weakref.ref (as SQLAlchemy's event registry does) runs from the
+    # collector in whatever code dropped the last reference: no frame tells the handler
+    # where it is, so the KeyboardInterrupt is raised there, printed and dropped. It must
+    # be raised again once that callback returned.
+    done = run_script(
+        """
+        import weakref
+
+        class Watched:
+            pass
+
+        def collected(ref):
+            send(signal.SIGINT)
+            print("callback done")
+
+        watched = Watched()
+        ref = weakref.ref(watched, collected)
+        try:
+            del watched
+            for _ in range(30000):  # until the retry timer fires
+                time.sleep(0.001)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted by", interrupts.signal_name())
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+    assert done.stdout.splitlines()[-1] == "interrupted by SIGINT", done.stdout
