@@ -1,7 +1,7 @@
 """The command-line interface: parse arguments, call a service, print.
 
-Commands live in ``orchestrator.commands.<name>`` and are discovered here. This
-module owns the one handler that turns an exception into an exit status
+Commands live in ``orchestrator.commands.<name>``; they are listed here (``COMMANDS``)
+and each module is imported when its command is asked for. This module owns the one handler that turns an exception into an exit status
 (``orchestrator.errors.exit_code_for``); commands never call ``sys.exit``.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import MutableMapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -57,10 +58,8 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class GlobalOptions(NamedTuple):
-    """The root's options, as ``ctx.obj`` of every command (a named tuple: the root's
-    help imports no ``dataclasses``)."""
-
+@dataclass(frozen=True, kw_only=True)
+class GlobalOptions:
     log_format: log.LogFormat
     json_logs: bool
 
