@@ -1,8 +1,9 @@
 """The command-line interface: parse arguments, call a service, print.
 
 Commands live in ``orchestrator.commands.<name>``; they are listed here (``COMMANDS``)
-and each module is imported when its command is asked for. This module owns the one handler that turns an exception into an exit status
-(``orchestrator.errors.exit_code_for``); commands never call ``sys.exit``.
+and each module is imported when its command is asked for. This module owns the one
+handler that turns an exception into an exit status (``orchestrator.errors.exit_code_for``);
+commands never call ``sys.exit``.
 """
 
 from __future__ import annotations
