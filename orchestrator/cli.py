@@ -1,28 +1,23 @@
 """The command-line interface: parse arguments, call a service, print.
 
-Commands live in ``orchestrator.commands.<name>`` and are discovered here. This
-module owns the one handler that turns an exception into an exit status
-(``orchestrator.errors.exit_code_for``); commands never call ``sys.exit``.
+Commands live in ``orchestrator.commands.<name>``; they are listed here (``COMMANDS``)
+and each module is imported when its command is asked for. This module owns the one
+handler that turns an exception into an exit status (``orchestrator.errors.exit_code_for``);
+commands never call ``sys.exit``.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import inspect
 import os
-import pkgutil
 import sys
-from collections.abc import Callable
+from collections.abc import MutableMapping
 from dataclasses import dataclass
-from difflib import get_close_matches
 from typing import Any
 
 import click
-import typer
-from typer.core import TyperGroup
 
-from orchestrator import commands, interrupts, log
+from orchestrator import interrupts, log
+from orchestrator.commands._lazy import LazyGroup, module_command
 from orchestrator.errors import ExitCode, Interrupted, OrchestratorError, exit_code_for, one_line
 
 HELP = """\
@@ -33,14 +28,35 @@ Exit status: 0 ok or a non-blocking lane, 1 a blocking verdict, 2 bad usage or
 input, 3 undecided or infrastructure failure, 130 interrupted.
 """
 
-app = typer.Typer(
-    name="orchestrator",
-    help=HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+# Every command: its module ``orchestrator.commands.<name>`` and the first paragraph of
+# its help, which `orchestrator --help` shortens into the commands' list. The list is
+# written out so that the root's help and a command's start import no other command's
+# module (nor Typer, which most of them are declared with); tests/unit/test_cli_lazy.py
+# holds it equal to the modules' own help texts. Typer's order: commands, then groups.
+COMMANDS: dict[str, str] = {
+    "accept": "Accept a drafted property only if it is a real check and a mutant kills it.",
+    "admit": "Admit (or refuse) a timing freeze: lanes.md section 4's gates, first failing "
+    "code wins.",
+    "budget": "Sample one check >= 5 times (one revision, same input, same image) and classify it.",
+    "check": "Exit 1 listing every live freeze past its expiry (with owners), else exit 0.",
+    "classify": "Decide the lane for one property's bilateral evidence (docs/lanes.md section 3).",
+    "digest": "Print sha256:<hex> of the canonical JSON (sorted keys, compact, UTF-8).",
+    "doctor": "Check the engine, the runner image, git and Python: one line each; then one "
+    "line per project image (`orchestrator image build`) on the engine.",
+    "merge": "Join the shards of one run (replay --shard 1/N ... N/N) into one report and "
+    "one exit status.",
+    "replay": "Replay --command on --base and --patch, N times each, in hermetic "
+    "containers; decide.",
+    "report": "Write other views of finished run folders: nothing is replayed or decided again.",
+    "reproduce": "Run one recorded replay of PROPERTY again, exactly as it ran, and say "
+    "whether the probe labels it as the run did.",
+    "shrink": "Shrink FIXTURE to a minimal payload that still fails the same way.",
+    "tally": "Weekly counts from the ledger's event log, oldest week first.",
+    "thaw": "Re-probe every freeze at or past its expiry, then thaw it or leave it overdue.",
+    "freeze": "Read the freeze ledger: time-boxed quarantine rows, never merge approvals.",
+    "image": "The runner image, and images for projects with dependencies.",
+    "infra": "The infra queue: timeouts and harness errors, never freeze rows.",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,28 +65,16 @@ class GlobalOptions:
     json_logs: bool
 
 
-def _version(value: bool) -> None:
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
         from importlib.metadata import version
 
-        typer.echo(f"orchestrator {version('orchestrator')}")
-        raise typer.Exit()
+        click.echo(f"orchestrator {version('orchestrator')}")
+        raise click.exceptions.Exit()
 
 
-@app.callback()
-def _root(
-    ctx: typer.Context,
-    log_format: str = typer.Option(
-        "auto",
-        "--log-format",
-        help="auto (JSON lines when CI is set), console or json. Logs go to stderr.",
-        click_type=click.Choice(["auto", "console", "json"]),
-    ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug detail."),
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version."
-    ),
-) -> None:
+@click.pass_context
+def _root(ctx: click.Context, log_format: str, verbose: bool) -> None:
     fmt: log.LogFormat = log_format  # type: ignore[assignment]
     from orchestrator.core.text_safety import terminal_safe
 
@@ -78,121 +82,62 @@ def _root(
     ctx.obj = GlobalOptions(log_format=fmt, json_logs=log.is_json(fmt, os.environ))
 
 
-def _register_commands() -> None:
-    for module_info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if module_info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{commands.__name__}.{module_info.name}")
-        module.register(app)
+class _Root(LazyGroup):
+    """The root command, plain Click; what Typer's root did besides parsing is kept."""
 
-
-_register_commands()
-
-
-class _LazyGroup(TyperGroup):
-    """The root command: a subcommand is converted from Typer to Click only when it is
-    asked for. Converting all of them (every parameter's annotations evaluated) cost more
-    than the imports on every start; the root's help lists them from their help texts."""
-
-    def __init__(self, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        self.lazy: dict[str, tuple[Callable[[], click.Command], str, bool]] = {}
-        self.built: dict[str, click.Command] = {}
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.lazy)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.built:
-            entry = self.lazy.get(cmd_name)
-            if entry is None:
-                return None
-            self.built[cmd_name] = entry[0]()
-        return self.built[cmd_name]
-
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
+    def invoke(self, ctx: click.Context) -> Any:
         try:
-            return click.Group.resolve_command(self, ctx, args)
-        except click.UsageError as error:
-            matches = get_close_matches(args[0], list(self.lazy)) if args else []
-            if matches and "Did you mean" not in error.message:
-                suggestions = ", ".join(f"{match!r}" for match in matches)
-                error.message = (  # type: ignore[misc]  # Click's own suggestions do so too
-                    f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
-                )
-            raise
+            return super().invoke(ctx)
+        except KeyboardInterrupt as error:  # Typer's exit 130, not Click's "Aborted!" path
+            raise click.exceptions.Exit(ExitCode.INTERRUPTED) from error
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, text) for name, (_, text, hidden) in self.lazy.items() if not hidden]
-        if not rows:
-            return
-        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
-        with formatter.section("Commands"):
-            # A bare Command shortens the help exactly as the converted one would.
-            formatter.write_dl(
-                [
-                    (name, click.Command(name, help=text).get_short_help_str(limit))
-                    for name, text in rows
-                ]
+    def _main_shell_completion(
+        self,
+        ctx_args: MutableMapping[str, Any],
+        prog_name: str,
+        complete_var: str | None = None,
+    ) -> None:
+        if complete_var is None:
+            complete_var = f"_{prog_name}_COMPLETE".replace("-", "_").upper()
+        if os.environ.get(complete_var):  # Typer's completion scripts, as before
+            from typer.core import _typer_main_shell_completion
+
+            _typer_main_shell_completion(
+                self, ctx_args=ctx_args, prog_name=prog_name, complete_var=complete_var
             )
 
 
-def _help_text(text: str | None) -> str:
-    return (text or "").split("\f", 1)[0]
-
-
 def build_command() -> click.Command:
-    """The root Click group of ``app``, its subcommands converted on demand."""
-    from typer.main import (
-        get_command_from_info,
-        get_command_name,
-        get_group,
-        get_group_from_info,
-        solve_typer_info_help,
-    )
-
-    root = typer.Typer(
-        name=app.info.name,
+    """The root Click group; a command's module is imported when the command is asked
+    for."""
+    return _Root(
+        name="orchestrator",
         help=HELP,
         no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-        cls=_LazyGroup,
+        callback=_root,
+        params=[
+            click.Option(
+                ["--log-format", "log_format"],
+                type=click.Choice(["auto", "console", "json"]),
+                default="auto",
+                show_default=True,
+                help="auto (JSON lines when CI is set), console or json. Logs go to stderr.",
+            ),
+            click.Option(["--verbose", "-v", "verbose"], is_flag=True, help="Log debug detail."),
+            click.Option(
+                ["--version"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=_version,
+                help="Print the version.",
+            ),
+        ],
+        entries={
+            name: (module_command(f"orchestrator.commands.{name}", name), text)
+            for name, text in COMMANDS.items()
+        },
     )
-    root.callback()(_root)
-    group = get_group(root)
-    assert isinstance(group, _LazyGroup)
-    short = app.pretty_exceptions_short
-    for info in app.registered_commands:
-        assert info.callback is not None
-        name = info.name or get_command_name(info.callback.__name__)
-        text = inspect.cleandoc(info.help) if info.help else inspect.getdoc(info.callback)
-        group.lazy[name] = (
-            functools.partial(
-                get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=None
-            ),
-            _help_text(text),
-            bool(info.hidden),
-        )
-    for sub in app.registered_groups:
-        sub_name = sub.name if isinstance(sub.name, str) else None
-        assert sub.typer_instance is not None
-        name = sub_name or str(sub.typer_instance.info.name)
-        group.lazy[name] = (
-            functools.partial(
-                get_group_from_info,
-                sub,
-                pretty_exceptions_short=short,
-                suggest_commands=app.suggest_commands,
-                rich_markup_mode=None,
-            ),
-            _help_text(solve_typer_info_help(sub)),
-            bool(sub.hidden) if isinstance(sub.hidden, bool) else False,
-        )
-    return group
 
 
 def error_line(message: str) -> None:

@@ -36,7 +36,6 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -65,14 +64,18 @@ _UNSAFE_PACKAGES = (f"{os.sep}structlog{os.sep}", f"{os.sep}urllib3{os.sep}")
 _DROPPING_FILES = frozenset(os.path.join(_STDLIB, name) for name in ("weakref.py",))
 
 
-@dataclass
 class _State:
-    installed: bool = False
-    first: int | None = None  # the first signal's number
-    hits: int = 0
-    raised: bool = False  # KeyboardInterrupt was raised for the first signal
-    shield_depth: int = 0
-    closed: bool = False  # the exit status is decided: later signals are only noted
+    # A plain class: this module is imported first on every start, and ``dataclasses``
+    # (with ``inspect``) would be most of its import time.
+    __slots__ = ("closed", "first", "hits", "installed", "raised", "shield_depth")
+
+    def __init__(self) -> None:
+        self.installed = False
+        self.first: int | None = None  # the first signal's number
+        self.hits = 0
+        self.raised = False  # KeyboardInterrupt was raised for the first signal
+        self.shield_depth = 0
+        self.closed = False  # the exit status is decided: later signals are only noted
 
 
 _state = _State()

@@ -13,6 +13,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+# Defined apart so that the read commands build ledger rows without this module; the
+# alias re-exports it (mypy's explicit re-export).
+from orchestrator.kinds import FreezeKind as FreezeKind  # noqa: PLC0414
+
 CANONICALIZATION = "json-sort-keys"
 
 EVIDENCE_SCHEMA = "replay-evidence/1"
@@ -267,11 +271,6 @@ class Decision:
         if self.tests_from is not None:
             doc["tests_from"] = self.tests_from
         return doc
-
-
-class FreezeKind(StrEnum):
-    FLAKE = "flake"
-    TIMING = "timing"
 
 
 @dataclass(frozen=True, kw_only=True)

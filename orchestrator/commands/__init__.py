@@ -1,7 +1,9 @@
 """One module per command (as pre-commit does).
 
-Each module defines ``register(app: typer.Typer) -> None`` and is found by
-``orchestrator.cli`` without a central list, so adding a command is adding a file.
-Modules import their heavy dependencies (Docker, SQLAlchemy, matplotlib) inside
-the command body so that ``--help`` stays fast.
+A module declares its command with Typer (``register(app: typer.Typer) -> None``) or,
+for the read commands that must start fast, with plain Click (a ``command`` attribute).
+``orchestrator.cli`` lists every command with the first paragraph of its help
+(``COMMANDS``; a test holds the list to the modules) and imports a module only when its
+command is asked for. Modules import their heavy dependencies (Docker, SQLAlchemy,
+matplotlib) inside the command body so that ``--help`` stays fast.
 """

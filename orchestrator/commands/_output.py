@@ -7,11 +7,11 @@ line, no control character a terminal or a CI log would act on (tables do the sa
 
 from __future__ import annotations
 
-import typer
+import click
 
 from orchestrator.core.text_safety import terminal_safe
 
 
 def echo_line(text: str, *, err: bool = False) -> None:
     """Print ``text`` as exactly one terminal-safe line."""
-    typer.echo(terminal_safe(text), err=err)
+    click.echo(terminal_safe(text), err=err)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import typer
+import click
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -116,4 +116,4 @@ def print_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> Non
     lines = plain_lines(columns, listed)
     if lines is None:
         lines = rich_plain_lines(columns, listed)
-    typer.echo("\n".join(lines))
+    click.echo("\n".join(lines))

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
 
-import typer
+import click
 
-from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._ledger_option import ledger_option
 from orchestrator.commands._output import echo_line
 
 
-def check(
-    *,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a freeze-check/1 JSON document.")
-    ] = False,
-    ledger: LedgerOption,
-) -> None:
+# Plain Click, not Typer: a read command starts without importing Typer.
+@click.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print a freeze-check/1 JSON document.")
+@ledger_option
+def check(*, as_json: bool, ledger: str) -> None:
     """Exit 1 listing every live freeze past its expiry (with owners), else exit 0.
 
     Each expired freeze found also appends an OVERDUE event to the ledger's log, so the
@@ -45,7 +42,7 @@ def check(
             "now": now.isoformat(),
             "expired": [row.to_json() for row in expired],
         }
-        typer.echo(dumps(doc))
+        click.echo(dumps(doc))
     else:
         for row in expired:
             echo_line(
@@ -53,7 +50,7 @@ def check(
                 f"owner={row.owner} expired {row.expires_at.isoformat(timespec='seconds')}"
             )
         if not expired:
-            typer.echo("no live freeze is past its expiry")
+            click.echo("no live freeze is past its expiry")
     if expired:
         raise VerdictError(
             f"{len(expired)} live freeze(s) past expiry; owners must thaw or fix",
@@ -61,5 +58,4 @@ def check(
         )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("check")(check)
+command = check

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import click
 
-import typer
-
-from orchestrator.commands._options import LedgerOption
+from orchestrator.commands._lazy import LazyGroup, declared
+from orchestrator.commands._ledger_option import ledger_option
 from orchestrator.commands._table import Column, print_table
-
-infra_app = typer.Typer(
-    name="infra",
-    help="The infra queue: timeouts and harness errors, never freeze rows.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
 
 _COLUMNS = (
     Column(heading="id", justify="right"),
@@ -27,14 +19,11 @@ _COLUMNS = (
 )
 
 
-@infra_app.command("list")
-def list_infra(
-    *,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print an infra-list/1 JSON document.")
-    ] = False,
-    ledger: LedgerOption,
-) -> None:
+# Plain Click, not Typer: a read command starts without importing Typer.
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print an infra-list/1 JSON document.")
+@ledger_option
+def list_infra(*, as_json: bool, ledger: str) -> None:
     """List queued infrastructure cases: labels per side, runner id, error sub-reasons.
 
     `replay` queues a property here when a replay timed out or ended in a harness
@@ -51,10 +40,10 @@ def list_infra(
     if as_json:
         from orchestrator.files import dumps
 
-        typer.echo(dumps({"schema": "infra-list/1", "cases": [e.to_json() for e in entries]}))
+        click.echo(dumps({"schema": "infra-list/1", "cases": [e.to_json() for e in entries]}))
         return
     if not entries:
-        typer.echo("infra queue is empty")
+        click.echo("infra queue is empty")
         return
     print_table(
         _COLUMNS,
@@ -73,5 +62,9 @@ def list_infra(
     )
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(infra_app, name="infra")
+command = LazyGroup(
+    name="infra",
+    help="The infra queue: timeouts and harness errors, never freeze rows.",
+    no_args_is_help=True,
+    entries={"list": declared(list_infra)},
+)

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import click
 import pytest
-import typer
 
-from orchestrator.cli import app
+from orchestrator.cli import build_command
 
 DOCS_CI = Path(__file__).resolve().parents[2] / "docs" / "ci"
 SHELL_ENDS = {">", ">>", "||", "&&", ";", "|"}
@@ -40,11 +39,12 @@ def command_lines(workflow: Path) -> list[list[str]]:
 
 
 def parse(words: list[str]) -> click.Context:
-    command: click.Command = typer.main.get_command(app)
+    command: click.Command | None = build_command()
     words = list(words)
     while isinstance(command, click.Group):
         name = words.pop(0)
-        command = command.commands[name]
+        command = command.get_command(click.Context(command), name)
+    assert command is not None
     return command.make_context(name, words)
 
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import click
 import pytest
-import typer
 
-from orchestrator.cli import app, main
+from orchestrator.cli import build_command, main
 from orchestrator.commands._table import Column, print_table
 
 
@@ -31,12 +30,15 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def all_commands() -> Iterator[tuple[str, click.Command]]:
     """Every leaf command, as its path after ``orchestrator`` ("freeze list", ...)."""
-    root = typer.main.get_command(app)
+    root = build_command()
     assert isinstance(root, click.Group)
     groups: list[tuple[str, click.Group]] = [("", root)]
     while groups:
         prefix, group = groups.pop()
-        for name, command in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            assert command is not None
             path = f"{prefix} {name}".strip()
             if isinstance(command, click.Group):
                 groups.append((path, command))

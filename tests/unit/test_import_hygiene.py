@@ -23,12 +23,16 @@ try:
     main()
 except SystemExit:
     pass
-loaded = sorted({name.split(".")[0] for name in sys.modules})
-sys.__stdout__.write("\\n" + json.dumps(loaded) + "\\n")
+sys.__stdout__.write("\\n" + json.dumps(sorted(sys.modules)) + "\\n")
 """
 
 
 def loaded_by(*args: str, cwd=None) -> set[str]:
+    """The top-level packages a run of the CLI imported."""
+    return {name.split(".")[0] for name in modules_loaded_by(*args, cwd=cwd)}
+
+
+def modules_loaded_by(*args: str, cwd=None) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-c", PROGRAM, *args],
         capture_output=True,
@@ -92,3 +96,60 @@ assert "structlog" in sys.modules
     assert done.stdout == ""  # logs go to stderr, never onto a command's output
     line = json.loads(done.stderr)
     assert (line["event"], line["answer"], line["level"]) == ("hello", 42, "info")
+
+
+# Typer's import was the largest part of a start: the root's help and the read commands
+# (plain Click) do without it, and import no other command's module; creating
+# ``model``'s dataclasses was the next largest (ledger rows need only ``kinds``).
+OWN_MODULES = {
+    ("--help",): set(),
+    ("--version",): set(),
+    ("freeze", "--help"): {"freeze"},
+    ("freeze", "list"): {"freeze"},
+    ("infra", "list"): {"infra"},
+    ("check",): {"check"},
+}
+
+
+@pytest.mark.parametrize("args", list(OWN_MODULES), ids=" ".join)
+def test_the_help_and_the_read_commands_import_no_typer_and_no_other_command(args, tmp_path):
+    if args[-1] != "--help" and args != ("--version",):
+        modules_loaded_by(*args, cwd=tmp_path)  # makes the ledger (the store)
+    loaded = modules_loaded_by(*args, cwd=tmp_path)
+    assert "typer" not in loaded
+    assert "orchestrator.model" not in loaded
+    commands = {
+        name.removeprefix("orchestrator.commands.")
+        for name in loaded
+        if name.startswith("orchestrator.commands.") and name[len("orchestrator.commands.")] != "_"
+    }
+    assert commands == OWN_MODULES[args]
+
+
+def test_the_roots_help_imports_no_command_discovery():
+    loaded = modules_loaded_by("--help")
+    assert loaded.isdisjoint({"pkgutil", "difflib"}), sorted(loaded & {"pkgutil", "difflib"})
+
+
+def test_a_typer_declared_command_still_imports_typer():
+    """The check above sees Typer when it is there."""
+    assert "typer" in modules_loaded_by("replay", "--help")
+
+
+def test_reading_a_projects_configuration_imports_no_requirement_parser():
+    """``replay`` reads labels and the metadata of ``core.project_image``, not its
+    requirement parser (nor ``packaging``'s)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, orchestrator.services.project_config;"
+            " print(json.dumps(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(json.loads(done.stdout))
+    unwanted = {"orchestrator.core.project_image.requirements", "packaging.requirements"}
+    assert loaded.isdisjoint(unwanted), sorted(loaded & unwanted)

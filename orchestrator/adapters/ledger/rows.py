@@ -8,10 +8,13 @@ SQLAlchemy does, so both paths build their values with the same code.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator import model
 from orchestrator.adapters.ledger.values import FreezeRow, InfraEntry, RunRecord
+from orchestrator.kinds import FreezeKind
+
+if TYPE_CHECKING:
+    from orchestrator import model
 
 
 class Row(Protocol):
@@ -44,7 +47,7 @@ def freeze_row(row: Row) -> FreezeRow:
     with_payloads = "fixture_bytes" in row
     return FreezeRow(
         id=row["id"],
-        kind=model.FreezeKind(row["kind"]),
+        kind=FreezeKind(row["kind"]),
         subject=row["subject"],
         owner=row["owner"],
         opened_at=row["opened_at"],
@@ -76,6 +79,10 @@ def infra_entry(row: Row) -> InfraEntry:
 
 
 def event(row: Row) -> model.Event:
+    # Imported here: the read commands' rows (freezes, infra cases) need none of
+    # ``model``'s dataclasses, whose creation is most of its import time.
+    from orchestrator import model
+
     return model.Event(
         id=row["id"],
         at=row["at"],

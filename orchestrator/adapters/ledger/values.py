@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from orchestrator import model
+from orchestrator.kinds import FreezeKind
 
 DEFAULT_FLAKE_MAX_AGE = timedelta(days=7)
 DEFAULT_TIMING_MAX_AGE = timedelta(hours=72)
@@ -25,7 +25,7 @@ class FreezeRow:
     """One live freeze as stored."""
 
     id: int
-    kind: model.FreezeKind
+    kind: FreezeKind
     subject: str
     owner: str
     opened_at: datetime

@@ -15,52 +15,108 @@ and hashes, the apt packages, the Dockerfile and the labels), so the same inputs
 same image and a second build reuses it.
 
 Modules: :mod:`.metadata`, :mod:`.requirements`, :mod:`.wheelhouse`, :mod:`.apt` and
-:mod:`.image` (the Dockerfile, labels, tag and report).
+:mod:`.image` (the Dockerfile, labels, tag and report). The names below are imported from
+them when first used, so that a caller that needs a label or the metadata (``replay``
+reading the project's configuration) does not import the requirement parser (and
+``packaging``'s) with them.
 """
 
-from orchestrator.core.project_image.apt import (
-    APT_BASE_REPOSITORY,
-    BASE_INCLUDES,
-    DEFAULT_SUITE,
-    apt_base_tag,
-    apt_includes,
-    apt_sources,
-    check_apt,
-)
-from orchestrator.core.project_image.image import (
-    IMAGE_REPOSITORY,
-    INPUTS_SCHEMA,
-    LABEL_APT,
-    LABEL_BASE,
-    LABEL_EXCLUDED,
-    LABEL_INPUTS,
-    LABEL_PACKAGES,
-    LABEL_PROJECT,
-    LABEL_PROJECT_IMAGE,
-    LABEL_STAGE,
-    LABEL_VENV,
-    REPORT_SCHEMA,
-    VENV,
-    VENV_PYTHON,
-    WHEELS_DIR,
-    dockerfile,
-    image_labels,
-    image_tag,
-    inputs_digest,
-    packages_from_label,
-    report_document,
-)
-from orchestrator.core.project_image.metadata import GroupInclude, ProjectMetadata, read_metadata
-from orchestrator.core.project_image.requirements import Requirements, collect_requirements
-from orchestrator.core.project_image.wheelhouse import (
-    Wheel,
-    excluded_notes,
-    is_sdist,
-    pip_target_args,
-    sdist_name,
-    split_project,
-    wheel,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.core.project_image.apt import (
+        APT_BASE_REPOSITORY,
+        BASE_INCLUDES,
+        DEFAULT_SUITE,
+        apt_base_tag,
+        apt_includes,
+        apt_sources,
+        check_apt,
+    )
+    from orchestrator.core.project_image.image import (
+        IMAGE_REPOSITORY,
+        INPUTS_SCHEMA,
+        LABEL_APT,
+        LABEL_BASE,
+        LABEL_EXCLUDED,
+        LABEL_INPUTS,
+        LABEL_PACKAGES,
+        LABEL_PROJECT,
+        LABEL_PROJECT_IMAGE,
+        LABEL_STAGE,
+        LABEL_VENV,
+        REPORT_SCHEMA,
+        VENV,
+        VENV_PYTHON,
+        WHEELS_DIR,
+        dockerfile,
+        image_labels,
+        image_tag,
+        inputs_digest,
+        packages_from_label,
+        report_document,
+    )
+    from orchestrator.core.project_image.metadata import (
+        GroupInclude,
+        ProjectMetadata,
+        read_metadata,
+    )
+    from orchestrator.core.project_image.requirements import Requirements, collect_requirements
+    from orchestrator.core.project_image.wheelhouse import (
+        Wheel,
+        excluded_notes,
+        is_sdist,
+        pip_target_args,
+        sdist_name,
+        split_project,
+        wheel,
+    )
+
+_HOMES = {
+    "APT_BASE_REPOSITORY": "apt",
+    "BASE_INCLUDES": "apt",
+    "DEFAULT_SUITE": "apt",
+    "GroupInclude": "metadata",
+    "IMAGE_REPOSITORY": "image",
+    "INPUTS_SCHEMA": "image",
+    "LABEL_APT": "image",
+    "LABEL_BASE": "image",
+    "LABEL_EXCLUDED": "image",
+    "LABEL_INPUTS": "image",
+    "LABEL_PACKAGES": "image",
+    "LABEL_PROJECT": "image",
+    "LABEL_PROJECT_IMAGE": "image",
+    "LABEL_STAGE": "image",
+    "LABEL_VENV": "image",
+    "ProjectMetadata": "metadata",
+    "REPORT_SCHEMA": "image",
+    "Requirements": "requirements",
+    "VENV": "image",
+    "VENV_PYTHON": "image",
+    "WHEELS_DIR": "image",
+    "Wheel": "wheelhouse",
+    "apt_base_tag": "apt",
+    "apt_includes": "apt",
+    "apt_sources": "apt",
+    "check_apt": "apt",
+    "collect_requirements": "requirements",
+    "dockerfile": "image",
+    "excluded_notes": "wheelhouse",
+    "image_labels": "image",
+    "image_tag": "image",
+    "inputs_digest": "image",
+    "is_sdist": "wheelhouse",
+    "packages_from_label": "image",
+    "pip_target_args": "wheelhouse",
+    "read_metadata": "metadata",
+    "report_document": "image",
+    "sdist_name": "wheelhouse",
+    "split_project": "wheelhouse",
+    "wheel": "wheelhouse",
+}
 
 __all__ = [
     "APT_BASE_REPOSITORY",
@@ -104,3 +160,12 @@ __all__ = [
     "split_project",
     "wheel",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # the next use is an ordinary attribute
+    return value

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from orchestrator.core.digest import digest
-from orchestrator.core.project_image.requirements import Requirements
-from orchestrator.core.project_image.wheelhouse import Wheel
 from orchestrator.core.replay_env import LABEL_PYTHON  # read by replays (replay_env)
+
+if TYPE_CHECKING:  # the labels are read without the requirement parser
+    from orchestrator.core.project_image.requirements import Requirements
+    from orchestrator.core.project_image.wheelhouse import Wheel
 
 REPORT_SCHEMA = "project-image/1"
 INPUTS_SCHEMA = "project-image-inputs/1"
