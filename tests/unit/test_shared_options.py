@@ -15,10 +15,9 @@ from typing import Any
 
 import click
 import pytest
-import typer
 from support.cli import ERROR, Run, invoke
 
-from orchestrator.cli import app
+from orchestrator.cli import build_command
 from orchestrator.commands import _option_groups as groups
 from orchestrator.errors import InputError
 
@@ -27,9 +26,10 @@ PROPERTY = "tests/test_a.py::test_a"
 
 
 def command_options(name: str) -> dict[str, click.Option]:
-    root = typer.main.get_command(app)
+    root = build_command()
     assert isinstance(root, click.Group)
-    command = root.commands[name]
+    command = root.get_command(click.Context(root), name)
+    assert command is not None
     return {param.opts[0]: param for param in command.params if isinstance(param, click.Option)}
 
 
