@@ -163,10 +163,17 @@ def test_nothing_kept_is_left_after_an_interrupt_or_a_failure(
     docker_client, plan, specs, scratch, signals_kept, error
 ):
     run_id = sides.new_run_id()
-    with pytest.raises(error), WarmPool() as warm:
-        sides.run_sides(plan, specs, client=docker_client, run_id=run_id, warm=warm)
-        assert len(_ours(docker_client, run_id)) == 2  # kept for a second phase
-        raise error
+    kept: list[str] = []
+
+    def screen_then_fail() -> None:
+        with WarmPool() as warm:
+            sides.run_sides(plan, specs, client=docker_client, run_id=run_id, warm=warm)
+            kept.extend(_ours(docker_client, run_id))
+            raise error
+
+    with pytest.raises(error):
+        screen_then_fail()
+    assert len(kept) == 2  # kept for a second phase, until the pool closed
     assert _ours(docker_client, run_id) == []
     assert list(scratch.iterdir()) == []
 
