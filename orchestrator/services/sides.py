@@ -390,6 +390,7 @@ def _observe_parked(
     The results go to a new folder of a random name in the emptied results tmpfs, so
     nothing the first phase's replays left there can pass for the second's."""
     interpreter = run.plan.interpreter or "python3"
+    entered = time.monotonic()
     try:
         if not _cleared(parked.container, interpreter):
             log.info("container.not_reused", container=parked.container.name, side=side)
@@ -409,6 +410,7 @@ def _observe_parked(
             side=side,
             container=parked.container.name,
             reused=True,
+            clear_ms=round((started - entered) * 1000),
             run_ms=round((time.monotonic() - started) * 1000),
         )
         return facts, read
