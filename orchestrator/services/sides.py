@@ -13,7 +13,9 @@ pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 :mod:`orchestrator.core.side_spec`.
 Labels come from the result files and the engine's facts
 (:mod:`orchestrator.adapters.results`). Containers, volumes and folders are always
-removed, also on a second Ctrl-C.
+removed, also on a second Ctrl-C; in a screening, the first phase's containers whose
+driver ended well, and their inputs, are kept for the second phase in a
+:class:`~orchestrator.services.warm.WarmPool`, which removes them when it closes.
 
 A run may use a pool of engines (:mod:`orchestrator.services.engines`): the
 properties are cut into batches (:func:`orchestrator.core.pool.plan_batches`), both
@@ -245,7 +247,8 @@ def _run_container(
     pythonpath: Sequence[str],
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One container's life: create, start, run the driver to its end (or our deadline),
-    read its results back, remove."""
+    read its results back, remove (or keep it for the second phase of a screening; a
+    second phase runs in a kept one instead of a new one when it can)."""
     plan = replace(run.plan, property_ids=batch.property_ids) if batch.property_ids else run.plan
     job = side_job(
         plan,
