@@ -337,7 +337,8 @@ def phases(log: str, launched: float, ended: float) -> dict[str, float]:
         events.append((at, event))
     planned = next((at for at, event in events if event.get("event") == "replay.planned"), launched)
     windows = [
-        (at - (event["run_ms"] + event["create_start_ms"]) / 1000.0, at)
+        # A kept container (the second phase's) was emptied instead of created and started.
+        (at - (event["run_ms"] + event.get("create_start_ms", event.get("clear_ms", 0))) / 1000, at)
         for at, event in events
         if event.get("event") == "container.timing"
     ]

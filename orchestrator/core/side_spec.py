@@ -235,6 +235,23 @@ def container_units(plan: ReplayPlan) -> tuple[tuple[int, ...], ...]:
     return (numbers,)
 
 
+# Empties a results folder (argv[1]) without following a link; exits non-zero on anything
+# it cannot remove. Runs with the image's Python (stdlib only).
+CLEAR_SCRIPT = """\
+import os, shutil, sys
+for entry in os.scandir(sys.argv[1]):
+    if entry.is_dir(follow_symlinks=False):
+        shutil.rmtree(entry.path)
+    else:
+        os.unlink(entry.path)
+"""
+
+
+def clear_command(interpreter: str, folder: str = OUT) -> list[str]:
+    """The command that empties a kept container's results folder before it runs again."""
+    return [interpreter, "-I", "-S", "-c", CLEAR_SCRIPT, folder]
+
+
 def container_name(run_id: str, side: str, unit: int) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{run_id}-{side}-{unit}")
     return f"orchestrator-{safe}"

@@ -1,7 +1,8 @@
 """Screening: every property K times per side first, then only the properties with
 signal until they have N (:mod:`orchestrator.core.screening`), one ``run_sides`` call
-per phase, each property's second phase on the engine of its first; the properties
-without signal are decided while the others replay."""
+per phase, each property's second phase on the engine of its first, in the first
+phase's containers (:mod:`orchestrator.services.warm`); the properties without signal
+are decided while the others replay."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from orchestrator.core.screening import (
     screen,
     second_phase_dir,
 )
+from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.services.engines import Pool
 from orchestrator.services.oracle import (
@@ -57,6 +59,7 @@ from orchestrator.services.sides import (
     SideSpec,
     run_sides,
 )
+from orchestrator.services.warm import WarmPool
 
 if TYPE_CHECKING:
     from orchestrator.services.sides import Progress
@@ -80,6 +83,19 @@ def screen_and_replay(
     screening, so they are settled (their oracle digests computed, decided, written) while
     the ones with signal replay.
     """
+    # One container per replay leaves nothing to keep: the pool then only keeps the inputs.
+    with WarmPool(reuse=plan.options.isolation != "container") as warm:
+        return _screen_and_replay(plan, sides, pool=pool, progress=progress, warm=warm)
+
+
+def _screen_and_replay(
+    plan: RunPlan,
+    sides: Sequence[SideSpec],
+    *,
+    pool: Pool,
+    progress: Progress | None,
+    warm: WarmPool,
+) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
     options, pins = plan.options, plan.pins
     policy = plan.screen_policy
     first = run_sides(
@@ -89,6 +105,7 @@ def screen_and_replay(
         run_id=plan.run_id,
         keep_raw=plan.run_dir / RAW,
         pool=pool,
+        warm=warm,
     )
     screened = first.labelled
     started = time.perf_counter()
@@ -117,7 +134,11 @@ def screen_and_replay(
             screening=screening,
             quiet=quiet,
         )
-        outcome = replay_signals(plan, screening, first, sides, pool=pool, progress=progress)
+        outcome = replay_signals(
+            plan, screening, first, sides, pool=pool, progress=progress, warm=warm
+        )
+        if warm.close():  # nothing left to run in them: not kept while the last ones settle
+            raise Interrupted("interrupted; containers and sources removed")
         digests, settled = settling.result()
     finally:
         settler.shutdown(wait=False, cancel_futures=True)
@@ -163,10 +184,12 @@ def replay_signals(
     *,
     pool: Pool,
     progress: Progress | None,
+    warm: WarmPool | None = None,
 ) -> SidesOutcome:
     """The second phase: N - K replays of the properties with signal, longest first (their
     screening replays and the recorded durations say how long), each on the engine that
-    screened it, after their K. Its raw files join the screening's (:func:`raw_layout`)."""
+    screened it (in a container the screening kept there, with ``warm``), after their K.
+    Its raw files join the screening's (:func:`raw_layout`)."""
     screened = first.labelled
     if not screening.signals or screening.more == 0:
         return replace(first, labelled=combine(screened, {}, screening))
@@ -196,6 +219,7 @@ def replay_signals(
             replace(batch, property_ids=tuple(sorted(batch.property_ids, key=rank.__getitem__)))
             for batch in plan_batches_on(ordered, slots, known, engine_of)
         ),
+        warm=warm,
     )
     attempts = tuple(
         replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir)) for attempt in second.attempts

@@ -143,7 +143,7 @@ def run_side(
 
 
 def read_back(
-    container: SideContainer, exit_: docker_adapter.Exit, *, interpreter: str
+    container: SideContainer, exit_: docker_adapter.Exit, *, interpreter: str, out: str = OUT
 ) -> tuple[ContainerFacts, ResultsRead]:
     """The engine's facts about the container and the results its command left.
 
@@ -151,13 +151,13 @@ def read_back(
     results folder is read back by a small reader run in it; one that ended by itself
     (its init killed from inside, or OOM) has nothing to read and its own exit code is
     the command's. An OOM kill counts whether the engine saw it or the container's
-    memory cgroup did."""
+    memory cgroup did. ``out``: the results folder the command wrote to."""
     facts, running = container.settled(exit_)
     read = ResultsRead()
     status = exit_.status_code
     if not exit_.cancelled and running:
         chunks, _ = container.exec_chunks(
-            reader_command(interpreter, OUT), deadline=time.monotonic() + READ_BACK_S
+            reader_command(interpreter, out), deadline=time.monotonic() + READ_BACK_S
         )
         read = read_results_stream(chunks)
         if read.problem:  # the container may have ended under the reader: why counts
@@ -177,10 +177,11 @@ def run_and_read(
     on_line: Callable[[str], None],
     deadline: float,
     interpreter: str,
+    out: str = OUT,
 ) -> tuple[ContainerFacts, ResultsRead]:
     """The one way a side's command runs: an exec in the idling container, its output
     line by line (each line capped) to ``on_line``, left running at ``deadline`` so that
-    :func:`read_back` still finds its results."""
+    :func:`read_back` still finds its results (in ``out``, where the command wrote them)."""
     lines = docker_adapter.BoundedLines(on_line)
     exit_ = container.exec_stream(
         command,
@@ -190,7 +191,7 @@ def run_and_read(
         kill_at_deadline=False,
     )
     lines.close()
-    return read_back(container, exit_, interpreter=interpreter)
+    return read_back(container, exit_, interpreter=interpreter, out=out)
 
 
 class LineTail:

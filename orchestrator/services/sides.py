@@ -13,7 +13,9 @@ pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 :mod:`orchestrator.core.side_spec`.
 Labels come from the result files and the engine's facts
 (:mod:`orchestrator.adapters.results`). Containers, volumes and folders are always
-removed, also on a second Ctrl-C.
+removed, also on a second Ctrl-C; in a screening, the first phase's containers whose
+driver ended well, and their inputs, are kept for the second phase in a
+:class:`~orchestrator.services.warm.WarmPool`, which removes them when it closes.
 
 A run may use a pool of engines (:mod:`orchestrator.services.engines`): the
 properties are cut into batches (:func:`orchestrator.core.pool.plan_batches`), both
@@ -37,6 +39,7 @@ import shutil
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,10 +64,12 @@ from orchestrator.core.side_spec import (
     FIXTURE,
     ISOLATIONS,
     NO_TEST_REPORTED,
+    OUT,
     SRC,
     ReplayPlan,
     SideSpec,
     batch_targets,
+    clear_command,
     container_name,
     container_units,
     driver_command,
@@ -92,6 +97,7 @@ from orchestrator.services.interrupts import DeferredSignals, terminate_as_inter
 from orchestrator.services.side_outcome import AttemptRecord, SidesOutcome, outcome
 from orchestrator.services.side_runner import (
     LineTail,
+    SideContainer,
     SideJob,
     SideWorkspace,
     import_roots,
@@ -103,6 +109,7 @@ from orchestrator.services.side_runner import (
     side_job,
     validate_plan,
 )
+from orchestrator.services.warm import Exported, Parked, WarmPool
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -110,6 +117,8 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 INTERNAL_ERROR_FILE = "internal-error.txt"  # a broken side's traceback, under keep_raw/<side>/
+SECOND_PHASE_NAME = "replays"  # in the names of a second phase's containers and results
+CLEAR_S = 60.0  # emptying a kept container's results folder: one small process
 
 # What the replay service imports from here.
 __all__ = [
@@ -160,6 +169,8 @@ class _Run:
     cancelled: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)  # exports may go
     live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
+    # Screening's two phases: the first parks its containers there, the second runs in them.
+    warm: WarmPool | None = None
     fixture_copy: Path | None = None
     durations_copy: Path | None = None
     # Written by the export and engine threads, read after they finished.
@@ -172,6 +183,21 @@ class _Run:
     side_progress: dict[str, SideProgress] = field(default_factory=dict)
     started_s: float = field(default_factory=time.monotonic)
     batches: int = 1
+
+    @property
+    def parks(self) -> bool:
+        """A container whose exec ended well is kept for the second phase."""
+        return (
+            self.warm is not None
+            and self.warm.reuse
+            and not self.warm.serving
+            and self.plan.isolation != "container"
+        )
+
+    @property
+    def serving(self) -> bool:
+        """The second phase: its batches run in the first phase's kept containers."""
+        return self.warm is not None and self.warm.serving
 
     @property
     def one_batch(self) -> bool:
@@ -221,7 +247,8 @@ def _run_container(
     pythonpath: Sequence[str],
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One container's life: create, start, run the driver to its end (or our deadline),
-    read its results back, remove."""
+    read its results back, remove (or keep it for the second phase of a screening; a
+    second phase runs in a kept one instead of a new one when it can)."""
     plan = replace(run.plan, property_ids=batch.property_ids) if batch.property_ids else run.plan
     job = side_job(
         plan,
@@ -233,21 +260,32 @@ def _run_container(
         tree=run.trees[side.name],
         pythonpath=pythonpath,
     )
-    command = driver_command(
-        plan, len(numbers), batch_targets(run.plan, batch, side), tree=staging.tree_path
-    )
+    targets = batch_targets(run.plan, batch, side)
+
+    def command(out: str) -> list[str]:
+        return driver_command(plan, len(numbers), targets, out=out, tree=staging.tree_path)
+
     tail = LineTail()
     read = ResultsRead()
     try:
-        facts, read = _observe(
-            run,
-            engine=engine,
-            side=side.name,
-            job=job,
-            command=command,
-            numbers=numbers,
-            tail=tail,
-        )
+        parked = run.warm.take(engine.index, side.name, job) if run.warm and run.serving else None
+        warm = None
+        if parked is not None:
+            warm = _observe_parked(
+                run, parked, side=side.name, command=command, numbers=numbers, tail=tail
+            )
+        if warm is not None:
+            facts, read = warm
+        else:
+            facts, read = _observe(
+                run,
+                engine=engine,
+                side=side.name,
+                job=job,
+                command=command(OUT),
+                numbers=numbers,
+                tail=tail,
+            )
     except docker_adapter.Cancelled:
         facts = ContainerFacts(cancelled=True, message="interrupted before start")
     except EngineError as error:
@@ -276,8 +314,26 @@ def _run_container(
 
 
 def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
-    """The side's part of a container name: the side, after the batch when there are several."""
-    return side.name if run.one_batch and batch.attempt == 1 else f"{batch.key}-{side.name}"
+    """The side's part of a container name: the side, after the batch when there are several
+    (and after the phase in a second phase whose first kept its containers: the names of
+    both live at once)."""
+    part = side.name if run.one_batch and batch.attempt == 1 else f"{batch.key}-{side.name}"
+    return f"{SECOND_PHASE_NAME}-{part}" if run.serving else part
+
+
+def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
+    """A container whose exec ended well, its results read back whole: one the second
+    phase may run in. Anything else (OOM, killed at the deadline, a harness error, a
+    refused results folder) is removed as usual."""
+    return (
+        facts.exit_code == 0
+        and facts.engine_error is None
+        and not facts.oom_killed
+        and not facts.killed_at_deadline
+        and not facts.cancelled
+        and read.problem is None
+        and not read.unsafe
+    )
 
 
 def _observe(
@@ -293,9 +349,10 @@ def _observe(
     """Run the driver in one container to its end (or our deadline), read back what it
     left, and return the engine's facts with it."""
     entered = time.monotonic()
-    with run_side(
-        job, DockerSides(engine.client), live=run.live, cancelled=run.cancelled
-    ) as container:
+    with contextlib.ExitStack() as holds:
+        container = holds.enter_context(
+            run_side(job, DockerSides(engine.client), live=run.live, cancelled=run.cancelled)
+        )
         started = time.monotonic()
         facts, read = run_and_read(
             container,
@@ -310,7 +367,72 @@ def _observe(
             create_start_ms=round((started - entered) * 1000),
             run_ms=round((time.monotonic() - started) * 1000),
         )
+        if run.warm is not None and run.parks and _reusable(facts, read):
+            removal = holds.pop_all()  # the pool removes it from here on
+            kept = Parked(
+                engine=engine.index, side=side, job=job, container=container, remove=removal.close
+            )
+            if not run.warm.park(kept):
+                removal.close()
     return facts, read
+
+
+def _observe_parked(
+    run: _Run,
+    parked: Parked,
+    *,
+    side: str,
+    command: Callable[[str], Sequence[str]],
+    numbers: tuple[int, ...],
+    tail: Callable[[str], None],
+) -> tuple[ContainerFacts, ResultsRead] | None:
+    """Run the driver again in a container the first phase kept, then remove it; None
+    (and removed) when it no longer runs or its results folder cannot be emptied: the
+    batch then gets a fresh container.
+
+    The results go to a new folder of a random name in the emptied results tmpfs, so
+    nothing the first phase's replays left there can pass for the second's."""
+    interpreter = run.plan.interpreter or "python3"
+    entered = time.monotonic()
+    try:
+        if not _cleared(parked.container, interpreter):
+            log.info("container.not_reused", container=parked.container.name, side=side)
+            return None
+        out = f"{OUT}/{SECOND_PHASE_NAME}-{os.urandom(8).hex()}"
+        started = time.monotonic()
+        facts, read = run_and_read(
+            parked.container,
+            command=command(out),
+            on_line=_line_handler(run, side, tail),
+            deadline=started + side_deadline_s(run.plan, len(numbers)),
+            interpreter=interpreter,
+            out=out,
+        )
+        log.debug(
+            "container.timing",
+            side=side,
+            container=parked.container.name,
+            reused=True,
+            clear_ms=round((started - entered) * 1000),
+            run_ms=round((time.monotonic() - started) * 1000),
+        )
+        return facts, read
+    finally:
+        parked.remove()
+
+
+def _cleared(container: SideContainer, interpreter: str) -> bool:
+    """Empty a kept container's results folder: True when it still runs and that worked."""
+    try:
+        chunks, exit_code = container.exec_chunks(
+            clear_command(interpreter), deadline=time.monotonic() + CLEAR_S
+        )
+        for _ in chunks:
+            pass
+        return exit_code() == 0
+    except EngineError as error:  # not running (killed, died): a fresh one will do
+        log.info("container.gone", container=container.name, reason=error.reason)
+        return False
 
 
 def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
@@ -501,7 +623,7 @@ def _copy_durations(folder: Path, durations: Path) -> Path | None:
     return copy
 
 
-def run_sides(
+def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
     *,
@@ -511,6 +633,7 @@ def run_sides(
     keep_raw: Path | None = None,
     pool: Pool | None = None,
     batches: Sequence[Batch] | None = None,
+    warm: WarmPool | None = None,
 ) -> SidesOutcome:
     """Side name -> property id -> one :class:`Replay` per replay (``labelled``), which
     engine ran each property, the attempts of engines that went away, and how each
@@ -529,6 +652,12 @@ def run_sides(
     batch on ``client`` (or the engine at ``DOCKER_HOST``). ``batches`` are the plan's
     properties already cut (default: :func:`~orchestrator.core.pool.plan_batches` by the
     pool's durations).
+
+    ``warm`` joins the two phases of a screening (:mod:`orchestrator.services.warm`): the
+    first call keeps its inputs there, and its containers whose exec ended well; the
+    second runs its batches in those of the same side and engine (fresh ones where there
+    is none, or it no longer runs) and exports and stages nothing again. The pool removes
+    what it holds when it closes.
 
     Engine failures are labels (``harness_error`` with the engine's reason). After
     cleanup, a side's bad input raises its :class:`InputError` (exit 2), git failing
@@ -572,6 +701,10 @@ def run_sides(
         keep_raw=keep_raw,
         batches=len(batches),
     )
+    if warm is not None:
+        run.warm, run.cancelled, run.live, run.done = warm, warm.cancelled, warm.live, warm.release
+        if warm.exported is not None:  # the second phase: one kept container per batch and side
+            warm.serve(Counter((batch.engine, side.name) for batch in batches for side in sides))
     dispatcher = _carry_out(run, batches)
     for side in sides:
         if side.name in run.failures:
@@ -590,14 +723,18 @@ def _carry_out(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
     """Export the sides, run the batches on the engines, and remove everything, also on
     Ctrl-C (then :class:`Interrupted`, after the cleanup)."""
     interrupted = False
-    exported = {side.name: (threading.Event(), threading.Event()) for side in run.sides}
+    kept = run.warm.exported if run.warm is not None else None
+    # Each side's export thread (none when the first phase's trees are kept).
+    exported = {
+        side.name: (threading.Event(), threading.Event()) for side in run.sides if kept is None
+    }
     started: list[threading.Event] = []  # only threads that run can finish
     dispatcher: Dispatcher[DockerEngine] | None = None
     inputs = contextlib.ExitStack()
     try:
-        _copy_inputs(run, inputs.enter_context(SideWorkspace("inputs")))
+        _inputs(run, kept, inputs)
         with terminate_as_interrupt():
-            for side in run.sides:
+            for side in run.sides if kept is None else ():
                 ready, finished = exported[side.name]
                 thread = threading.Thread(
                     target=_export_side, args=(run, side, ready, finished), name=f"src-{side.name}"
@@ -628,17 +765,51 @@ def _carry_out(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
                 run.live.kill_all()
                 for event in engines_done:
                     event.wait(timeout=60)
-            run.done.set()
-            for _, finished in exported.values():
-                if finished in started:
-                    finished.wait(timeout=60)
-            run.live.remove_all()
-            inputs.close()
+            _release(
+                run,
+                [finished for _, finished in exported.values() if finished in started],
+                inputs,
+            )
         interrupted = interrupted or deferred.hits > 0
     if interrupted:
         raise Interrupted("interrupted; containers and sources removed")
     assert dispatcher is not None
     return dispatcher
+
+
+def _inputs(run: _Run, kept: Exported | None, inputs: contextlib.ExitStack) -> None:
+    """The private copies of the inputs: made into ``inputs``, or the first phase's."""
+    if kept is None:
+        _copy_inputs(run, inputs.enter_context(SideWorkspace("inputs")))
+        return
+    run.trees.update(kept.trees)
+    run.tars.update(kept.tars)
+    run.fixture_copy, run.durations_copy = kept.fixture, kept.durations
+    run.probe_tar = kept.probe_tar
+
+
+def _release(run: _Run, exports: list[threading.Event], inputs: contextlib.ExitStack) -> None:
+    """Remove the exported trees (once their threads are done), the containers left and
+    the inputs; in a screening, hand the first phase's to the pool that keeps them."""
+    if run.warm is None:
+        run.done.set()
+        for finished in exports:
+            finished.wait(timeout=60)
+        run.live.remove_all()
+        inputs.close()
+    elif run.warm.exported is None:  # the first phase: removed when the pool closes
+        run.warm.keep_exports(exports)
+        run.warm.keep(_exported(run), inputs)
+
+
+def _exported(run: _Run) -> Exported:
+    return Exported(
+        trees=dict(run.trees),
+        tars=dict(run.tars),
+        fixture=run.fixture_copy,
+        durations=run.durations_copy,
+        probe_tar=run.probe_tar,
+    )
 
 
 def _not_dispatched(run: _Run, batches: Sequence[Batch]) -> Dispatched:
@@ -669,12 +840,20 @@ def _dispatcher(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]
     )
 
     @contextlib.contextmanager
-    def prepare(engine: DockerEngine) -> Iterator[Staging]:
+    def staged(engine: DockerEngine) -> Iterator[Staging]:
         if engine.index > 0:
             engine.hold_image(run.plan.image_id, pool.image_ref or run.plan.image_id, pool.first)
         with engine.staging(
             inputs, volumes=pool.volumes, owner=run.owner, image_id=run.plan.image_id
         ) as staging:
+            yield staging
+
+    @contextlib.contextmanager
+    def prepare(engine: DockerEngine) -> Iterator[Staging]:
+        if run.warm is not None:  # staged once for both phases (their kept containers mount it)
+            yield run.warm.staging(engine.index, lambda: staged(engine))
+            return
+        with staged(engine) as staging:
             yield staging
 
     def on_internal_error(error: BaseException) -> None:

@@ -1,0 +1,215 @@
+"""The screening's containers kept for the second phase (a context manager opened around
+both phases of ``replay``'s screening).
+
+A side's container idles and the driver is run in it with an exec, so a container whose
+screening exec ended well can run the second phase's replays too: the second phase then
+costs no container start, and the same as replays 2..N sharing one container in the
+default isolation (each replay a fresh pytest forked by the driver; ``/tmp`` and a
+``--writable-tree`` copy persist within the container; docs/lanes.md).
+
+:class:`WarmPool` holds, from the first phase until it closes: the containers parked by
+engine and side, what they mount (the exported trees, the private copies of the
+fixture and the durations, each engine's staging), and the ``live`` list and
+``cancelled`` event both phases share, so that a Ctrl-C kills a parked container as it
+kills any other. Closing it removes every parked container (in parallel), then the
+staging and the folders, also on Ctrl-C or an exception; their owner labels still let
+a later run's sweep remove what a crash left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import TracebackType
+
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.errors import Interrupted
+from orchestrator.log import get_logger
+from orchestrator.services.engines import Staging
+from orchestrator.services.interrupts import DeferredSignals
+from orchestrator.services.side_runner import SideContainer, SideJob
+
+log = get_logger(__name__)
+
+# Containers removed at once when the pool closes (each removal is a round trip or two).
+REMOVERS = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class Exported:
+    """What the first phase put on this machine for its containers, mounted again by the
+    second: each side's tree (and its tar for volumes), the fixture's and the durations'
+    private copies, the probe as a tar."""
+
+    trees: Mapping[str, Path]
+    tars: Mapping[str, Path]
+    fixture: Path | None
+    durations: Path | None
+    probe_tar: Path | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Parked:
+    """A screening container whose exec ended well, idle until a second-phase batch of the
+    same side on the same engine takes it."""
+
+    engine: int
+    side: str
+    job: SideJob  # as it was made: a batch takes it only for the same job
+    container: SideContainer
+    remove: Callable[[], None]  # idempotent; never raises an engine failure
+
+
+class WarmPool:
+    """The first phase's containers and inputs, kept for the second (see the module)."""
+
+    def __init__(self, *, reuse: bool = True) -> None:
+        # With ``reuse`` false nothing is parked (a container per replay): the pool still
+        # keeps the inputs, so the second phase exports and stages nothing again.
+        self.reuse = reuse
+        self.cancelled = threading.Event()
+        self.live = docker_adapter.LiveContainers()
+        self.release = threading.Event()  # the exported trees may go
+        self.exported: Exported | None = None
+        self.serving = False  # the second phase started: nothing is parked any more
+        self._lock = threading.Lock()
+        self._stack = contextlib.ExitStack()
+        self._parked: list[Parked] = []
+        self._exports_done: list[threading.Event] = []
+        self._stagings: dict[int, Staging] = {}
+        self._removers: list[threading.Thread] = []
+        self._closed = False
+
+    def __enter__(self) -> WarmPool:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | Interrupted)
+        hits = self.close(interrupted=interrupted)
+        if hits and exc_type is None:
+            raise Interrupted("interrupted; containers and sources removed")
+
+    # -- the first phase ---------------------------------------------------------
+
+    def keep(self, exported: Exported, inputs: contextlib.ExitStack) -> None:
+        """Hold the first phase's inputs (``inputs``: what removes the copies) until close."""
+        with self._lock:
+            self.exported = exported
+            self._stack.push(inputs)
+
+    def keep_exports(self, finished: list[threading.Event]) -> None:
+        """Export threads that remove their trees once :attr:`release` is set; close waits
+        for them."""
+        with self._lock:
+            self._exports_done.extend(finished)
+
+    def staging(
+        self, engine: int, make: Callable[[], contextlib.AbstractContextManager[Staging]]
+    ) -> Staging:
+        """The engine's staging, made once (by the first phase that reaches it) and kept
+        until close. Called from the engine's own thread."""
+        with self._lock:
+            staged = self._stagings.get(engine)
+        if staged is not None:
+            return staged
+        made = make()
+        staged = made.__enter__()
+        with self._lock:
+            self._stack.push(made.__exit__)
+            self._stagings[engine] = staged
+        return staged
+
+    def park(self, parked: Parked) -> bool:
+        """Keep a container for the second phase; False (it is not kept) once that started
+        or the pool is closing."""
+        with self._lock:
+            if not self.reuse or self.serving or self._closed:
+                return False
+            self._parked.append(parked)
+        log.debug("container.parked", container=parked.container.name, side=parked.side)
+        return True
+
+    # -- the second phase --------------------------------------------------------
+
+    def serve(self, needed: Mapping[tuple[int, str], int]) -> None:
+        """The second phase starts: no more parking; of the parked containers keep only
+        ``needed[(engine, side)]`` per engine and side (one per batch), and remove the
+        others now, on a thread of their own."""
+        with self._lock:
+            self.serving = True
+            wanted = Counter(needed)
+            kept: list[Parked] = []
+            extra: list[Parked] = []
+            for parked in self._parked:
+                key = (parked.engine, parked.side)
+                if wanted[key] > 0:
+                    wanted[key] -= 1
+                    kept.append(parked)
+                else:
+                    extra.append(parked)
+            self._parked = kept
+            if extra:
+                remover = threading.Thread(
+                    target=_remove_all, args=(extra,), name="warm-remove", daemon=False
+                )
+                self._removers.append(remover)
+                remover.start()
+        log.debug("warm.serving", kept=len(kept), removed=len(extra))
+
+    def take(self, engine: int, side: str, job: SideJob) -> Parked | None:
+        """A parked container of ``side`` on ``engine`` made for the same job (but its
+        name), or None. The caller owns it from here: it removes it when done."""
+        with self._lock:
+            for index, parked in enumerate(self._parked):
+                if (parked.engine, parked.side) == (engine, side):
+                    del self._parked[index]
+                    break
+            else:
+                return None
+        if replace(job, name=parked.job.name) != parked.job:
+            log.warning("container.not_reused", container=parked.container.name, reason="job")
+            parked.remove()
+            return None
+        return parked
+
+    # -- the end -----------------------------------------------------------------
+
+    def close(self, *, interrupted: bool = False) -> int:
+        """Remove every parked container, the staging and the folders; signals that come
+        meanwhile are deferred. Idempotent. Returns how many came."""
+        with DeferredSignals(interrupted=interrupted) as deferred:
+            with self._lock:
+                if self._closed:
+                    return 0
+                self._closed = True
+                parked, self._parked = self._parked, []
+            self.cancelled.set()  # any exec still running in one of them ends
+            _remove_all(parked)
+            for remover in self._removers:
+                remover.join()
+            self.live.remove_all()  # those whose removal the engine refused before
+            self.release.set()
+            for finished in self._exports_done:
+                finished.wait(timeout=60)
+            self._stack.close()
+        return deferred.hits
+
+
+def _remove_all(parked: list[Parked]) -> None:
+    if len(parked) <= 1:
+        for one in parked:
+            one.remove()
+        return
+    with ThreadPoolExecutor(max_workers=min(REMOVERS, len(parked))) as removers:
+        for done in [removers.submit(one.remove) for one in parked]:
+            done.result()
