@@ -25,17 +25,23 @@ TEST_HALF = "import lib\n\n\ndef test_half():\n    assert lib.half(4) == 2\n"
 TEST_THIRD = "from lib import third\n\n\ndef test_third():\n    assert third(9) == 3\n"
 
 
+def replay(
+    repo: Path, base: str, patch: str, *, tests_from: str, out: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+         "--image", "orchestrator-runner:latest", "--tests-from", tests_from, "--replays", "2",
+         "--no-record", "--json", "--out", str(out)],
+        env={**os.environ, "CI": "1"}, cwd=out.parent, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+
+
 def test_a_module_that_does_not_import_on_base_leaves_the_other_modules_compared(tmp_path):
     repo = init(tmp_path / "repo")
     base = commit(repo, {"lib.py": HALF, "tests/test_half.py": TEST_HALF}, "half")
     fix = commit(repo, {"lib.py": HALF + THIRD, "tests/test_third.py": TEST_THIRD}, "third")
-    done = subprocess.run(
-        [str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", fix,
-         "--image", "orchestrator-runner:latest", "--tests-from", "patch", "--replays", "2",
-         "--no-record", "--json", "--out", str(tmp_path / "run")],
-        env={**os.environ, "CI": "1"}, cwd=tmp_path, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
+    done = replay(repo, base, fix, tests_from="patch", out=tmp_path / "run")
     assert done.stdout, done.stderr
     decided = {d["property_id"]: d for d in json.loads(done.stdout)["decisions"]}
     half = decided["tests/test_half.py::test_half"]
@@ -66,13 +72,7 @@ def test_a_patch_that_removes_what_a_test_imports_is_a_regression(tmp_path):
         "half and third",
     )
     patch = commit(repo, {"lib.py": HALF}, "drops third")
-    done = subprocess.run(
-        [str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
-         "--image", "orchestrator-runner:latest", "--tests-from", "base", "--replays", "2",
-         "--no-record", "--json", "--out", str(tmp_path / "run")],
-        env={**os.environ, "CI": "1"}, cwd=tmp_path, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
+    done = replay(repo, base, patch, tests_from="base", out=tmp_path / "run")
     assert done.stdout, done.stderr
     decided = {d["property_id"]: d for d in json.loads(done.stdout)["decisions"]}
     third = decided["tests/test_third.py::test_third"]
