@@ -1,6 +1,6 @@
 """``--ledger`` for the commands declared with plain Click (the read commands, which
 start without importing Typer): the same flag, help, environment variable, default and
-rule as ``_options.LedgerOption`` (tests/unit/test_cli_lazy.py holds the two equal)."""
+rule as ``_options.LedgerOption``, which takes them from here."""
 
 from __future__ import annotations
 
@@ -13,18 +13,23 @@ import click
 from orchestrator.adapters.ledger_location import ENV_VAR, default_ledger_url
 
 LEDGER_HELP = "The ledger: a SQLAlchemy URL, sqlite:///PATH or postgresql+psycopg://USER@HOST/DB."
+LEDGER_DEFAULT_SHOWN = ".replay/ledger.db in the current folder"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _default_ledger() -> str:
+def default_ledger() -> str:
     return default_ledger_url(Path.cwd())
 
 
-def _ledger_or_default(ctx: click.Context, param: click.Parameter, value: str) -> str:
+def ledger_or_default(value: str) -> str:
     # `--ledger ""` (say, an unset CI secret spelled out) means the default, as an empty
     # $ORCHESTRATOR_LEDGER does.
-    return value or _default_ledger()
+    return value or default_ledger()
+
+
+def _ledger_callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    return ledger_or_default(value)
 
 
 def ledger_option(function: F) -> F:
@@ -35,8 +40,8 @@ def ledger_option(function: F) -> F:
         metavar="URL",
         envvar=ENV_VAR,
         show_envvar=True,
-        default=_default_ledger,
-        callback=_ledger_or_default,
-        show_default=".replay/ledger.db in the current folder",
+        default=default_ledger,
+        callback=_ledger_callback,
+        show_default=LEDGER_DEFAULT_SHOWN,
         help=LEDGER_HELP,
     )(function)

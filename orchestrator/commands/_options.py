@@ -18,7 +18,13 @@ from typing import Annotated, Any
 import click
 import typer
 
-from orchestrator.adapters.ledger_location import ENV_VAR, default_ledger_url
+from orchestrator.adapters.ledger_location import ENV_VAR
+from orchestrator.commands._ledger_option import (
+    LEDGER_DEFAULT_SHOWN,
+    LEDGER_HELP,
+    default_ledger,
+    ledger_or_default,
+)
 from orchestrator.core.bounds import (
     MAX_INPUT_BYTES,
     MAX_JOBS,
@@ -38,17 +44,11 @@ FIXTURE_HELP = f"JSON fixture, mounted read-only, as $REPLAY_FIXTURE ({INPUT_FIL
 
 # --ledger -------------------------------------------------------------------------------
 
-LEDGER_HELP = "The ledger: a SQLAlchemy URL, sqlite:///PATH or postgresql+psycopg://USER@HOST/DB."
-
-
-def _default_ledger() -> str:
-    return default_ledger_url(Path.cwd())
+# Help, default and rule are those of the read commands' plain-Click option (one of each).
 
 
 def _ledger_or_default(value: str) -> str:
-    # `--ledger ""` (say, an unset CI secret spelled out) means the default, as an empty
-    # $ORCHESTRATOR_LEDGER does.
-    return value or _default_ledger()
+    return ledger_or_default(value)
 
 
 LedgerOption = Annotated[
@@ -58,9 +58,9 @@ LedgerOption = Annotated[
         metavar="URL",
         envvar=ENV_VAR,
         show_envvar=True,
-        default_factory=_default_ledger,
+        default_factory=default_ledger,
         callback=_ledger_or_default,
-        show_default=".replay/ledger.db in the current folder",
+        show_default=LEDGER_DEFAULT_SHOWN,
         help=LEDGER_HELP,
     ),
 ]
