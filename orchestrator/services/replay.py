@@ -68,12 +68,6 @@ from orchestrator.services.replay_plan import (
     sides_plan,
     unknown_message,
 )
-from orchestrator.services.replay_shrink import (
-    ShrinkingReplay,
-    check_shrink_folder,
-    keep_origin,
-    shrink_phase,
-)
 from orchestrator.services.screening import screen_and_replay
 from orchestrator.services.sides import (
     NO_TEST_REPORTED,
@@ -81,6 +75,7 @@ from orchestrator.services.sides import (
 )
 
 if TYPE_CHECKING:
+    from orchestrator.services.replay_shrink import ShrinkingReplay
     from orchestrator.services.shrink import CandidateProgress
     from orchestrator.services.sides import Progress
 
@@ -237,6 +232,9 @@ def run_replay(
     ``watch`` opens the live progress once the run is planned."""
     options = request.options
     if request.shrink:
+        # Only a shrinking replay pays for the shrinker's modules (a replay's start-up).
+        from orchestrator.services.replay_shrink import check_shrink_folder
+
         check_shrink_folder(request.run_dir)
         options = replace(options, out=request.run_dir)
     slots = (options.slots or SHRINK_SLOTS) if request.shrink else options.slots
@@ -286,6 +284,8 @@ def _replay_planned(
         return ReplayResult(
             deciding=outcome, report=outcome.report, recording_error=outcome.recording_error
         )
+    from orchestrator.services.replay_shrink import keep_origin, shrink_phase
+
     keep_origin(plan)
     wide = execute(plan, pool=pool, progress=progress)  # recorded once the shrink decides
 
