@@ -56,6 +56,10 @@ class Workspace:
         source, dest = self.copy_tree
         empty_dir(dest)
         copy_contents(source, dest)
+        # The replay runs in its copy: a container whose working directory is this tmpfs
+        # starts elsewhere (the engine would make the mount point root's), so a driver
+        # that is the container's own command (serve mode) enters it here.
+        os.chdir(dest)
         import importlib
 
         # Folders on sys.path that did not exist when the driver started (the tree's
