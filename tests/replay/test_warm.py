@@ -16,7 +16,7 @@ from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.services import sides
-from orchestrator.services.sides import _reusable
+from orchestrator.services.run_container import _reusable
 from orchestrator.services.warm import WarmPool
 
 pytestmark = pytest.mark.docker

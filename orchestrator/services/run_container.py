@@ -1,0 +1,270 @@
+"""One container of a run of sides (:mod:`orchestrator.services.sides`): create it (or
+take the one the screening kept, :mod:`orchestrator.services.warm`), run the driver in
+it to its end or our deadline, read its results back, label what is missing, and say
+whether it may serve the second phase."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters.results import ResultsRead, replay_file_name, replay_files_from
+from orchestrator.core.labels import ContainerFacts, ReplayFile
+from orchestrator.core.pool import Batch
+from orchestrator.core.side_spec import (
+    OUT,
+    SRC,
+    SideSpec,
+    batch_targets,
+    clear_command,
+    container_name,
+    driver_command,
+    side_deadline_s,
+)
+from orchestrator.errors import EngineError
+from orchestrator.log import get_logger
+from orchestrator.services.docker_sides import DockerSides
+from orchestrator.services.engines import (
+    DockerEngine,
+    Staging,
+)
+from orchestrator.services.side_runner import (
+    LineTail,
+    SideContainer,
+    SideJob,
+    run_and_read,
+    run_side,
+    side_job,
+)
+from orchestrator.services.warm import Parked
+
+if TYPE_CHECKING:
+    from orchestrator.services.sides import _Run
+
+log = get_logger("orchestrator.services.sides")  # its events stay those of a run of sides
+
+CLEAR_S = 60.0  # emptying a kept container's results folder: one small process
+SECOND_PHASE_NAME = "replays"  # in the names of a second phase's containers and results
+
+
+def _run_container(
+    run: _Run,
+    *,
+    engine: DockerEngine,
+    staging: Staging,
+    batch: Batch,
+    side: SideSpec,
+    unit_index: int,
+    numbers: tuple[int, ...],
+    pythonpath: Sequence[str],
+) -> list[tuple[ReplayFile, ContainerFacts]]:
+    """One container's life: create, start, run the driver to its end (or our deadline),
+    read its results back, remove (or keep it for the second phase of a screening; a
+    second phase runs in a kept one instead of a new one when it can)."""
+    plan = replace(run.plan, property_ids=batch.property_ids) if batch.property_ids else run.plan
+    job = side_job(
+        plan,
+        name=container_name(run.owner.run_id, _unit_side(run, batch, side), unit_index),
+        labels=run.owner.labels(side.name),
+        mounts=staging.mounts(
+            side.name, tree_target=staging.tree_path if plan.writable_tree else SRC
+        ),
+        tree=run.trees[side.name],
+        pythonpath=pythonpath,
+    )
+    targets = batch_targets(run.plan, batch, side)
+
+    def command(out: str) -> list[str]:
+        return driver_command(plan, len(numbers), targets, out=out, tree=staging.tree_path)
+
+    tail = LineTail()
+    read = ResultsRead()
+    try:
+        parked = run.warm.take(engine.index, side.name, job) if run.warm and run.serving else None
+        warm = None
+        if parked is not None:
+            warm = _observe_parked(
+                run, parked, side=side.name, command=command, numbers=numbers, tail=tail
+            )
+        if warm is not None:
+            facts, read = warm
+        else:
+            facts, read = _observe(
+                run,
+                engine=engine,
+                side=side.name,
+                job=job,
+                command=command(OUT),
+                numbers=numbers,
+                tail=tail,
+            )
+    except docker_adapter.Cancelled:
+        facts = ContainerFacts(cancelled=True, message="interrupted before start")
+    except EngineError as error:
+        facts = ContainerFacts(engine_error=error.reason, message=error.message)
+    if facts.engine_error or facts.oom_killed or (facts.exit_code or 0) != 0 or read.problem:
+        log.info(
+            "container.facts",
+            side=side.name,
+            engine=engine.url,
+            exit_code=facts.exit_code,
+            oom_killed=facts.oom_killed,
+            engine_error=facts.engine_error,
+            killed_at_deadline=facts.killed_at_deadline,
+            results_problem=read.problem,
+            output_tail=list(tail.lines)[-10:],
+        )
+    files = replay_files_from(read, len(numbers))
+    raw_root = run.raw_root(batch)
+    if raw_root is not None:
+        _keep_raw(read, raw_root / side.name, numbers)
+    # Renumber: with one container per replay, each writes its own replay-001.json.
+    return [
+        (replace(replay_file, replay=number), facts)
+        for replay_file, number in zip(files, numbers, strict=True)
+    ]
+
+
+def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
+    """The side's part of a container name: the side, after the batch when there are several
+    (and after the phase in a second phase whose first kept its containers: the names of
+    both live at once)."""
+    part = side.name if run.one_batch and batch.attempt == 1 else f"{batch.key}-{side.name}"
+    return f"{SECOND_PHASE_NAME}-{part}" if run.serving else part
+
+
+def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
+    """A container whose exec ended well, its results read back whole: one the second
+    phase may run in. Anything else (OOM, killed at the deadline, a harness error, a
+    refused results folder) is removed as usual."""
+    return (
+        facts.exit_code == 0
+        and facts.engine_error is None
+        and not facts.oom_killed
+        and not facts.killed_at_deadline
+        and not facts.cancelled
+        and read.problem is None
+        and not read.unsafe
+    )
+
+
+def _observe(
+    run: _Run,
+    *,
+    engine: DockerEngine,
+    side: str,
+    job: SideJob,
+    command: Sequence[str],
+    numbers: tuple[int, ...],
+    tail: Callable[[str], None],
+) -> tuple[ContainerFacts, ResultsRead]:
+    """Run the driver in one container to its end (or our deadline), read back what it
+    left, and return the engine's facts with it."""
+    entered = time.monotonic()
+    with contextlib.ExitStack() as holds:
+        container = holds.enter_context(
+            run_side(job, DockerSides(engine.client), live=run.live, cancelled=run.cancelled)
+        )
+        started = time.monotonic()
+        facts, read = run_and_read(
+            container,
+            command=command,
+            on_line=_line_handler(run, side, tail),
+            deadline=started + side_deadline_s(run.plan, len(numbers)),
+            interpreter=run.plan.interpreter or "python3",
+        )
+        log.debug(
+            "container.timing",
+            side=side,
+            create_start_ms=round((started - entered) * 1000),
+            run_ms=round((time.monotonic() - started) * 1000),
+        )
+        if run.warm is not None and run.parks and _reusable(facts, read):
+            removal = holds.pop_all()  # the pool removes it from here on
+            kept = Parked(
+                engine=engine.index, side=side, job=job, container=container, remove=removal.close
+            )
+            if not run.warm.park(kept):
+                removal.close()
+    return facts, read
+
+
+def _observe_parked(
+    run: _Run,
+    parked: Parked,
+    *,
+    side: str,
+    command: Callable[[str], Sequence[str]],
+    numbers: tuple[int, ...],
+    tail: Callable[[str], None],
+) -> tuple[ContainerFacts, ResultsRead] | None:
+    """Run the driver again in a container the first phase kept, then remove it; None
+    (and removed) when it no longer runs or its results folder cannot be emptied: the
+    batch then gets a fresh container.
+
+    The results go to a new folder of a random name in the emptied results tmpfs, so
+    nothing the first phase's replays left there can pass for the second's."""
+    interpreter = run.plan.interpreter or "python3"
+    entered = time.monotonic()
+    try:
+        if not _cleared(parked.container, interpreter):
+            log.info("container.not_reused", container=parked.container.name, side=side)
+            return None
+        out = f"{OUT}/{SECOND_PHASE_NAME}-{os.urandom(8).hex()}"
+        started = time.monotonic()
+        facts, read = run_and_read(
+            parked.container,
+            command=command(out),
+            on_line=_line_handler(run, side, tail),
+            deadline=started + side_deadline_s(run.plan, len(numbers)),
+            interpreter=interpreter,
+            out=out,
+        )
+        log.debug(
+            "container.timing",
+            side=side,
+            container=parked.container.name,
+            reused=True,
+            clear_ms=round((started - entered) * 1000),
+            run_ms=round((time.monotonic() - started) * 1000),
+        )
+        return facts, read
+    finally:
+        parked.remove()
+
+
+def _cleared(container: SideContainer, interpreter: str) -> bool:
+    """Empty a kept container's results folder: True when it still runs and that worked."""
+    try:
+        chunks, exit_code = container.exec_chunks(
+            clear_command(interpreter), deadline=time.monotonic() + CLEAR_S
+        )
+        for _ in chunks:
+            pass
+        return exit_code() == 0
+    except EngineError as error:  # not running (killed, died): a fresh one will do
+        log.info("container.gone", container=container.name, reason=error.reason)
+        return False
+
+
+def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
+    def handle(line: str) -> None:
+        if not run.note_line(side, line):
+            tail(line)  # the per-test lines would push a failure's own lines out
+
+    return handle
+
+
+def _keep_raw(read: ResultsRead, dest: Path, numbers: tuple[int, ...]) -> None:
+    """The result files as they came back (capped, regular files only) under ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for index, number in enumerate(numbers, start=1):
+        data = read.files.get(replay_file_name(index))
+        if data is not None:
+            (dest / replay_file_name(number)).write_bytes(data)
