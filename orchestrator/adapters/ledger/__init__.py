@@ -19,8 +19,9 @@ The names below are imported when first used, so that importing ``sqlite_reads``
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from orchestrator.adapters.ledger.claims import CLAIM_TTL
@@ -60,10 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # the next use is an ordinary attribute
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -23,8 +23,9 @@ reading the project's configuration) does not import the requirement parser (and
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from orchestrator.core.project_image.apt import (
@@ -162,10 +163,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # the next use is an ordinary attribute
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)
