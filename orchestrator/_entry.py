@@ -29,6 +29,13 @@ def main() -> None:
         from orchestrator.cli import main as cli_main
 
         cli_main()
+    except SystemExit as stop:
+        # A command that finished its work (``prompt_exit.allow``) ends without the
+        # interpreter's teardown when nothing would be lost; else the usual exit.
+        from orchestrator import prompt_exit
+
+        prompt_exit.exit_now(stop.code)
+        raise
     except KeyboardInterrupt:  # outside every command's own handling (say, while starting)
         _interrupted()
     finally:

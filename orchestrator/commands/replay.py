@@ -157,6 +157,8 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
+
+    log.load_in_background()  # while the configuration and the plan are read
     from orchestrator.commands._option_groups import (
         FixtureAndShrink,
         Limits,
@@ -273,6 +275,7 @@ def _request(arguments: ReplayArguments, project: str | None) -> ReplayRequest:
 
 def _finish(result: ReplayResult, outputs: Outputs, logger: Any) -> None:
     """Print the run, write its other views, and end with its exit status."""
+    from orchestrator import prompt_exit
     from orchestrator.errors import LedgerError, ShrinkStoppedError
     from orchestrator.services.replay_shrink import STOPPED
 
@@ -286,6 +289,7 @@ def _finish(result: ReplayResult, outputs: Outputs, logger: Any) -> None:
             err=outputs.as_json,
         )  # fmt: skip
     logger.info("replay.done", run_id=result.deciding.run_id, exit_status=result.exit_status)
+    prompt_exit.allow()  # everything is written: the process may skip the teardown
     if result.recording_error is not None:
         raise LedgerError(f"not recorded: {result.recording_error}")  # the report is whole
     if result.shrink is not None and result.shrink.outcome == STOPPED:
