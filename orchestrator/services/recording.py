@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,9 @@ class LedgerRequest:
     expires_at: datetime | None = None
     # The ledger, opened (and checked) before anything ran; None: open ``url`` to record.
     store: Any = None
+    # Or: the ledger being opened meanwhile (``PendingLedger.result``), waited for when
+    # the run records.
+    open_store: Callable[[], Any] | None = None
 
 
 def import_in_background(module: str) -> None:
@@ -117,8 +120,10 @@ def _record(
 
 class PendingLedger:
     """The ledger a run records in, opened (created or upgraded) on a thread of its own
-    while the run plans: SQLAlchemy's import and the schema check cost the time that
-    pinning the revisions and the image takes anyway. :meth:`result` waits for it (in
+    while the run plans and replays: SQLAlchemy's import and the schema check cost the
+    time that pinning the revisions and the image takes anyway. :meth:`check` runs before
+    any container starts: an up-to-date SQLite ledger passes it at once (read with the
+    standard library), anything else waits for the store. :meth:`result` waits for it (in
     short waits, so Ctrl-C is acted on) and raises what opening raised: a URL or path
     that cannot be used (exit 2), a database that fails (exit 3)."""
 
@@ -138,6 +143,14 @@ class PendingLedger:
             self._error = error
         finally:
             self._done.set()
+
+    def check(self) -> None:
+        """Raise what opening the ledger would raise, before anything runs."""
+        from orchestrator.adapters.ledger.sqlite_reads import up_to_date
+
+        if not self._done.is_set() and up_to_date(self.url):
+            return  # nothing for the store to create or upgrade: it opens meanwhile
+        self.result()
 
     def result(self) -> Any:
         while not self._done.wait(timeout=0.2):  # short waits: Ctrl-C acted on between
@@ -223,6 +236,8 @@ def record_in_ledger(
     entries = []
     with contextlib.ExitStack() as opened:
         store = request.store
+        if store is None and request.open_store is not None:
+            store = request.open_store()  # opened while the run replayed
         if store is None:
             store = opened.enter_context(Ledger.open(request.url))
         opened.enter_context(store.transaction())

@@ -251,11 +251,11 @@ def run_replay(
             pool=pool,
             now=request.now,
             run_id=request.run_id,
-            before_containers=pending.result if pending is not None else None,
+            before_containers=pending.check if pending is not None else None,
         )
         ledger = request.ledger
         if pending is not None and ledger is not None:
-            ledger = replace(ledger, store=pending.result())
+            ledger = replace(ledger, open_store=pending.result)
         if on_planned is not None:
             on_planned(plan)
         with watch() as progress:

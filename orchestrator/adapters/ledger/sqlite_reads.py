@@ -68,6 +68,13 @@ def infra_entries(url: str) -> list[InfraEntry] | None:
     return None if found is None else [rows.infra_entry(row) for row in found]
 
 
+def up_to_date(url: str) -> bool:
+    """The store's open would find nothing to do: a plain SQLite file that can be read and
+    written, in WAL mode, at this tool's revision (a replay checks its ledger with this
+    before any container starts, and opens the store while they run)."""
+    return _read(url, "SELECT 1", ()) is not None
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a plain ``sqlite:///PATH`` URL, as SQLAlchemy reads it; None for any
     other URL (another back end, in memory, options, another driver)."""
