@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from orchestrator.errors import InputError
@@ -136,6 +137,7 @@ def property_files(node_id: str) -> tuple[str, ...]:
     return (*conftest_paths(test_file), str(PurePosixPath(test_file)))
 
 
+@lru_cache(maxsize=4096)  # a whole suite asks once per test, for a few modules
 def conftest_paths(module_path: str) -> tuple[str, ...]:
     """Every ``conftest.py`` that applies to ``module_path``, outermost first."""
     parents = reversed(PurePosixPath(module_path).parents)  # "." first, then deeper
