@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import InputError
-from orchestrator.probe.atomic import sync_folder, write_bytes_atomic
+from orchestrator.probe.atomic import write_bytes_atomic, write_many_atomic
 
 
 def read_text(source: str) -> str:
@@ -69,30 +68,14 @@ def write_json_atomic(path: Path, document: Any) -> None:
     write_atomic(path, (dumps(document) + "\n").encode("utf-8"))
 
 
-def write_json_many(documents: Iterable[tuple[Path, Any]], *, threads: int = 16) -> None:
-    """Write many documents, each exactly as :func:`write_json_atomic` would.
-
-    The writes overlap on a few threads and each folder is synced once at the end: each
-    file is still fsynced before its rename, and the renames are durable when this
-    returns, but the file system commits concurrent fsyncs together and a folder's fsync
-    is paid once, not per file (for thousands of small files, a run's evidence and
-    decisions, several times faster than one after another).
-    """
+def write_json_many(documents: Iterable[tuple[Path, Any]]) -> None:
+    """Write many documents, each exactly as :func:`write_json_atomic` would, made durable
+    together (``probe.atomic.write_many_atomic``: one ``syncfs`` for the batch instead of
+    an ``fsync`` per file; for thousands of small files, a run's evidence and decisions,
+    about twice as fast as fsyncs overlapped on threads)."""
     encoded = [(path, (dumps(document) + "\n").encode("utf-8")) for path, document in documents]
     if not encoded:
         return
     for folder in sorted({path.parent for path, _ in encoded}):
         folder.mkdir(parents=True, exist_ok=True)
-    workers = max(1, min(threads, len(encoded)))
-    # One share of the files per thread: a future per file costs more CPU than its write.
-    shares = [encoded[index::workers] for index in range(workers)]
-
-    def write_share(share: list[tuple[Path, bytes]]) -> None:
-        for path, data in share:
-            write_bytes_atomic(path, data, mode=None, sync_folder=False)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for done in [pool.submit(write_share, share) for share in shares]:
-            done.result()
-    for folder in sorted({path.parent for path, _ in encoded}):
-        sync_folder(folder)
+    write_many_atomic(encoded)

@@ -118,7 +118,7 @@ def write_json(run_dir: Path, name: str, document: Any) -> None:
 
 
 def write_json_many(run_dir: Path, documents: Iterable[tuple[str, Any]]) -> None:
-    """Many documents of a run under way (``files.write_json_many``: overlapping writes,
+    """Many documents of a run under way (``files.write_json_many``: made durable together,
     one folder sync); a failed write is one :class:`LocalWriteError`."""
     try:
         files.write_json_many((run_dir / name, document) for name, document in documents)

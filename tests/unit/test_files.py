@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiers import examples
 
 from orchestrator import files
+from orchestrator.probe import atomic
+
+
+@contextmanager
+def without_syncfs(active: bool = True) -> Iterator[list[str]]:
+    """``syncfs`` missing (the batch then fsyncs each file); yields the files fsynced."""
+    fsynced: list[str] = []
+    real_syncfs, real_fsync = atomic._syncfs, atomic._fsync_file
+
+    def fsync(path: str) -> None:
+        fsynced.append(path)
+        real_fsync(path)
+
+    if active:
+        atomic._syncfs, atomic._fsync_file = (lambda folder: False), fsync
+    try:
+        yield fsynced
+    finally:
+        atomic._syncfs, atomic._fsync_file = real_syncfs, real_fsync
+
 
 documents = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -19,16 +42,16 @@ documents = st.recursive(
 
 
 @settings(max_examples=examples(25), deadline=None)
-@given(st.lists(documents, min_size=1, max_size=40), st.integers(1, 8))
-def test_many_documents_are_written_as_one_by_one(tmp_path_factory, docs, threads) -> None:
+@given(st.lists(documents, min_size=1, max_size=40), st.booleans())
+def test_many_documents_are_written_as_one_by_one(tmp_path_factory, docs, syncfs) -> None:
     root = tmp_path_factory.mktemp("many")
     one, many = root / "one", root / "many"
     for index, document in enumerate(docs):
         files.write_json_atomic(one / f"sub{index % 3}" / f"doc-{index}.json", document)
-    files.write_json_many(
-        ((many / f"sub{index % 3}" / f"doc-{index}.json", doc) for index, doc in enumerate(docs)),
-        threads=threads,
-    )
+    with without_syncfs(not syncfs):
+        files.write_json_many(
+            (many / f"sub{index % 3}" / f"doc-{index}.json", doc) for index, doc in enumerate(docs)
+        )
     written = sorted(path.relative_to(many) for path in many.rglob("*") if path.is_file())
     assert written == sorted(path.relative_to(one) for path in one.rglob("*") if path.is_file())
     for name in written:
@@ -40,3 +63,18 @@ def test_many_documents_are_written_as_one_by_one(tmp_path_factory, docs, thread
 def test_nothing_to_write_writes_nothing(tmp_path: Path) -> None:
     files.write_json_many([])
     assert os.listdir(tmp_path) == []
+
+
+def test_syncfs_makes_the_batch_durable_where_it_exists(tmp_path: Path) -> None:
+    assert atomic._syncfs(str(tmp_path))  # Linux: the one call for the whole batch
+    with without_syncfs() as fsynced:
+        files.write_json_many([(tmp_path / "a.json", 1), (tmp_path / "b.json", 2)])
+    # Without it, every file's data is fsynced under its temporary name, before the rename.
+    assert sorted(Path(path).name.split(".")[1] for path in fsynced) == ["a", "b"]
+    assert (tmp_path / "a.json").read_text() == "1\n"
+
+
+def test_a_batch_that_fails_before_its_renames_leaves_no_file_of_it(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        atomic.write_many_atomic([(tmp_path / "first.json", b"1"), (tmp_path / "no" / "b", b"2")])
+    assert os.listdir(tmp_path) == []  # neither the first file nor its temporary one
