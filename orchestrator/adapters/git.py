@@ -36,11 +36,9 @@ from orchestrator import interrupts
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
 from orchestrator.core.tree_limits import TreeSize, tree_caps, tree_problem
-from orchestrator.errors import GitError, InputError, UnknownRevisionError, one_line
+from orchestrator.errors import GitError, InputError, UnknownRevisionError
 
 if TYPE_CHECKING:
-    import git
-
     from orchestrator.core.test_files import SideOverlay
 
 SCRATCH_PREFIX = "orchestrator-replay-"  # exported trees, result folders, fixture copies
@@ -50,29 +48,51 @@ SCRATCH_PREFIXES = (SCRATCH_PREFIX, THAW_SCRATCH_PREFIX)  # every scratch folder
 READABLE_UMASK = 0o022
 
 
-def _open_repo(repo: Path) -> git.Repo:
-    import git
+# Repositories already checked by this process (the check is one ``rev-parse``).
+_CHECKED: set[str] = set()
 
-    try:
-        return git.Repo(repo, search_parent_directories=False)
-    except (git.NoSuchPathError, git.InvalidGitRepositoryError):
-        raise InputError(f"{repo}: not a git repository") from None
+
+def check_repository(repo: Path) -> None:
+    """``repo`` is a repository: the top of a work tree, a bare repository or a ``.git``
+    folder; a folder inside a work tree is not (nothing is searched upwards). Anything
+    else is bad input, with git's own reason when it gives one."""
+    key = os.fspath(repo)
+    if key in _CHECKED:
+        return
+    completed = subprocess.run(
+        ["git", "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir",
+         "--show-prefix"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    lines = completed.stdout.decode("utf-8", errors="surrogateescape").splitlines()
+    if completed.returncode != 0 or len(lines) < 2:
+        reason = completed.stderr.decode(errors="replace").strip().splitlines()
+        detail = reason[-1].removeprefix("fatal: ") if reason else ""
+        if not detail or "not a git repository" in detail or "cannot change to" in detail:
+            detail = "not a git repository"
+        raise InputError(f"{repo}: {detail}")
+    inside_git_dir, git_dir = lines[0] == "true", lines[1]
+    prefix = lines[2] if len(lines) > 2 else ""
+    top = os.path.realpath(git_dir) == os.path.realpath(key) if inside_git_dir else not prefix
+    if not top:
+        raise InputError(f"{repo}: not a git repository")
+    _CHECKED.add(key)
 
 
 def resolve_rev(repo: Path, rev: str) -> str:
     """The full 40-hex SHA of the commit ``rev`` names in ``repo``."""
-    import git
-
     if not rev.strip() or rev.startswith("-"):
         raise UnknownRevisionError(f"{repo}: not a revision: {rev!r}")
-    handle = _open_repo(repo)
-    try:
-        with handle:
-            # rev-parse --verify checks that the object exists (GitPython's commit() is lazy).
-            sha = handle.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
-    except git.GitCommandError:
-        raise UnknownRevisionError(f"{repo}: unknown revision {rev!r}") from None
-    return str(sha).strip()
+    check_repository(repo)
+    # rev-parse --verify checks that the object exists and is (or peels to) a commit.
+    completed = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    sha = completed.stdout.decode().strip()
+    if completed.returncode != 0 or len(sha) < 40:
+        raise UnknownRevisionError(f"{repo}: unknown revision {rev!r}")
+    return sha
 
 
 def read_blobs(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, bytes | None]:
@@ -84,26 +104,56 @@ def read_blobs_at(
     repo: Path, wanted: Sequence[tuple[str, Iterable[str]]]
 ) -> list[dict[str, bytes | None]]:
     """For each ``(sha, paths)`` of ``wanted``, in order, the bytes of each path at that
-    commit (``None`` when absent), all through one handle on the repository (opening one
-    starts git's own reader processes).
-
-    Read whole under a shield (a few small blobs): GitPython streams them from one
-    long-lived ``git cat-file``, and a stream cut by Ctrl-C complains from its finalizer
-    at exit (a traceback after the one line)."""
+    commit (``None`` when absent or not a file: a folder, a submodule), all in one
+    ``git cat-file --batch``. A path with a line break cannot be a batch line: it is read
+    on its own."""
+    check_repository(repo)
+    asked = [(sha, list(paths)) for sha, paths in wanted]
+    lines = [f"{sha}:{path}" for sha, paths in asked for path in paths if "\n" not in path]
+    found = dict(zip(lines, _batch_blobs(repo, lines), strict=True))
     results: list[dict[str, bytes | None]] = []
-    with interrupts.shielded():
-        handle = _open_repo(repo)
-        with handle:
-            for sha, paths in wanted:
-                tree = handle.commit(sha).tree
-                found: dict[str, bytes | None] = {}
-                for path in paths:
-                    try:
-                        found[path] = tree[path].data_stream.read()
-                    except KeyError:
-                        found[path] = None
-                results.append(found)
+    for sha, paths in asked:
+        side: dict[str, bytes | None] = {}
+        for path in paths:
+            name = f"{sha}:{path}"
+            side[path] = found[name] if name in found else _one_blob(repo, name)
+        results.append(side)
     return results
+
+
+def _batch_blobs(repo: Path, names: Sequence[str]) -> list[bytes | None]:
+    """``git cat-file --batch`` of ``<sha>:<path>`` names: each blob's bytes, else None."""
+    if not names:
+        return []
+    output = _git_output(
+        repo, "cat-file", "--batch=%(objectname) %(objecttype) %(objectsize)",
+        stdin="".join(f"{name}\n" for name in names).encode("utf-8", "surrogateescape"),
+    )  # fmt: skip
+    blobs: list[bytes | None] = []
+    offset = 0
+    for _ in names:
+        end = output.index(b"\n", offset)
+        header = output[offset:end].split(b" ")
+        offset = end + 1
+        # Found: "<40 or 64 hex> <type> <size>"; else "<name> missing" (or "ambiguous").
+        if len(header) == 3 and header[2].isdigit() and header[1] in _OBJECT_TYPES:
+            size = int(header[2])
+            blob = output[offset : offset + size]
+            offset += size + 1  # the object, then a newline
+            blobs.append(blob if header[1] == b"blob" else None)
+        else:
+            blobs.append(None)
+    return blobs
+
+
+_OBJECT_TYPES = frozenset({b"blob", b"tree", b"commit", b"tag"})
+
+
+def _one_blob(repo: Path, name: str) -> bytes | None:
+    completed = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "blob", name], capture_output=True, check=False
+    )
+    return completed.stdout if completed.returncode == 0 else None
 
 
 def list_tree(repo: Path, sha: str) -> dict[str, str]:
@@ -365,27 +415,18 @@ def checkout(
 def mainline_root(repo: Path, sha: str) -> str:
     """The first commit of ``sha``'s first-parent history: it names the repository across
     clones and stays the same as the history grows (merged-in histories do not move it)."""
-    import git
-
-    handle = _open_repo(repo)
-    try:
-        with handle:
-            roots = str(handle.git.rev_list("--first-parent", "--max-parents=0", sha)).split()
-    except git.GitCommandError as error:
-        raise GitError(f"git rev-list failed: {one_line(error)}") from None
+    check_repository(repo)
+    roots = _git_output(repo, "rev-list", "--first-parent", "--max-parents=0", sha).split()
     if not roots:
         raise GitError(f"git rev-list found no root commit of {sha}")
-    return roots[-1]
+    return roots[-1].decode()
 
 
 def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:
     """Every file path under ``folder`` (repository-relative) at commit ``sha``."""
-    import git
-
-    handle = _open_repo(repo)
-    try:
-        with handle:
-            out = handle.git.ls_tree("-r", "--name-only", sha, "--", folder.rstrip("/") + "/")
-    except git.GitCommandError as error:
-        raise GitError(f"git ls-tree failed: {error.stderr.strip() or error}") from None
-    return tuple(line for line in str(out).splitlines() if line)
+    check_repository(repo)
+    out = _git_output(repo, "ls-tree", "-r", "-z", "--name-only", sha, "--",
+                      folder.rstrip("/") + "/")  # fmt: skip
+    return tuple(
+        path.decode("utf-8", errors="surrogateescape") for path in out.split(b"\0") if path
+    )

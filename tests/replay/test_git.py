@@ -208,3 +208,64 @@ def test_every_scratch_prefix_is_swept_by_owner_and_host(private_tmp):
     assert made.exists()  # ours, alive
     assert made.name.startswith(git_adapter.THAW_SCRATCH_PREFIX)
     git_adapter.remove_scratch(made)
+
+
+def test_what_is_a_repository(repo, tmp_path):
+    """The top of a work tree, a bare repository and a ``.git`` folder are repositories;
+    a folder inside one, the inside of a ``.git`` folder and a missing path are not
+    (nothing is searched upwards: ``--repo`` names the repository itself)."""
+    path, _, second = repo
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(path), str(bare))
+    for good in (path, bare, path / ".git"):
+        assert git_adapter.resolve_rev(good, "main") == second
+    for bad in (path / "tests", path / ".git" / "objects", tmp_path / "missing"):
+        with pytest.raises(InputError, match="not a git repository"):
+            git_adapter.resolve_rev(bad, "main")
+        with pytest.raises(InputError, match="not a git repository"):
+            git_adapter.read_blobs(bad, second, ["lib.py"])
+
+
+def test_read_blobs_takes_any_path_and_only_files(tmp_path):
+    """Names git's batch reader could misread (spaces, a line break, the word "missing",
+    non-ASCII) are read as they are; a folder, a submodule and an absent path are None;
+    a symbolic link is its target's text, as a checkout writes it."""
+    path = init(tmp_path / "repo")
+    names = {
+        "tests/with space.py": "a\n",
+        "tests/x missing": "b\n",
+        "tests/tést.py": "c\n",
+        "tests/line\nbreak.py": "d\n",
+        "tests/empty.py": "",
+    }
+    for name, text in names.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    (path / "tests" / "link.py").symlink_to("tést.py")
+    sub = init(tmp_path / "sub")
+    sub_sha = commit(sub, {"f": "x\n"}, "sub")
+    git(path, "update-index", "--add", "--cacheinfo", f"160000,{sub_sha},vendored")
+    sha = commit(path, {}, "files")
+    found = git_adapter.read_blobs(
+        path, sha, [*names, "tests/link.py", "tests", "vendored", "nope.py", "tests/"]
+    )
+    assert found == {
+        **{name: text.encode() for name, text in names.items()},
+        "tests/link.py": b"t\xc3\xa9st.py",
+        "tests": None,
+        "vendored": None,
+        "nope.py": None,
+        "tests/": None,
+    }
+    assert set(git_adapter.list_paths(path, sha, "tests")) == {*names, "tests/link.py"}
+
+
+def test_read_blobs_at_reads_several_revisions_in_order(repo):
+    path, first, second = repo
+    found = git_adapter.read_blobs_at(path, [(second, ["lib.py"]), (first, ["lib.py", "x"])])
+    assert found == [{"lib.py": b"VALUE = 2\n"}, {"lib.py": b"VALUE = 1\n", "x": None}]
+
+
+def test_the_mainline_root_is_the_first_commit(repo):
+    path, first, second = repo
+    assert git_adapter.mainline_root(path, second) == first
