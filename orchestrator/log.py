@@ -140,15 +140,6 @@ def _structlog() -> Any:
     return structlog
 
 
-def load_in_background() -> None:
-    """Import structlog (and apply the pending configuration) on a daemon thread, so that
-    the first line a long command logs does not wait for it; a later first use waits only
-    for what is left of the import (the import system's own module lock)."""
-    if "structlog" in sys.modules:
-        return
-    threading.Thread(target=_structlog, name="load structlog", daemon=True).start()
-
-
 class _Logger:
     """What ``get_logger`` hands out: structlog's logger, loaded at its first use."""
 

@@ -153,25 +153,3 @@ def test_reading_a_projects_configuration_imports_no_requirement_parser():
     loaded = set(json.loads(done.stdout))
     unwanted = {"orchestrator.core.project_image.requirements", "packaging.requirements"}
     assert loaded.isdisjoint(unwanted), sorted(loaded & unwanted)
-
-
-def test_structlog_loads_in_the_background_and_logs_configured_as_asked():
-    """``replay`` starts structlog's import on a daemon thread before it reads its
-    configuration; the first line still comes out in the format configured."""
-    program = """\
-import sys, threading
-from orchestrator import log
-log.load_in_background()
-loader = [t for t in threading.enumerate() if t.name == "load structlog"]
-assert loader and loader[0].daemon, threading.enumerate()
-log.configure("json", {})
-log.get_logger("orchestrator.test").info("hello", answer=42)
-log.load_in_background()  # loaded: no second thread
-assert not [t for t in threading.enumerate() if t.name == "load structlog" and t is not loader[0]]
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    line = json.loads(done.stderr)
-    assert (line["event"], line["answer"]) == ("hello", 42)
