@@ -157,8 +157,6 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
-
-    log.load_in_background()  # while the configuration and the plan are read
     from orchestrator.commands._option_groups import (
         FixtureAndShrink,
         Limits,

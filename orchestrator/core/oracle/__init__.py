@@ -35,12 +35,14 @@ pulls that name in. A module or node id that cannot be sliced (a syntax error, a
 is not a Python function) is compared whole; :func:`compare_slices` then compares both
 sides whole and says so.
 
-Digests are position-free: every part is ``ast.dump`` without line and column
-attributes, parts are keyed by what they are (``helper make_list``) and, within one key,
-kept in source order; blank lines, comments and unrelated definitions anywhere in the
-module leave the digest alone. Digests compare within one run (one Python's ``ast``).
+Digests are position-free: every part is ``ast.dump``'s text (Python 3.11's, written by
+:mod:`.dump` on every version) without line and column attributes, parts are keyed by what
+they are (``helper make_list``) and, within one key, kept in source order; blank lines,
+comments and unrelated definitions anywhere in the module leave the digest alone. Digests
+compare within one run, and across runs on Pythons that parse to the same tree.
 
-Modules: :mod:`.model` (the values), :mod:`.analysis` (a module's items), :mod:`.resolve`
+Modules: :mod:`.model` (the values), :mod:`.dump` (a tree's text), :mod:`.analysis` (a
+module's items), :mod:`.resolve`
 (bases in other modules), :mod:`.slicer` (one property's slice), :mod:`.compare` (two sides).
 """
 
