@@ -80,26 +80,37 @@ def write_many_atomic(
     fsynced before its rename, as one by one. A failure before the renames leaves no
     file of the batch and no temporary file behind.
     """
+    create_mode = _CREATE_MODE if mode is None else 0o600
+    batch = secrets.token_hex(6)  # one random part for the batch: names differ by index
     temps: list[tuple[str, str]] = []
+    renamed = 0
     try:
-        for path, data in items:
+        for index, (path, data) in enumerate(items):
             target = os.fspath(path)
-            fd, temp_path = _create_temp(target, _CREATE_MODE if mode is None else 0o600)
+            folder, name = os.path.split(target)
+            temp_path = os.path.join(folder, f".{name}.{batch}-{index}.tmp")
+            try:
+                fd = os.open(temp_path, _TEMP_FLAGS, create_mode)
+            except FileExistsError:
+                fd, temp_path = _create_temp(target, create_mode)
             temps.append((temp_path, target))
-            if mode is not None:
-                os.fchmod(fd, mode)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+            try:
+                if mode is not None:
+                    os.fchmod(fd, mode)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
         folders = sorted({os.path.dirname(target) or "." for _, target in temps})
         if not all(_syncfs(folder) for folder in _one_per_file_system(folders)):
             for temp_path, _ in temps:
                 _fsync_file(temp_path)
-        while temps:
-            temp_path, target = temps[0]
+        for temp_path, target in temps:
             os.replace(temp_path, target)
-            del temps[0]
+            renamed += 1
     except BaseException:
-        for temp_path, _ in temps:
+        for temp_path, _ in temps[renamed:]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp_path)
         raise
@@ -138,9 +149,12 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+
+
 def _create_temp(target: str, create_mode: int) -> tuple[int, str]:
     """A new file beside `target`, opened for writing; like mkstemp, with our mode."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    flags = _TEMP_FLAGS
     folder, name = os.path.split(target)
     for _ in range(_TEMP_ATTEMPTS):
         temp_path = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
