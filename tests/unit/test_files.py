@@ -78,3 +78,16 @@ def test_a_batch_that_fails_before_its_renames_leaves_no_file_of_it(tmp_path: Pa
     with pytest.raises(FileNotFoundError):
         atomic.write_many_atomic([(tmp_path / "first.json", b"1"), (tmp_path / "no" / "b", b"2")])
     assert os.listdir(tmp_path) == []  # neither the first file nor its temporary one
+
+
+def test_a_taken_temporary_name_is_left_alone(tmp_path: Path, monkeypatch) -> None:
+    """The batch's temporary names share one random part; a file that already has one
+    (another writer's) is neither replaced nor removed: that file gets a name of its own."""
+    monkeypatch.setattr(atomic.secrets, "token_hex", lambda _n: "fixed")
+    taken = tmp_path / ".a.json.fixed-0.tmp"
+    taken.write_text("another writer's")
+    atomic.write_many_atomic([(tmp_path / "a.json", b"1"), (tmp_path / "b.json", b"2")])
+    assert (tmp_path / "a.json").read_bytes() == b"1"
+    assert (tmp_path / "b.json").read_bytes() == b"2"
+    assert taken.read_text() == "another writer's"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [taken.name, "a.json", "b.json"]
