@@ -48,24 +48,25 @@ LITERALS = st.one_of(
 ).map(repr)  # fmt: skip
 
 
+# Expression forms around one or two smaller expressions ({0}, {1}).
+OF_TWO = [
+    "({0} + {1})", "({0} if {1} else {0})", "{0}({1}, *{1}, k={0}, **{1})", "{0}[{1}:{0}:]",
+    "[{0} for x in {1} if x]", "{{{0}: {1}, **{0}}}",
+]  # fmt: skip
+OF_ONE = [
+    "(lambda a, /, b=1, *c, d, e=2, **f: {0})", "(not {0})", "({0}).attr.sub", "(y := {0})",
+    "({0},)", "{{{0}}}",
+]  # fmt: skip
+
+
 def expressions() -> st.SearchStrategy[str]:
     leaves = st.one_of(NAMES, LITERALS, st.just("u'kind'"), st.just("f'{x!r:>{y}}'"))
 
     def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         two = st.tuples(inner, inner)
         return st.one_of(
-            two.map(lambda p: f"({p[0]} + {p[1]})"),
-            two.map(lambda p: f"({p[0]} if {p[1]} else {p[0]})"),
-            two.map(lambda p: f"{p[0]}({p[1]}, *{p[1]}, k={p[0]}, **{p[1]})"),
-            two.map(lambda p: f"{p[0]}[{p[1]}:{p[0]}:]"),
-            two.map(lambda p: f"[{p[0]} for x in {p[1]} if x]"),
-            two.map(lambda p: f"{{{p[0]}: {p[1]}, **{p[0]}}}"),
-            inner.map(lambda e: f"(lambda a, /, b=1, *c, d, e=2, **f: {e})"),
-            inner.map(lambda e: f"(not {e})"),
-            inner.map(lambda e: f"({e}).attr.sub"),
-            inner.map(lambda e: f"(y := {e})"),
-            inner.map(lambda e: f"({e},)"),
-            inner.map(lambda e: f"{{{e}}}"),
+            *(two.map(lambda pair, form=form: form.format(*pair)) for form in OF_TWO),
+            *(inner.map(lambda one, form=form: form.format(one)) for form in OF_ONE),
         )
 
     return st.recursive(leaves, extend, max_leaves=8)
