@@ -62,7 +62,7 @@ def test_the_text_is_json_dumps(document: Any) -> None:
         {1: "an int key", 2: "is converted by json"},
         {"a": 1, 2: "mixed keys: json refuses to sort them"},
         {"nested": {True: None}},
-        [{"list": [1, 2.5, math.inf, -math.inf, math.nan, "\x00\u2028é\"\\"]}],
+        [{"list": [1, 2.5, math.inf, -math.inf, math.nan, '\x00\u2028é"\\']}],
         type("Sub", (dict,), {})(a=1),
     ],
     ids=["int keys", "mixed keys", "bool key", "specials", "dict subclass"],
