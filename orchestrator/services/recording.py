@@ -132,15 +132,24 @@ class PendingLedger:
         self._store: Any = None
         self._error: BaseException | None = None
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._closed = False
         threading.Thread(target=self._open, name="open ledger", daemon=True).start()
 
     def _open(self) -> None:
         from orchestrator.adapters.ledger import Ledger
 
+        store: Any
         try:
-            self._store = Ledger.open(self.url)
+            store = Ledger.open(self.url)
         except BaseException as error:  # handed to the main thread by result()
             self._error = error
+        else:
+            with self._lock:
+                if not self._closed:
+                    self._store, store = store, None
+            if store is not None:  # the run ended while it opened: nobody will use it
+                store.close()
         finally:
             self._done.set()
 
@@ -160,8 +169,12 @@ class PendingLedger:
         return self._store
 
     def close(self) -> None:
-        if self._done.is_set() and self._store is not None:
-            self._store.close()
+        """Close the store; one still opening closes itself when it is open."""
+        with self._lock:
+            self._closed = True
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
 
 
 def open_ledger_for_run(url: str) -> PendingLedger:

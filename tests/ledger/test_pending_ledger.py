@@ -91,3 +91,26 @@ def test_ledgers_the_fast_check_cannot_read_go_to_the_store(tmp_path: Path, kind
         pending.check()
         assert sqlite_reads.up_to_date(url)  # the store made it so
     pending.close()
+
+
+def test_a_store_still_opening_when_the_run_ends_closes_itself(tmp_path: Path) -> None:
+    """A run that ends (an error, Ctrl-C) after the fast check, while the store is still
+    opening on its thread, leaves no open store behind: the thread closes what it opened."""
+    database = tmp_path / "ledger.db"
+    url = f"sqlite:///{database}"
+    Ledger.open(url).close()
+    closed: list[Ledger] = []
+    real_close = Ledger.close
+
+    def close(store: Ledger) -> None:
+        closed.append(store)
+        real_close(store)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Ledger, "close", close)
+        with schema_lock_held(database):
+            pending = PendingLedger(url)
+            pending.check()
+            pending.close()  # the run ended; the store is still waiting for the lock
+        assert pending.result() is None  # nothing left for anyone to use
+        assert len(closed) == 1  # the one it opened, closed by its own thread
