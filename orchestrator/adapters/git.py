@@ -59,11 +59,14 @@ def check_repository(repo: Path) -> None:
     key = os.fspath(repo)
     if key in _CHECKED:
         return
-    completed = subprocess.run(
-        ["git", "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir",
-         "--show-prefix"],
-        capture_output=True, check=False,
-    )  # fmt: skip
+    try:
+        completed = subprocess.run(
+            ["git", "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir",
+             "--show-prefix"],
+            capture_output=True, check=False,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise GitError("the git command is not installed (or not on PATH)") from None
     lines = completed.stdout.decode("utf-8", errors="surrogateescape").splitlines()
     if completed.returncode != 0 or len(lines) < 2:
         reason = completed.stderr.decode(errors="replace").strip().splitlines()

@@ -269,3 +269,10 @@ def test_read_blobs_at_reads_several_revisions_in_order(repo):
 def test_the_mainline_root_is_the_first_commit(repo):
     path, first, second = repo
     assert git_adapter.mainline_root(path, second) == first
+
+
+def test_without_the_git_command_the_line_says_so(repo, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    git_adapter._CHECKED.clear()  # checked by this process before: asked again
+    with pytest.raises(GitError, match="git command is not installed"):
+        git_adapter.resolve_rev(repo[0], "main")
