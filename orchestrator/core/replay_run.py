@@ -32,7 +32,7 @@ from orchestrator.model import (
     Replay,
     ShrinkSummary,
 )
-from orchestrator.probe.driver import hash_seed
+from orchestrator.probe.jobs import hash_seed
 
 BASE = "base"
 PATCH = "patch"

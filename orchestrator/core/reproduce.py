@@ -26,7 +26,7 @@ from orchestrator.core.replay_run import BASE, PATCH
 from orchestrator.core.test_files import SideOverlay
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.model import Label, Replay
-from orchestrator.probe.driver import hash_seed
+from orchestrator.probe.jobs import hash_seed
 
 SIDES = (BASE, PATCH)
 BOTH = "both"
