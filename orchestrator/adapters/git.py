@@ -88,12 +88,9 @@ def resolve_rev(repo: Path, rev: str) -> str:
         raise UnknownRevisionError(f"{repo}: not a revision: {rev!r}")
     check_repository(repo)
     # rev-parse --verify checks that the object exists and is (or peels to) a commit.
-    completed = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        capture_output=True, check=False,
-    )  # fmt: skip
-    sha = completed.stdout.decode().strip()
-    if completed.returncode != 0 or len(sha) < 40:
+    found = _git_answer(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    sha = found.decode().strip() if found is not None else ""
+    if len(sha) < 40:
         raise UnknownRevisionError(f"{repo}: unknown revision {rev!r}")
     return sha
 
@@ -153,9 +150,13 @@ _OBJECT_TYPES = frozenset({b"blob", b"tree", b"commit", b"tag"})
 
 
 def _one_blob(repo: Path, name: str) -> bytes | None:
-    completed = subprocess.run(
-        ["git", "-C", str(repo), "cat-file", "blob", name], capture_output=True, check=False
-    )
+    return _git_answer(repo, "cat-file", "blob", name)
+
+
+def _git_answer(repo: Path, *args: str) -> bytes | None:
+    """A git command's standard output, or None when it says no (an unknown revision, an
+    absent path): for questions whose "no" is an answer, not a failure."""
+    completed = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
     return completed.stdout if completed.returncode == 0 else None
 
 

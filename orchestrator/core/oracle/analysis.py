@@ -38,10 +38,6 @@ FIXTURE_DECORATORS = frozenset({"fixture", "yield_fixture"})
 # ---------------------------------------------------------------- parsing and dumping
 
 
-def _dump(node: ast.AST) -> str:
-    return dump(node)  # ast.dump's text (3.11), faster and the same on every version
-
-
 @lru_cache(maxsize=64)
 def parse(source: str | bytes) -> tuple[ast.Module | None, str]:
     """The module's AST, or None and why not (bytes honour a coding cookie). Cached: the
@@ -60,7 +56,7 @@ def file_dump(source: str | bytes) -> str:
     count), else the digest of its bytes."""
     module, _ = parse(source)
     if module is not None:
-        return _dump(module)
+        return dump(module)
     data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
     return "bytes:sha256:" + hashlib.sha256(data).hexdigest()
 
@@ -84,7 +80,7 @@ class Item:
 
     @cached_property
     def text(self) -> str:
-        return _dump(self.node)
+        return dump(self.node)
 
     @cached_property
     def references(self) -> References:
