@@ -9,7 +9,9 @@ O_NONBLOCK`` (a FIFO never blocks it, a symlink is never followed) and writes a 
 to its standard output: one member ``out/<name>`` per regular file under the cap, and
 a last member ``report.json`` listing every entry of a wanted name
 (name, kind, size) and the
-container's OOM-kill count. The host reads that stream with byte caps
+container's OOM-kill count. Asked to (a container kept for the screening's second phase),
+it then empties the folder but for the entries whose names it was told to keep, and says
+in the report whether that worked. The host reads that stream with byte caps
 (:func:`read_results_stream`) and decides with :mod:`orchestrator.core.result_files`.
 
 Whatever the tree did to the reader (it runs as the same user), the worst it can win
@@ -36,10 +38,12 @@ REPORT = "report.json"
 _REPORT_BYTES = 1024 * 1024
 
 # Runs in the container with the image's Python (stdlib only). argv: folder, file cap,
-# entry limit. Kept small: it is read by a reviewer, not imported.
+# entry limit, wanted names, [names to keep: empty the rest after reading].
+# Kept small: it is read by a reviewer, not imported.
 READER_SCRIPT = r"""
-import io, json, os, re, stat, sys, tarfile
+import io, json, os, re, shutil, stat, sys, tarfile
 out, cap, limit, wanted = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+keep = sys.argv[5] if len(sys.argv) > 5 else None
 KINDS = ((stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "fifo"),
          (stat.S_ISDIR, "directory"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"),
          (stat.S_ISSOCK, "socket"))
@@ -93,6 +97,22 @@ for name in sorted(names):
                 member.size = size
                 tar.addfile(member, io.BytesIO(data))
     entries.append({"name": name, "kind": kind, "size": size})
+emptied = None
+if keep is not None:
+    emptied = True
+    try:
+        with os.scandir(out) as found:
+            doomed = [entry for entry in found if not re.fullmatch(keep, entry.name)]
+        for entry in doomed:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                emptied = False
+    except OSError:
+        emptied = False
 oom = None
 for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
     try:
@@ -105,7 +125,8 @@ for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_c
         if key == "oom_kill" and value.strip().isdigit():
             oom = int(value.strip())
     break
-report = json.dumps({"entries": entries, "oom_kill": oom, "more": len(names) > limit}).encode()
+report = {"entries": entries, "oom_kill": oom, "more": len(names) > limit, "emptied": emptied}
+report = json.dumps(report).encode()
 member = tarfile.TarInfo("report.json")
 member.size = len(report)
 tar.addfile(member, io.BytesIO(report))
@@ -118,8 +139,11 @@ tar.close()
 WANTED = r"replay-[0-9]{3}\.json|collected\.json"
 
 
-def reader_command(interpreter: str, folder: str, wanted: str = WANTED) -> list[str]:
-    """The reader's command line in the container. Pure."""
+def reader_command(
+    interpreter: str, folder: str, wanted: str = WANTED, *, keep: str | None = None
+) -> list[str]:
+    """The reader's command line in the container; with ``keep`` (a pattern of names) it
+    empties the folder but for those after reading it. Pure."""
     return [
         interpreter,
         "-I",
@@ -130,6 +154,7 @@ def reader_command(interpreter: str, folder: str, wanted: str = WANTED) -> list[
         str(result_files.FILE_BYTES),
         str(result_files.ENTRIES),
         wanted,
+        *(() if keep is None else (keep,)),
     ]
 
 
@@ -139,13 +164,16 @@ class ResultsRead:
 
     ``files``: name -> bytes of the entries the host accepts; ``unsafe``: name -> why an
     entry was refused; ``problem``: why the whole folder was refused (nothing in
-    ``files`` then); ``oom_kill``: the container's OOM-kill count, when it could tell.
+    ``files`` then); ``oom_kill``: the container's OOM-kill count, when it could tell;
+    ``emptied``: whether the reader emptied the folder after reading it (None: it was
+    not asked to, or gave no report).
     """
 
     files: Mapping[str, bytes] = field(default_factory=dict)
     unsafe: Mapping[str, str] = field(default_factory=dict)
     problem: str | None = None
     oom_kill: int | None = None
+    emptied: bool | None = None
 
 
 class _CappedStream(io.RawIOBase):
@@ -211,6 +239,7 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
         return ResultsRead(problem="the results reader gave no report")
     oom = report.get("oom_kill")
     oom_kill = oom if isinstance(oom, int) and not isinstance(oom, bool) else None
+    emptied = report.get("emptied")
     raw_entries = report["entries"]
     # The reader stops listing past the limit, wanted names or not: refused whole.
     seen = result_files.ENTRIES + 1 if report.get("more") is True else len(raw_entries)
@@ -231,7 +260,12 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
             unsafe[entry.name] = refused
         elif body is not None:
             files[entry.name] = body
-    return ResultsRead(files=files, unsafe=unsafe, oom_kill=oom_kill)
+    return ResultsRead(
+        files=files,
+        unsafe=unsafe,
+        oom_kill=oom_kill,
+        emptied=emptied if isinstance(emptied, bool) else None,
+    )
 
 
 def _entry(raw: Any) -> ResultEntry | None:

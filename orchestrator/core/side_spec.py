@@ -30,6 +30,7 @@ from orchestrator.core.pool import Batch, narrow_targets
 from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.errors import InputError
 from orchestrator.model import Replay
+from orchestrator.probe.jobs import hash_seed
 
 if TYPE_CHECKING:
     from orchestrator.core.test_files import SideOverlay
@@ -47,6 +48,12 @@ FIXTURE = "/replay/fixture.json"
 # Recorded test durations (a scheduling hint for --jobs workers), beside the fixture.
 DURATIONS = "/replay/durations.json"
 PROBE_ROOT = "/opt/orchestrator"
+# A screening container kept for the second phase: its drivers keep the rewritten test
+# modules here (orchestrator/probe/rewrite_cache.py), and the reader that empties the
+# results folder after the first phase leaves it.
+REWRITE_CACHE_NAME = ".rewritten"
+REWRITE_CACHE = f"{OUT}/{REWRITE_CACHE_NAME}"
+KEPT_AFTER_READ = re.escape(REWRITE_CACHE_NAME)
 
 ISOLATIONS = ("side", "container")
 NO_TEST_REPORTED = "<no test reported>"
@@ -147,11 +154,14 @@ def driver_command(
     *,
     out: str = OUT,
     tree: str = TREE,
+    rewrite_cache: str | None = None,
 ) -> list[str]:
     """The container's command: the probe driver, N replays of the pytest arguments
     (``property_ids``: the side's own, default the plan's; ``out``: where the results go
-    in the container; ``tree``: where the read-only tree is mounted), HOME made in the
-    tmpfs (and, with ``writable_tree``, a fresh copy of the tree before each replay)."""
+    in the container; ``tree``: where the read-only tree is mounted; ``rewrite_cache``: a
+    folder the driver keeps rewritten test modules in for a later driver in the same
+    container), HOME made in the tmpfs (and, with ``writable_tree``, a fresh copy of the
+    tree before each replay)."""
     made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
     copy = ["--copy-tree", f"{tree}:{SRC}"] if plan.writable_tree else []
     return [
@@ -167,6 +177,7 @@ def driver_command(
         "--seed",
         str(plan.seed),
         *(("--workers", str(plan.jobs)) if plan.jobs > 1 else ()),
+        *(("--rewrite-cache", rewrite_cache) if rewrite_cache is not None else ()),
         *made,
         *copy,
         "--",
@@ -174,6 +185,13 @@ def driver_command(
             plan.pytest_args, plan.property_ids if property_ids is None else property_ids
         ),
     ]
+
+
+def driver_exec_environment(plan: ReplayPlan) -> dict[str, str]:
+    """What the driver's exec adds to the container's environment: the PYTHONHASHSEED its
+    entry would otherwise re-execute the interpreter to pin (every replay gets that same
+    value from the driver either way, so nothing a test sees changes)."""
+    return {"PYTHONHASHSEED": hash_seed(plan.seed)}
 
 
 def collect_command(plan: ReplayPlan) -> list[str]:
@@ -233,23 +251,6 @@ def container_units(plan: ReplayPlan) -> tuple[tuple[int, ...], ...]:
     if plan.isolation == "container":
         return tuple((k,) for k in numbers)
     return (numbers,)
-
-
-# Empties a results folder (argv[1]) without following a link; exits non-zero on anything
-# it cannot remove. Runs with the image's Python (stdlib only).
-CLEAR_SCRIPT = """\
-import os, shutil, sys
-for entry in os.scandir(sys.argv[1]):
-    if entry.is_dir(follow_symlinks=False):
-        shutil.rmtree(entry.path)
-    else:
-        os.unlink(entry.path)
-"""
-
-
-def clear_command(interpreter: str, folder: str = OUT) -> list[str]:
-    """The command that empties a kept container's results folder before it runs again."""
-    return [interpreter, "-I", "-S", "-c", CLEAR_SCRIPT, folder]
 
 
 def container_name(run_id: str, side: str, unit: int) -> str:

@@ -3,7 +3,7 @@
 Started through its small entry module (which pins PYTHONHASHSEED first, see there):
 
     python -m orchestrator.probe.replay --replays N --timeout SECONDS --out DIR [--seed S] \
-        [--spawn fork|exec] -- <pytest args>
+        [--spawn fork|exec] [--rewrite-cache CACHE] -- <pytest args>
 
 Each replay is a new process in its own process group, so one container start pays for
 N independent replays. How the process is made (`--spawn`):
@@ -16,8 +16,12 @@ N independent replays. How the process is made (`--spawn`):
   The driver runs with PYTHONHASHSEED pinned to the seed (`orchestrator.probe.replay`
   re-executes the interpreter once when it is not), so every child hashes strings the
   same way. The code pytest's assertion rewriting makes of a module is kept for the later
-  replays (`orchestrator/probe/rewrite_cache.py`, in DIR/.rewritten/, removed at the end):
-  the module is still imported afresh by each, not rewritten again.
+  replays (`orchestrator/probe/rewrite_cache.py`, in DIR/.rewritten/, removed at the end;
+  with `--rewrite-cache CACHE` in CACHE, used by every replay and left for the next
+  driver of the same container): the module is still imported afresh by each, not
+  rewritten again. pytest's initial config (its plugin manager with the built-in plugins,
+  nothing of the project) is built once in the driver when N > 1, and each child uses
+  its own forked copy of it, as in serve mode below (about 10 ms per replay).
 - exec: a new interpreter per replay (`python -m pytest ...`), about 0.15 s more per
   replay (interpreter start and the import of pytest).
 
@@ -152,7 +156,11 @@ def _spawners(
         EXEC: ExecSpawner(attach=options.attach, progress_fd=progress_fd)
     }
     if options.spawn == FORK:
-        fork = ForkSpawner(attach=options.attach, config_templates=options.serve)
+        # pytest's initial config is built once for all the sessions of one argument
+        # list (serve mode, or replays 2..N of a batch): about 10 ms per session.
+        fork = ForkSpawner(
+            attach=options.attach, config_templates=options.serve or options.replays > 1
+        )
         fork.prepare(rewrite_cache_dir)
         spawners[FORK] = fork
     return spawners
@@ -170,9 +178,11 @@ def run_batch(options: DriverOptions) -> int:
     out.mkdir(parents=True, exist_ok=True)
     progress_fd = None if options.attach else _progress_stream()
     running: list[int] = []
+    # Replays after the first load the test modules the first rewrote; a cache the
+    # caller named outlives this driver, for the next one in the same container.
+    own_cache = out / rewrite_cache.FOLDER if options.replays > 1 else None
+    cache = options.rewrite_cache or own_cache
     try:
-        # Replays after the first load the test modules the first rewrote.
-        cache = out / rewrite_cache.FOLDER if options.replays > 1 else None
         runner = Runner(
             spawners=_spawners(options, progress_fd=progress_fd, rewrite_cache_dir=cache),
             workspace=_workspace(options),
@@ -191,12 +201,20 @@ def run_batch(options: DriverOptions) -> int:
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
     except Terminated as stop:
         kill_and_reap(running)
-        rewrite_cache.remove(out / rewrite_cache.FOLDER)
+        _remove_own_cache(options, own_cache)
         _write_driver(out, replays=options.replays, finished=False, signal_number=stop.signum)
         return 128 + stop.signum
-    rewrite_cache.remove(out / rewrite_cache.FOLDER)
+    _remove_own_cache(options, own_cache)
     _write_driver(out, replays=options.replays, finished=True)
     return 0
+
+
+def _remove_own_cache(options: DriverOptions, own_cache: Path | None) -> None:
+    """The cache goes with the driver, unless the caller named it (--rewrite-cache)."""
+    from orchestrator.probe import rewrite_cache
+
+    if options.rewrite_cache is None and own_cache is not None:
+        rewrite_cache.remove(own_cache)
 
 
 def _batch_job(options: DriverOptions, k: int) -> Job:
@@ -224,7 +242,7 @@ def run_serve(options: DriverOptions) -> int:
     running: list[int] = []
     finished_jobs = 0
     try:
-        spawners = _spawners(options, progress_fd=None, rewrite_cache_dir=None)
+        spawners = _spawners(options, progress_fd=None, rewrite_cache_dir=options.rewrite_cache)
         with _job_streams(options) as (jobs, results, private_fds):
             runner = Runner(
                 spawners=spawners,

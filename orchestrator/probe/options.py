@@ -32,6 +32,9 @@ class DriverOptions:
     jobs: str | None = None
     results: str | None = None
     attach: bool = False
+    # A rewrite cache the caller owns (kept at the end, used with any --replays); None:
+    # DIR/.rewritten when --replays > 1, removed at the end.
+    rewrite_cache: Path | None = None
 
 
 def parse_args(argv: Sequence[str]) -> DriverOptions:
@@ -65,6 +68,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         jobs=options.jobs,
         results=options.results,
         attach=options.attach,
+        rewrite_cache=options.rewrite_cache,
     )
 
 
@@ -119,6 +123,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="each replay keeps the driver's stdin, stdout and stderr (no log file), "
         "and the terminal's foreground when there is one",
+    )
+    parser.add_argument(
+        "--rewrite-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the rewritten test modules in DIR, and leave it at the end (a later "
+        "driver in the same container reuses them); default: a folder .rewritten in "
+        "--out when --replays > 1, removed at the end",
     )
     return parser
 

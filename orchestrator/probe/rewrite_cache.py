@@ -5,15 +5,20 @@ result as a pyc beside the source - unless it may not write bytecode there, as i
 replay (a read-only tree, ``PYTHONDONTWRITEBYTECODE=1``): then every replay rewrites every
 module again, which is most of what a replay of a few tests costs. In fork mode the driver
 keeps the rewritten code in a folder of its own instead (``<out>/.rewritten/``: never the
-tree, never a folder the tests see), removed when the driver ends.
+tree, never a folder the tests see), removed when the driver ends; or in the folder
+``--rewrite-cache`` names, left for the next driver of the same container (a screening
+container that serves the second phase: its replays then rewrite nothing the screening
+already did).
 
 An entry is keyed by the module's path and content, the interpreter, the pytest version
 and the one option that changes the rewriting (``enable_assertion_pass_hook``), so a
 module is loaded only as pytest itself would have rewritten it. Anything unexpected
 (another pytest without ``_rewrite_test``, an unreadable or foreign entry, a folder that
 cannot be written, bytecode being written) means no cache: pytest rewrites, as it always
-did. As with pytest's own pyc cache, a warning the rewriting itself gives (an assert on a
-tuple) shows in the replay that rewrote the module only. Standard library and pytest only.
+did. An entry is only written while most of the folder's file system stays free (the
+results share it: :func:`has_room`). As with pytest's own pyc cache, a warning the
+rewriting itself gives (an assert on a tuple) shows in the replay that rewrote the module
+only. Standard library and pytest only.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import marshal
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -32,6 +38,7 @@ from orchestrator.probe.atomic import write_bytes_atomic
 
 FOLDER: Final = ".rewritten"
 _MARK: Final = "_replay_rewrite_cache"
+RESERVE_BYTES: Final = 256 * 1024 * 1024
 
 Rewrite = Callable[[Path, Any], tuple[Any, CodeType]]
 
@@ -70,11 +77,22 @@ def cached_rewrite(original: Rewrite, folder: Path, pytest_version: str) -> Rewr
             return None, code
         result = original(fn, config)
         with contextlib.suppress(OSError, ValueError):  # no entry: the next one rewrites
-            write_bytes_atomic(entry, marshal.dumps(result[1]), sync_folder=False)
+            data = marshal.dumps(result[1])
+            if has_room(folder, len(data)):
+                write_bytes_atomic(entry, data, sync_folder=False)
         return result
 
     setattr(rewrite, _MARK, True)
     return rewrite
+
+
+def has_room(folder: Path, size: int) -> bool:
+    """Whether an entry of ``size`` bytes leaves room for the replays' results that share
+    the folder's file system (in a container, a size-capped tmpfs): at least three
+    quarters of it free, or 256 MiB on a larger one."""
+    stats = os.statvfs(folder)
+    total, free = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+    return free - size >= min(total * 3 // 4, RESERVE_BYTES)
 
 
 def install(folder: Path) -> bool:

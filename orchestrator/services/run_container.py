@@ -18,13 +18,15 @@ from orchestrator.adapters.results import ResultsRead, replay_file_name, replay_
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import Batch
 from orchestrator.core.side_spec import (
+    KEPT_AFTER_READ,
     OUT,
+    REWRITE_CACHE,
     SRC,
     SideSpec,
     batch_targets,
-    clear_command,
     container_name,
     driver_command,
+    driver_exec_environment,
     side_deadline_s,
 )
 from orchestrator.errors import EngineError
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
 
 log = get_logger("orchestrator.services.sides")  # its events stay those of a run of sides
 
-CLEAR_S = 60.0  # emptying a kept container's results folder: one small process
 SECOND_PHASE_NAME = "replays"  # in the names of a second phase's containers and results
 
 
@@ -80,8 +81,12 @@ def _run_container(
     )
     targets = batch_targets(run.plan, batch, side)
 
-    def command(out: str) -> list[str]:
-        return driver_command(plan, len(numbers), targets, out=out, tree=staging.tree_path)
+    def command(out: str, *, warm: bool) -> list[str]:
+        # Drivers of a container that serves both phases share one rewrite cache.
+        cache = REWRITE_CACHE if warm else None
+        return driver_command(
+            plan, len(numbers), targets, out=out, tree=staging.tree_path, rewrite_cache=cache
+        )
 
     tail = LineTail()
     read = ResultsRead()
@@ -100,7 +105,7 @@ def _run_container(
                 engine=engine,
                 side=side.name,
                 job=job,
-                command=command(OUT),
+                command=command(OUT, warm=run.parks),
                 numbers=numbers,
                 tail=tail,
             )
@@ -140,9 +145,10 @@ def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
 
 
 def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
-    """A container whose exec ended well, its results read back whole: one the second
-    phase may run in. Anything else (OOM, killed at the deadline, a harness error, a
-    refused results folder) is removed as usual."""
+    """A container whose exec ended well, its results read back whole and its results
+    folder then emptied by the reader: one the second phase may run in. Anything else
+    (OOM, killed at the deadline, a harness error, a refused results folder, one the
+    reader could not empty) is removed as usual."""
     return (
         facts.exit_code == 0
         and facts.engine_error is None
@@ -151,6 +157,7 @@ def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
         and not facts.cancelled
         and read.problem is None
         and not read.unsafe
+        and read.emptied is True
     )
 
 
@@ -178,6 +185,9 @@ def _observe(
             on_line=_line_handler(run, side, tail),
             deadline=started + side_deadline_s(run.plan, len(numbers)),
             interpreter=run.plan.interpreter or "python3",
+            environment=driver_exec_environment(run.plan),
+            # A container that may serve the second phase is emptied as it is read.
+            keep=KEPT_AFTER_READ if run.parks else None,
         )
         log.debug(
             "container.timing",
@@ -200,38 +210,41 @@ def _observe_parked(
     parked: Parked,
     *,
     side: str,
-    command: Callable[[str], Sequence[str]],
+    command: Callable[..., Sequence[str]],
     numbers: tuple[int, ...],
     tail: Callable[[str], None],
 ) -> tuple[ContainerFacts, ResultsRead] | None:
     """Run the driver again in a container the first phase kept, then remove it; None
-    (and removed) when it no longer runs or its results folder cannot be emptied: the
-    batch then gets a fresh container.
+    (and removed) when it no longer runs: the batch then gets a fresh container.
 
-    The results go to a new folder of a random name in the emptied results tmpfs, so
-    nothing the first phase's replays left there can pass for the second's."""
-    interpreter = run.plan.interpreter or "python3"
-    entered = time.monotonic()
+    The first phase's reader emptied the results folder once it had read it (all but the
+    rewrite cache, :func:`_reusable`), and the results now go to a new folder of a random
+    name in it, so nothing the first phase's replays left there can pass for the
+    second's."""
+    started = time.monotonic()
     try:
-        if not _cleared(parked.container, interpreter):
-            log.info("container.not_reused", container=parked.container.name, side=side)
-            return None
         out = f"{OUT}/{SECOND_PHASE_NAME}-{os.urandom(8).hex()}"
-        started = time.monotonic()
-        facts, read = run_and_read(
-            parked.container,
-            command=command(out),
-            on_line=_line_handler(run, side, tail),
-            deadline=started + side_deadline_s(run.plan, len(numbers)),
-            interpreter=interpreter,
-            out=out,
-        )
+        try:
+            facts, read = run_and_read(
+                parked.container,
+                command=command(out, warm=True),
+                on_line=_line_handler(run, side, tail),
+                deadline=started + side_deadline_s(run.plan, len(numbers)),
+                interpreter=run.plan.interpreter or "python3",
+                out=out,
+                environment=driver_exec_environment(run.plan),
+            )
+        except EngineError as error:
+            if _still_runs(parked.container):
+                raise
+            # Killed or died while parked: a fresh one will do.
+            log.info("container.gone", container=parked.container.name, reason=error.reason)
+            return None
         log.debug(
             "container.timing",
             side=side,
             container=parked.container.name,
             reused=True,
-            clear_ms=round((started - entered) * 1000),
             run_ms=round((time.monotonic() - started) * 1000),
         )
         return facts, read
@@ -239,18 +252,9 @@ def _observe_parked(
         parked.remove()
 
 
-def _cleared(container: SideContainer, interpreter: str) -> bool:
-    """Empty a kept container's results folder: True when it still runs and that worked."""
-    try:
-        chunks, exit_code = container.exec_chunks(
-            clear_command(interpreter), deadline=time.monotonic() + CLEAR_S
-        )
-        for _ in chunks:
-            pass
-        return exit_code() == 0
-    except EngineError as error:  # not running (killed, died): a fresh one will do
-        log.info("container.gone", container=container.name, reason=error.reason)
-        return False
+def _still_runs(container: SideContainer) -> bool:
+    never_waited = docker_adapter.Exit(status_code=None, killed_at_deadline=False, cancelled=False)
+    return container.settled(never_waited)[1]
 
 
 def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:

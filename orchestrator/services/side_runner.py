@@ -143,7 +143,12 @@ def run_side(
 
 
 def read_back(
-    container: SideContainer, exit_: docker_adapter.Exit, *, interpreter: str, out: str = OUT
+    container: SideContainer,
+    exit_: docker_adapter.Exit,
+    *,
+    interpreter: str,
+    out: str = OUT,
+    keep: str | None = None,
 ) -> tuple[ContainerFacts, ResultsRead]:
     """The engine's facts about the container and the results its command left.
 
@@ -151,13 +156,14 @@ def read_back(
     results folder is read back by a small reader run in it; one that ended by itself
     (its init killed from inside, or OOM) has nothing to read and its own exit code is
     the command's. An OOM kill counts whether the engine saw it or the container's
-    memory cgroup did. ``out``: the results folder the command wrote to."""
+    memory cgroup did. ``out``: the results folder the command wrote to; with ``keep``
+    (a pattern of names) the reader empties it but for those once it has read it."""
     facts, running = container.settled(exit_)
     read = ResultsRead()
     status = exit_.status_code
     if not exit_.cancelled and running:
         chunks, _ = container.exec_chunks(
-            reader_command(interpreter, out), deadline=time.monotonic() + READ_BACK_S
+            reader_command(interpreter, out, keep=keep), deadline=time.monotonic() + READ_BACK_S
         )
         read = read_results_stream(chunks)
         if read.problem:  # the container may have ended under the reader: why counts
@@ -178,20 +184,23 @@ def run_and_read(
     deadline: float,
     interpreter: str,
     out: str = OUT,
+    environment: Mapping[str, str] | None = None,
+    keep: str | None = None,
 ) -> tuple[ContainerFacts, ResultsRead]:
-    """The one way a side's command runs: an exec in the idling container, its output
-    line by line (each line capped) to ``on_line``, left running at ``deadline`` so that
-    :func:`read_back` still finds its results (in ``out``, where the command wrote them)."""
+    """The one way a side's command runs: an exec in the idling container (``environment``
+    added to the container's), its output line by line (each line capped) to ``on_line``,
+    left running at ``deadline`` so that :func:`read_back` still finds its results (in
+    ``out``, where the command wrote them; ``keep``: see there)."""
     lines = docker_adapter.BoundedLines(on_line)
     exit_ = container.exec_stream(
         command,
-        environment={},
+        environment=environment or {},
         on_output=lines.feed,
         deadline=deadline,
         kill_at_deadline=False,
     )
     lines.close()
-    return read_back(container, exit_, interpreter=interpreter, out=out)
+    return read_back(container, exit_, interpreter=interpreter, out=out, keep=keep)
 
 
 class LineTail:

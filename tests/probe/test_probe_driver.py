@@ -582,6 +582,48 @@ def test_later_replays_load_the_code_the_first_rewrote(tmp_path):
     assert not list(tmp_path.rglob("__pycache__"))
 
 
+def test_a_named_rewrite_cache_outlives_its_driver_for_the_next(tmp_path):
+    # Two drivers in a row, as the screening's and the second phase's in one container:
+    # the second rewrites nothing, even its first replay, and the cache is left in place.
+    write(
+        tmp_path,
+        "test_rewrite.py",
+        """
+        def test_always_true():
+            assert (1 == 2, "a tuple is always true")
+
+        def test_fails():
+            assert [1, 2] == [1, 3]
+        """,
+    )
+    cache = tmp_path / "cache"
+    env = driver_env(PYTHONDONTWRITEBYTECODE="1")
+    logs: list[str] = []
+    labels = []
+    entries = []
+    for name, replays in (("first", 1), ("second", 2)):
+        out = tmp_path / name
+        command = driver_command(out, "test_rewrite.py", replays=replays)
+        command[command.index("--") : command.index("--")] = ["--rewrite-cache", str(cache)]
+        completed = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert completed.returncode == 0, completed.stderr
+        for k in range(1, replays + 1):
+            logs.append((out / f"replay-{k:03d}.log").read_text())
+            tests = load(out / f"replay-{k:03d}.json")["result"]["tests"]
+            labels.append([(t["nodeid"], t["label"], t["assertion_id"]) for t in tests])
+        assert not (out / ".rewritten").exists()
+        entries.append(sorted(cache.iterdir()))
+    # The test module's rewritten code (and that of plugins pytest rewrites), made once.
+    assert entries[0]
+    assert entries[1] == entries[0]
+    assert ["assertion is always true" in log for log in logs] == [True, False, False]
+    assert labels[1] == labels[0]
+    assert labels[2] == labels[0]
+    assert "assert [1, 2] == [1, 3]" in logs[2]
+
+
 def test_the_driver_imports_no_pytest_and_its_parts_never_import_it():
     # The host imports hash_seed from the driver without pytest installed; the driver's
     # parts import each other one way only.

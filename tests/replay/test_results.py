@@ -106,6 +106,52 @@ def test_a_missing_file_is_no_result(tmp_path):
     assert (replay.label, replay.reason) == ("harness_error", "no_result")
 
 
+def test_asked_to_the_reader_empties_the_folder_but_what_it_keeps(tmp_path):
+    """A kept screening container's results folder is emptied as it is read: the results
+    come back whole first, a link is removed (never followed), the rewrite cache stays."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("x")
+    write(folder, 1, run_doc(result=probe_doc(entry())))
+    (folder / "replay-001.log").write_text("pytest's output")
+    (folder / "nested" / "deeper").mkdir(parents=True)
+    (folder / "nested" / "deeper" / "file").write_text("x")
+    (folder / "link").symlink_to(outside, target_is_directory=True)
+    (folder / ".rewritten").mkdir()
+    (folder / ".rewritten" / "entry.code").write_bytes(b"code")
+    command = results.reader_command(sys.executable, str(folder), keep=r"\.rewritten")
+    done = subprocess.run(command, capture_output=True, check=True, timeout=60)
+    read = results.read_results_stream([done.stdout])
+    assert read.emptied is True
+    (replay_file,) = results.replay_files_from(read, 1)
+    assert replay_file.state == "ok"
+    assert sorted(path.name for path in folder.iterdir()) == [".rewritten"]
+    assert (folder / ".rewritten" / "entry.code").read_bytes() == b"code"
+    assert (outside / "precious").read_text() == "x"
+
+
+def test_unasked_the_reader_leaves_the_folder_as_it_was(tmp_path):
+    write(tmp_path, 1, run_doc(result=probe_doc(entry())))
+    (tmp_path / "replay-001.log").write_text("pytest's output")
+    done = subprocess.run(
+        results.reader_command(sys.executable, str(tmp_path)),
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    assert results.read_results_stream([done.stdout]).emptied is None
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["replay-001.json", "replay-001.log"]
+
+
+def test_a_folder_the_reader_cannot_empty_is_not_emptied(tmp_path):
+    missing = tmp_path / "gone"
+    command = results.reader_command(sys.executable, str(missing), keep=r"\.rewritten")
+    done = subprocess.run(command, capture_output=True, check=True, timeout=60)
+    assert results.read_results_stream([done.stdout]).emptied is False
+
+
 def test_a_half_written_file_is_corrupt_result(tmp_path):
     text = json.dumps(run_doc(result=probe_doc(entry())))
     (tmp_path / results.replay_file_name(1)).write_text(text[: len(text) // 2])

@@ -15,6 +15,7 @@ from replay_gitrepo import commit, init
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead
 from orchestrator.core.labels import ContainerFacts
+from orchestrator.core.side_spec import OUT, REWRITE_CACHE, REWRITE_CACHE_NAME
 from orchestrator.services import sides
 from orchestrator.services.run_container import _reusable
 from orchestrator.services.warm import WarmPool
@@ -120,6 +121,30 @@ def test_the_second_phase_runs_in_the_screening_containers(docker_client, plan, 
     assert list(scratch.iterdir()) == []
 
 
+def test_a_kept_container_is_emptied_but_for_its_rewrite_cache(docker_client, plan, specs, scratch):
+    """Between the phases a kept container's results folder holds only the rewritten test
+    modules its screening driver left for the second phase's."""
+    run_id = sides.new_run_id()
+    listed: dict[str, list[str]] = {}
+
+    def look() -> None:
+        for name in _ours(docker_client, run_id):
+            container = docker_client.containers.get(name)
+            found = container.exec_run(["ls", "-A", OUT]).output.decode().split()
+            cache = container.exec_run(["ls", "-A", REWRITE_CACHE]).output.decode().split()
+            listed[name] = [*found, *(f"cache:{entry[-5:]}" for entry in cache)]
+
+    with WarmPool() as warm:
+        _, second = _phases(plan, specs, docker_client, warm, run_id, between=look)
+    assert len(listed) == 2
+    for found in listed.values():
+        assert found[0] == REWRITE_CACHE_NAME
+        assert set(found[1:]) == {"cache:.code"}  # conftest.py's and the test module's
+        assert len(found) >= 3
+    for side in ("base", "patch"):
+        assert _labels(second, side) == ["assert_pass", "assert_pass"]
+
+
 def test_a_container_per_replay_keeps_none(docker_client, plan, specs, scratch):
     run_id = sides.new_run_id()
     parked: list[str] = []
@@ -178,16 +203,22 @@ def test_nothing_kept_is_left_after_an_interrupt_or_a_failure(
     assert list(scratch.iterdir()) == []
 
 
+EMPTIED = ResultsRead(emptied=True)
+
+
 @pytest.mark.parametrize(
     ("facts", "read", "reusable"),
     [
-        (ContainerFacts(exit_code=0), ResultsRead(), True),
-        (ContainerFacts(exit_code=1), ResultsRead(), False),
-        (ContainerFacts(exit_code=0, oom_killed=True), ResultsRead(), False),
-        (ContainerFacts(exit_code=0, killed_at_deadline=True), ResultsRead(), False),
-        (ContainerFacts(exit_code=0, engine_error="docker_api"), ResultsRead(), False),
+        (ContainerFacts(exit_code=0), EMPTIED, True),
+        (ContainerFacts(exit_code=1), EMPTIED, False),
+        (ContainerFacts(exit_code=0, oom_killed=True), EMPTIED, False),
+        (ContainerFacts(exit_code=0, killed_at_deadline=True), EMPTIED, False),
+        (ContainerFacts(exit_code=0, engine_error="docker_api"), EMPTIED, False),
         (ContainerFacts(exit_code=0), ResultsRead(problem="too many entries"), False),
-        (ContainerFacts(exit_code=0), ResultsRead(unsafe={"x": "a link"}), False),
+        (ContainerFacts(exit_code=0), ResultsRead(emptied=True, unsafe={"x": "a link"}), False),
+        # The reader could not empty the folder, or was not asked to.
+        (ContainerFacts(exit_code=0), ResultsRead(emptied=False), False),
+        (ContainerFacts(exit_code=0), ResultsRead(), False),
     ],
 )
 def test_only_a_container_whose_exec_ended_well_is_kept(facts, read, reusable):

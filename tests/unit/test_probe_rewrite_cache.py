@@ -101,3 +101,34 @@ def test_a_foreign_entry_or_a_cache_that_cannot_be_written_is_no_cache(
     exec(rewrite(module, Config())[1], namespace)
     assert namespace["X"] == 1
     assert len(calls) == 4
+
+
+@pytest.mark.parametrize(
+    ("total_mib", "free_mib", "kept"),
+    [
+        (64, 60, True),  # a results tmpfs, nearly empty
+        (64, 47, False),  # less than three quarters of it would stay free
+        (252 * 1024, 78 * 1024, True),  # a large disk: 256 MiB must stay free
+        (252 * 1024, 200, False),
+    ],
+)
+def test_an_entry_is_written_only_while_the_results_keep_their_room(
+    tmp_path: Path, no_bytecode: None, monkeypatch, total_mib: int, free_mib: int, kept: bool
+) -> None:
+    class Stats:
+        f_frsize = 1024 * 1024
+        f_blocks = total_mib
+        f_bavail = free_mib
+
+    monkeypatch.setattr("orchestrator.probe.rewrite_cache.os.statvfs", lambda _path: Stats())
+    module = tmp_path / "test_m.py"
+    module.write_text("X = 1\n")
+    calls: list[Path] = []
+    (tmp_path / "cache").mkdir()
+    rewrite = cached_rewrite(counting_original(calls), tmp_path / "cache", "9.9")
+    for _ in range(2):
+        namespace: dict[str, Any] = {}
+        exec(rewrite(module, Config())[1], namespace)
+        assert namespace["X"] == 1
+    assert len(calls) == (1 if kept else 2)
+    assert len(list((tmp_path / "cache").iterdir())) == (1 if kept else 0)
