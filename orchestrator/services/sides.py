@@ -439,19 +439,17 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         pool = single_pool(
             client, url=docker_adapter.engine_url(os.environ), runner_id=plan.runner_id
         )
-    if plan.interpreter is None:
-        plan = replace(plan, interpreter=interpreter_of(pool.first.client, plan.image_id))
+    if plan.interpreter is None:  # found once per screening: its second phase asks no more
+        known = warm.interpreter if warm is not None else None
+        plan = replace(plan, interpreter=known or interpreter_of(pool.first.client, plan.image_id))
+        if warm is not None:
+            warm.interpreter = plan.interpreter
     owner = docker_adapter.Owner.current(run_id or new_run_id())
     # Every engine's leftovers (containers, volumes) of this host's dead runs, by host
-    # id and process; another host's only once they are a day old.
-    for engine in pool.engines:
-        try:
-            engine.sweep(owner.host)
-        except EngineError:
-            if engine.index == 0:
-                raise
-            log.warning("engine.sweep_failed", engine=engine.url)
-    git_adapter.sweep_scratch()
+    # id and process; another host's only once they are a day old. A screening's second
+    # phase does not sweep again: its first did, moments ago, in this same process.
+    if warm is None or warm.exported is None:
+        _sweep(pool, owner)
 
     if batches is None:
         batches = plan_batches(
@@ -484,6 +482,17 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         what, kept, reason = run.internal_errors[broken[0]]
         raise SideInternalError(internal_error_message(broken[0], what, kept, reason))
     return result
+
+
+def _sweep(pool: Pool, owner: docker_adapter.Owner) -> None:
+    for engine in pool.engines:
+        try:
+            engine.sweep(owner.host)
+        except EngineError:
+            if engine.index == 0:
+                raise
+            log.warning("engine.sweep_failed", engine=engine.url)
+    git_adapter.sweep_scratch()
 
 
 def _carry_out(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:

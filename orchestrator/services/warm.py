@@ -77,6 +77,7 @@ class WarmPool:
         self.release = threading.Event()  # the exported trees may go
         self.exported: Exported | None = None
         self.serving = False  # the second phase started: nothing is parked any more
+        self.interpreter: str | None = None  # the image's driver interpreter, once known
         self._lock = threading.Lock()
         self._stack = contextlib.ExitStack()
         self._parked: list[Parked] = []
