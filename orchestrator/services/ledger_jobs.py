@@ -11,19 +11,21 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import model
-from orchestrator.adapters.ledger import (
+from orchestrator.adapters.ledger.values import (
     DEFAULT_FLAKE_MAX_AGE,
     DEFAULT_TIMING_MAX_AGE,
     FreezeRow,
     InfraEntry,
-    Ledger,
     RunRecord,
     WriteOutcome,
 )
 from orchestrator.core.records import flake_freeze_from_replay
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported by whoever opens one
+    from orchestrator.adapters.ledger import Ledger
 
 EXPORT_SCHEMA = "freeze-export/1"
 OPENED = "timing_debt_opened"

@@ -1,10 +1,12 @@
 """Recording a run: the evidence and decision files, the measured durations,
-``summary.json`` and the ledger (opened on a thread of its own while the run plans,
-written only once the run folder is complete, so a ledger that fails leaves the report
-whole).
+``summary.json`` and the ledger (written only once the run folder is complete, so a
+ledger that fails leaves the report whole).
 
 The ledger's modules (SQLAlchemy) are imported where they are used: a run that does not
-record never pays for them, and one that does imports them while its containers run.
+record never pays for them. A run without ``--freeze`` on an up-to-date SQLite ledger
+never imports them at all: it is checked and written with the standard library
+(``sqlite_reads``, ``sqlite_writes``: the store's statements, written out). Any other
+ledger is opened by the store on a thread of its own while the run plans.
 """
 
 from __future__ import annotations
@@ -101,8 +103,6 @@ def _record(
     report: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str | None]:
     """The report's ``ledger`` entry, and the one line a failed recording ends with."""
-    from orchestrator.adapters.ledger import display_url
-
     try:
         recorded = record_in_ledger(
             plan,
@@ -113,27 +113,43 @@ def _record(
         )
     except LedgerError as error:
         message = f"{error}; the run folder {plan.run_dir} is complete"
-        entry = {"url": display_url(ledger.url), "recorded": False, "error": str(error)}
+        entry = {"url": _shown(ledger.url), "recorded": False, "error": str(error)}
         return {**entry, "entries": []}, message
     return {**recorded, "recorded": True}, None
 
 
 class PendingLedger:
-    """The ledger a run records in, opened (created or upgraded) on a thread of its own
-    while the run plans and replays: SQLAlchemy's import and the schema check cost the
-    time that pinning the revisions and the image takes anyway. :meth:`check` runs before
-    any container starts: an up-to-date SQLite ledger passes it at once (read with the
-    standard library), anything else waits for the store. :meth:`result` waits for it (in
-    short waits, so Ctrl-C is acted on) and raises what opening raised: a URL or path
-    that cannot be used (exit 2), a database that fails (exit 3)."""
+    """The ledger a run records in, checked before any container starts (:meth:`check`).
 
-    def __init__(self, url: str) -> None:
+    An up-to-date SQLite ledger (read with the standard library) passes at once; a run
+    that needs no store for it (``store_needed`` false: no freezes to write) then records
+    with the standard library too, and the store is never opened. Any other ledger is
+    opened (created or upgraded) by the store on a thread of its own, started as soon as
+    this is made, while the run plans: SQLAlchemy's import and the schema check cost the
+    time that pinning the revisions and the image takes anyway; :meth:`check` then waits
+    for it. :meth:`result` waits for it (in short waits, so Ctrl-C is acted on) and
+    raises what opening raised: a URL or path that cannot be used (exit 2), a database
+    that fails (exit 3); it is None when the store was not needed."""
+
+    def __init__(self, url: str, *, store_needed: bool = True) -> None:
+        from orchestrator.adapters.ledger.sqlite_writes import recorder_for
+
         self.url = url
         self._store: Any = None
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._closed = False
+        self._started = False
+        self._without_store = False
+        if store_needed or recorder_for(url) is None:
+            self._start()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         threading.Thread(target=self._open, name="open ledger", daemon=True).start()
 
     def _open(self) -> None:
@@ -158,10 +174,15 @@ class PendingLedger:
         from orchestrator.adapters.ledger.sqlite_reads import up_to_date
 
         if not self._done.is_set() and up_to_date(self.url):
-            return  # nothing for the store to create or upgrade: it opens meanwhile
+            # Nothing for the store to create or upgrade: it opens meanwhile, or not at all.
+            self._without_store = not self._started
+            return
         self.result()
 
     def result(self) -> Any:
+        if self._without_store:
+            return None
+        self._start()
         while not self._done.wait(timeout=0.2):  # short waits: Ctrl-C acted on between
             interrupts.checkpoint()
         if self._error is not None:
@@ -177,9 +198,10 @@ class PendingLedger:
             store.close()
 
 
-def open_ledger_for_run(url: str) -> PendingLedger:
-    """Start opening the run's ledger; it is checked before anything is written or run."""
-    return PendingLedger(url)
+def open_ledger_for_run(url: str, *, store_needed: bool = True) -> PendingLedger:
+    """Start opening the run's ledger; it is checked before anything is written or run.
+    ``store_needed``: the run writes more than the standard library path writes (freezes)."""
+    return PendingLedger(url, store_needed=store_needed)
 
 
 def write_outcomes(plan: RunPlan, outcomes: Sequence[PropertyOutcome]) -> None:
@@ -229,7 +251,53 @@ def record_in_ledger(
 ) -> dict[str, Any]:
     """Record the run and each decision (and queue infra cases, and try freezes) in the
     ledger, in one transaction."""
-    from orchestrator.adapters.ledger import Ledger, display_url
+    from orchestrator.adapters.ledger import sqlite_writes
+
+    store = request.store
+    if store is None and request.open_store is not None:
+        store = request.open_store()  # opened while the run replayed (None: not needed)
+    if store is None and not request.freeze:
+        recorder = sqlite_writes.recorder_for(request.url)
+        if recorder is not None:
+            try:
+                entries = _write_records(
+                    recorder, plan, properties, request, finished_at, exit_status
+                )
+            except sqlite_writes.StoreNeeded:
+                pass  # changed meanwhile (nothing written): the store's turn
+            else:
+                return {"url": _shown(request.url), "entries": entries}
+    with contextlib.ExitStack() as opened:
+        if store is None:
+            from orchestrator.adapters.ledger import Ledger
+
+            store = opened.enter_context(Ledger.open(request.url))
+        entries = _write_records(store, plan, properties, request, finished_at, exit_status)
+    return {"url": _shown(request.url), "entries": entries}
+
+
+def _shown(url: str) -> str:
+    """The ledger's URL as reports show it (without a password)."""
+    from orchestrator.adapters.ledger.sqlite_writes import shown_url
+
+    shown = shown_url(url)
+    if shown is None:
+        from orchestrator.adapters.ledger import display_url
+
+        shown = display_url(url)
+    return shown
+
+
+def _write_records(
+    store: Any,
+    plan: RunPlan,
+    properties: Sequence[PropertyOutcome],
+    request: LedgerRequest,
+    finished_at: datetime,
+    exit_status: int,
+) -> list[dict[str, Any]]:
+    """The run's row, its decisions, infra cases and freezes, in one transaction of
+    ``store`` (the store, or the standard library's recorder: the same writes)."""
     from orchestrator.services.ledger_jobs import (
         queue_infra,
         record_decisions_once,
@@ -247,13 +315,7 @@ def record_in_ledger(
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
     origin_bytes = plan.origin_bytes
     entries = []
-    with contextlib.ExitStack() as opened:
-        store = request.store
-        if store is None and request.open_store is not None:
-            store = request.open_store()  # opened while the run replayed
-        if store is None:
-            store = opened.enter_context(Ledger.open(request.url))
-        opened.enter_context(store.transaction())
+    with store.transaction():
         record_run(
             store,
             plan.run_id,
@@ -297,4 +359,4 @@ def record_in_ledger(
                 entry["freeze_id"] = written.freeze_id
                 entry["freeze_refusals"] = list(written.codes)
             entries.append(entry)
-    return {"url": display_url(request.url), "entries": entries}
+    return entries

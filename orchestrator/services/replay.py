@@ -241,7 +241,7 @@ def run_replay(
     with contextlib.ExitStack() as resources:
         pending = None
         if request.ledger is not None:  # opened while the run plans, checked before it runs
-            pending = open_ledger_for_run(request.ledger.url)
+            pending = open_ledger_for_run(request.ledger.url, store_needed=request.ledger.freeze)
             resources.callback(pending.close)
         pool = open_pool(options.engines, os.environ, runner_id=request.runner_id, slots=slots)
         resources.callback(pool.close)

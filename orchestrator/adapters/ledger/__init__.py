@@ -10,7 +10,8 @@
 - ``store``: :class:`Ledger`, the reads and writes (``statements``: the SQLAlchemy
   statements they share; ``claims``: the thaw jobs' claims and transitions);
 - ``sqlite_reads``: the read commands' path on an up-to-date SQLite ledger, with the
-  standard library's ``sqlite3`` (no SQLAlchemy).
+  standard library's ``sqlite3`` (no SQLAlchemy); ``sqlite_writes``: a replay's recording
+  (its run, decisions and infra cases, not freezes) on such a ledger, the same way.
 
 Choosing the URL is ``orchestrator.adapters.ledger_location`` (no SQLAlchemy import).
 The names below are imported when first used, so that importing ``sqlite_reads`` or

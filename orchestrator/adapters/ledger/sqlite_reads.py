@@ -57,7 +57,7 @@ def live_freezes(url: str, *, expired_at: datetime | None = None) -> list[Freeze
         query += " ORDER BY id"
     else:
         query += " WHERE expires_at <= ? ORDER BY expires_at, id"
-        parameters = (_stored(expired_at),)
+        parameters = (stored(expired_at),)
     found = _read(url, query, parameters)
     return None if found is None else [rows.freeze_row(row) for row in found]
 
@@ -85,7 +85,7 @@ def sqlite_path(url: str) -> Path | None:
     return None if database == ":memory:" else Path(database)
 
 
-def _stored(moment: datetime) -> str:
+def stored(moment: datetime) -> str:
     """A timezone-aware moment as the ledger stores it (``schema.UTCDateTime``)."""
     if moment.tzinfo is None:
         raise ValueError("ledger datetimes must be timezone-aware")
@@ -95,7 +95,7 @@ def _stored(moment: datetime) -> str:
     )  # fmt: skip
 
 
-def _usable(path: Path) -> bool:
+def usable(path: Path) -> bool:
     """What the store's open accepts without creating or refusing anything."""
     folder = path.parent
     return (
@@ -108,11 +108,11 @@ def _usable(path: Path) -> bool:
 
 def _read(url: str, query: str, parameters: Sequence[Any]) -> list[dict[str, Any]] | None:
     path = sqlite_path(url)
-    if path is None or not _usable(path):
+    if path is None or not usable(path):
         return None
     try:
         with _transaction(path) as cursor:
-            if not _at_head(cursor):
+            if not at_head(cursor):
                 return None
             cursor.execute(query, parameters)
             names = [column[0] for column in cursor.description]
@@ -135,7 +135,7 @@ def _transaction(path: Path) -> Iterator[sqlite3.Cursor]:
             cursor.execute("ROLLBACK")
 
 
-def _at_head(cursor: sqlite3.Cursor) -> bool:
+def at_head(cursor: sqlite3.Cursor) -> bool:
     """In WAL mode and stamped at this tool's revision: nothing for the store to do."""
     (journal,) = cursor.execute("PRAGMA journal_mode").fetchone()
     if journal != "wal":
