@@ -552,20 +552,21 @@ def test_the_entry_module_pins_the_hash_seed_fork_mode_needs(argv, environ, want
     assert wanted_hash_seed(argv, environ) == wanted
 
 
+# An assert on a tuple makes pytest warn while it rewrites the module: only the replay
+# that rewrote it says so.
+REWRITTEN_WITH_A_WARNING = """
+def test_always_true():
+    assert (1 == 2, "a tuple is always true")
+
+def test_fails():
+    assert [1, 2] == [1, 3]
+"""
+
+
 def test_later_replays_load_the_code_the_first_rewrote(tmp_path):
     # An assert on a tuple makes pytest warn while it rewrites the module: only the replay
     # that rewrote it says so. Labels and assertion ids are the same in every replay.
-    write(
-        tmp_path,
-        "test_rewrite.py",
-        """
-        def test_always_true():
-            assert (1 == 2, "a tuple is always true")
-
-        def test_fails():
-            assert [1, 2] == [1, 3]
-        """,
-    )
+    write(tmp_path, "test_rewrite.py", REWRITTEN_WITH_A_WARNING)
     out = tmp_path / "out"
     env = driver_env(PYTHONDONTWRITEBYTECODE="1")
     completed = run_driver(tmp_path, out, "test_rewrite.py", replays=3, env=env)
@@ -585,17 +586,7 @@ def test_later_replays_load_the_code_the_first_rewrote(tmp_path):
 def test_a_named_rewrite_cache_outlives_its_driver_for_the_next(tmp_path):
     # Two drivers in a row, as the screening's and the second phase's in one container:
     # the second rewrites nothing, even its first replay, and the cache is left in place.
-    write(
-        tmp_path,
-        "test_rewrite.py",
-        """
-        def test_always_true():
-            assert (1 == 2, "a tuple is always true")
-
-        def test_fails():
-            assert [1, 2] == [1, 3]
-        """,
-    )
+    write(tmp_path, "test_rewrite.py", REWRITTEN_WITH_A_WARNING)
     cache = tmp_path / "cache"
     env = driver_env(PYTHONDONTWRITEBYTECODE="1")
     logs: list[str] = []

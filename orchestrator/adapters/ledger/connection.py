@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,11 +25,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from orchestrator import interrupts
+from orchestrator.adapters.ledger import locking
 from orchestrator.errors import LedgerError, LedgerLocationError
-
-# A writer asks for the lock in slices this long, and acts on a signal between them.
-LOCK_SLICE_MS = 200
 
 
 def display_url(url: str) -> str:
@@ -109,44 +105,30 @@ def _sqlite_setup(engine: Engine, lock_wait_s: float) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         if conn.get_execution_options().get("ledger_write", False):
-            _begin_immediate(conn, lock_wait_s, wait_ms)
+            _begin_immediate(conn, lock_wait_s)
         else:
             conn.exec_driver_sql("BEGIN")
 
 
-def _begin_immediate(conn: Connection, lock_wait_s: float, wait_ms: int) -> None:
-    """``BEGIN IMMEDIATE``, waiting for another writer in slices: a signal is acted on
-    between two slices instead of after the whole wait (SQLite's own wait ignores it)."""
-    deadline = time.monotonic() + lock_wait_s
-    conn.exec_driver_sql(f"PRAGMA busy_timeout = {min(LOCK_SLICE_MS, wait_ms)}")
-    try:
-        while True:
-            try:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                return
-            except OperationalError as error:
-                if not _is_locked(error) or time.monotonic() >= deadline:
-                    raise
-            interrupts.checkpoint()
-    finally:
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {wait_ms}")
+def _begin_immediate(conn: Connection, lock_wait_s: float) -> None:
+    """``BEGIN IMMEDIATE``, waiting for another writer in slices (``locking``)."""
+    locking.begin_immediate(
+        conn.exec_driver_sql, wait_s=lock_wait_s, locked=_is_locked, errors=OperationalError
+    )
 
 
-def _is_locked(error: DBAPIError) -> bool:
-    text = str(error.orig).lower()
-    return "database is locked" in text or "database is busy" in text
+def _reason(error: BaseException) -> str:
+    orig = getattr(error, "orig", None)
+    return str(orig).strip().splitlines()[0] if orig else str(error)
+
+
+def _is_locked(error: BaseException) -> bool:
+    return locking.is_locked(_reason(error))
 
 
 def problem(shown: str, error: DBAPIError) -> LedgerError:
-    """One line for a database failure: what the database said, and that nothing was written
-    when another writer held the lock too long."""
-    reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-    if _is_locked(error):
-        return LedgerError(
-            f"ledger {shown}: another writer held it locked too long ({reason}); "
-            "nothing was written"
-        )
-    return LedgerError(f"ledger {shown}: {reason}")
+    """One line for a database failure (``locking.failure``)."""
+    return locking.failure(shown, _reason(error))
 
 
 class Transactions:

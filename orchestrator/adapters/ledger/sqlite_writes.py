@@ -8,7 +8,8 @@ statements are the store's (``Ledger.record_run``, ``Ledger.append_decisions_onc
 (``values.canonical`` JSON; date-times as ``schema.UTCDateTime`` stores them, naive UTC
 text), in one transaction taken as the store's writer takes it: ``BEGIN IMMEDIATE``,
 waiting for another writer in short slices up to the ledger's lock wait, a signal acted
-on between two (``connection``). A database failure is the store's one line.
+on between two (``locking``, as the store's writer). A database failure is the store's one
+line.
 
 It is only used on a ledger the store would open without doing anything (a plain
 ``sqlite:///PATH`` file, readable and writable, in WAL mode, at this tool's revision:
@@ -20,19 +21,24 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Final
 
-from orchestrator import interrupts, model
+from orchestrator import model
+from orchestrator.adapters.ledger import locking
 from orchestrator.adapters.ledger.sqlite_reads import at_head, sqlite_path, stored, usable
-from orchestrator.adapters.ledger.values import RUN_REFERENCED, InfraEntry, RunRecord, canonical
+from orchestrator.adapters.ledger.values import (
+    RUN_REFERENCED,
+    InfraEntry,
+    RunRecord,
+    canonical,
+    decision_ids,
+)
 from orchestrator.adapters.ledger_location import lock_wait_s as lock_wait_from
 from orchestrator.errors import LedgerError
 
-LOCK_SLICE_MS: Final = 200  # as connection.LOCK_SLICE_MS
 # Rows per INSERT of decisions: 6 parameters each, well under SQLite's 32,766.
 ROWS_PER_INSERT: Final = 1000
 
@@ -103,7 +109,12 @@ class SqliteRecorder:
             with closing(connection), closing(connection.cursor()) as cursor:
                 cursor.execute("PRAGMA synchronous = NORMAL")
                 cursor.execute("PRAGMA foreign_keys = ON")
-                _begin_immediate(cursor, wait_s)
+                locking.begin_immediate(
+                    cursor.execute,
+                    wait_s=wait_s,
+                    locked=_is_locked,
+                    errors=sqlite3.OperationalError,
+                )
                 try:
                     if not at_head(cursor):
                         raise StoreNeeded(self.url)
@@ -116,7 +127,7 @@ class SqliteRecorder:
                 finally:
                     self._cursor = None
         except sqlite3.Error as error:
-            raise _problem(self.url, error) from None
+            raise locking.failure(self.url, _reason(error)) from None
 
     def _writing(self) -> sqlite3.Cursor:
         if self._cursor is None:
@@ -168,14 +179,7 @@ class SqliteRecorder:
             query = _EXISTING_DECISIONS.format(names=", ".join("?" * len(names)))
             found = cursor.execute(query, [model.EventKind.DECISION.value, run_id, *names])
             existing.update((str(subject), int(key)) for subject, key in found)
-        results: list[tuple[int, bool]] = []
-        for subject in subjects:
-            if subject in inserted:
-                results.append((inserted.pop(subject), True))
-                existing[subject] = results[-1][0]  # the same subject again: not new
-            else:
-                results.append((existing[subject], False))
-        return results
+        return decision_ids(subjects, inserted, existing)
 
     def enqueue_infra(self, entry: InfraEntry) -> int:
         """``Ledger.enqueue_infra``: the case queued, and its event."""
@@ -222,36 +226,10 @@ class SqliteRecorder:
         return int(infra_id)
 
 
-def _begin_immediate(cursor: sqlite3.Cursor, wait_s: float) -> None:
-    """``BEGIN IMMEDIATE``, waiting for another writer in slices (as the store's writer):
-    a signal is acted on between two slices instead of after the whole wait."""
-    wait_ms = int(wait_s * 1000)
-    deadline = time.monotonic() + wait_s
-    cursor.execute(f"PRAGMA busy_timeout = {min(LOCK_SLICE_MS, wait_ms)}")
-    try:
-        while True:
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as error:
-                if not _is_locked(error) or time.monotonic() >= deadline:
-                    raise
-            interrupts.checkpoint()
-    finally:
-        cursor.execute(f"PRAGMA busy_timeout = {wait_ms}")
+def _is_locked(error: Exception) -> bool:
+    return locking.is_locked(_reason(error))
 
 
-def _is_locked(error: sqlite3.Error) -> bool:
-    text = str(error).lower()
-    return "database is locked" in text or "database is busy" in text
-
-
-def _problem(shown: str, error: sqlite3.Error) -> LedgerError:
-    """The store's one line for a database failure (``connection.problem``)."""
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-    if _is_locked(error):
-        return LedgerError(
-            f"ledger {shown}: another writer held it locked too long ({reason}); "
-            "nothing was written"
-        )
-    return LedgerError(f"ledger {shown}: {reason}")
+def _reason(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)

@@ -52,6 +52,7 @@ from orchestrator.adapters.ledger.values import (
     RunRecord,
     WriteOutcome,
     canonical,
+    decision_ids,
 )
 from orchestrator.adapters.ledger_location import lock_wait_s as lock_wait_from
 from orchestrator.errors import LedgerError
@@ -204,14 +205,7 @@ class Ledger(ThawClaims):
                         )
                     )
                 )
-        results: list[tuple[int, bool]] = []
-        for subject in subjects:
-            if subject in inserted:
-                results.append((inserted.pop(subject), True))
-                existing[subject] = results[-1][0]  # the same subject again: not new
-            else:
-                results.append((existing[subject], False))
-        return results
+        return decision_ids(subjects, inserted, existing)
 
     def events(
         self,

@@ -20,6 +20,24 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def decision_ids(
+    subjects: Sequence[str], inserted: Mapping[str, int], existing: Mapping[str, int]
+) -> list[tuple[int, bool]]:
+    """``(event id, written now)`` for each decision subject of a run, in order, from the
+    ids the insert returned and those found already recorded. A subject named twice is
+    new only the first time. Pure."""
+    fresh = dict(inserted)
+    known = dict(existing)
+    results: list[tuple[int, bool]] = []
+    for subject in subjects:
+        if subject in fresh:
+            results.append((fresh.pop(subject), True))
+            known[subject] = results[-1][0]  # the same subject again: not new
+        else:
+            results.append((known[subject], False))
+    return results
+
+
 @dataclass(frozen=True, kw_only=True)
 class FreezeRow:
     """One live freeze as stored."""
