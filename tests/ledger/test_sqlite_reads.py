@@ -232,9 +232,9 @@ def test_urls_are_read_as_sqlalchemy_reads_them() -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("ledger_url", ["postgresql"], indirect=True)
 def test_postgresql_is_read_through_the_store(ledger_url: str, backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("the PostgreSQL half")
+    assert backend == "postgresql"
     seed(ledger_url)
     assert sqlite_reads.live_freezes(ledger_url) is None
     assert sqlite_reads.infra_entries(ledger_url) is None
