@@ -180,8 +180,10 @@ def run_batch(options: DriverOptions) -> int:
     running: list[int] = []
     # Replays after the first load the test modules the first rewrote; a cache the
     # caller named outlives this driver, for the next one in the same container.
-    own_cache = out / rewrite_cache.FOLDER if options.replays > 1 else None
-    cache = options.rewrite_cache or own_cache
+    cache = options.rewrite_cache
+    owned = None
+    if cache is None and options.replays > 1:
+        cache = owned = out / rewrite_cache.FOLDER
     try:
         runner = Runner(
             spawners=_spawners(options, progress_fd=progress_fd, rewrite_cache_dir=cache),
@@ -201,20 +203,12 @@ def run_batch(options: DriverOptions) -> int:
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
     except Terminated as stop:
         kill_and_reap(running)
-        _remove_own_cache(options, own_cache)
+        rewrite_cache.remove(owned)
         _write_driver(out, replays=options.replays, finished=False, signal_number=stop.signum)
         return 128 + stop.signum
-    _remove_own_cache(options, own_cache)
+    rewrite_cache.remove(owned)
     _write_driver(out, replays=options.replays, finished=True)
     return 0
-
-
-def _remove_own_cache(options: DriverOptions, own_cache: Path | None) -> None:
-    """The cache goes with the driver, unless the caller named it (--rewrite-cache)."""
-    from orchestrator.probe import rewrite_cache
-
-    if options.rewrite_cache is None and own_cache is not None:
-        rewrite_cache.remove(own_cache)
 
 
 def _batch_job(options: DriverOptions, k: int) -> Job:

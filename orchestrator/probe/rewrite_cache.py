@@ -115,6 +115,8 @@ def install(folder: Path) -> bool:
     return True
 
 
-def remove(folder: Path) -> None:
-    """The cache goes with the driver: only result files stay in its folder."""
-    shutil.rmtree(folder, ignore_errors=True)
+def remove(folder: Path | None) -> None:
+    """The cache goes with the driver that owns it (None: it owns none): only result
+    files stay in its folder."""
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -81,7 +81,7 @@ def _run_container(
     )
     targets = batch_targets(run.plan, batch, side)
 
-    def command(out: str, *, warm: bool) -> list[str]:
+    def command(out: str, warm: bool) -> list[str]:
         # Drivers of a container that serves both phases share one rewrite cache.
         cache = REWRITE_CACHE if warm else None
         return driver_command(
@@ -105,7 +105,7 @@ def _run_container(
                 engine=engine,
                 side=side.name,
                 job=job,
-                command=command(OUT, warm=run.parks),
+                command=command(OUT, run.parks),
                 numbers=numbers,
                 tail=tail,
             )
@@ -210,7 +210,7 @@ def _observe_parked(
     parked: Parked,
     *,
     side: str,
-    command: Callable[..., Sequence[str]],
+    command: Callable[[str, bool], Sequence[str]],
     numbers: tuple[int, ...],
     tail: Callable[[str], None],
 ) -> tuple[ContainerFacts, ResultsRead] | None:
@@ -227,7 +227,7 @@ def _observe_parked(
         try:
             facts, read = run_and_read(
                 parked.container,
-                command=command(out, warm=True),
+                command=command(out, True),
                 on_line=_line_handler(run, side, tail),
                 deadline=started + side_deadline_s(run.plan, len(numbers)),
                 interpreter=run.plan.interpreter or "python3",
