@@ -79,6 +79,8 @@ class _TestRecord:
         "read_only",
         "setup",
         "skip_reason",
+        "subtest_failure",
+        "subtest_pending",
         "teardown",
     )
 
@@ -97,6 +99,10 @@ class _TestRecord:
         self.skip_reason: str | None = None
         # A write the read-only file system refused (EROFS) in a failing phase.
         self.read_only: dict[str, Any] | None = None
+        # Subtests (unittest's subTest, the subtests fixture): the first one that failed,
+        # and the exception of the last one reported, until its report says how it ended.
+        self.subtest_failure: tuple[str, str, str] | None = None
+        self.subtest_pending: tuple[str, str, str] | None = None
 
     def declare(self, name: str) -> None:
         if name not in self.declared:
@@ -313,6 +319,8 @@ class ProbeSession:
         self._progress_fd = progress_fd(os.environ)
         self._tests_done = 0
         self._tests_total = 0
+        # The test whose body runs now: a call report made meanwhile is one of its subtests'.
+        self._running: _TestRecord | None = None
 
     # -- collection ---------------------------------------------------------------
 
@@ -425,7 +433,11 @@ class ProbeSession:
         record = self.records.get(item.nodeid)
         METER.start(record.declared if record is not None else ())
         started = perf_counter()
+        if record is not None:  # a rerun (pytest-rerunfailures) starts its subtests afresh
+            record.subtest_failure = record.subtest_pending = None
+        self._running = record
         yield
+        self._running = None
         elapsed = perf_counter() - started
         METER.stop()
         if record is not None:
@@ -452,7 +464,13 @@ class ProbeSession:
             return
         value = excinfo.value
         assertion_id, assertion_key = self._assertion(item, value, excinfo.tb)
-        record.failures[call.when] = (assertion_id, _message(value), assertion_key)
+        failure = (assertion_id, _message(value), assertion_key)
+        if record is self._running:
+            # A subtest's report, made while the body still runs: whether it failed is
+            # the report's to say (an xfail mark turns a failure into a skip).
+            record.subtest_pending = failure
+        else:
+            record.failures[call.when] = failure
         if record.read_only is None:
             record.read_only = read_only_write(value, self.config.rootpath)
 
@@ -514,8 +532,17 @@ class ProbeSession:
             return
         when = report.when
         outcome = report.outcome
+        if record is self._running:
+            self._subtest_reported(record, report)
+            return
         if when == "call":
             record.call = outcome
+            if record.subtest_failure is not None and outcome in ("passed", "failed"):
+                # pytest counts a failed subtest as a failure (and exits 1) even when the
+                # test's own report passed (unittest's subTest under pytest 9, older
+                # pytest-subtests): the test failed, first where its first subtest did.
+                record.call = "failed"
+                record.failures["call"] = record.subtest_failure
             if outcome == "passed":
                 xfail_reason = getattr(report, "wasxfail", None)
                 if xfail_reason is not None:  # a non-strict xpass: not a verdict
@@ -541,6 +568,22 @@ class ProbeSession:
             self._finish(record)
             if self._progress_fd is not None:
                 self._report_progress(progress_outcome(record.setup, record.call, outcome))
+
+    def _subtest_reported(self, record: _TestRecord, report: pytest.TestReport) -> None:
+        """A subtest's report (made while its test's body runs): only a failure counts; a
+        subtest that passed, skipped or xfailed leaves the test's verdict to the test."""
+        pending, record.subtest_pending = record.subtest_pending, None
+        if report.outcome != "failed" or record.subtest_failure is not None:
+            return
+        if pending is None:  # a failure without an exception
+            location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
+            function = report.location[2].split("[", 1)[0]
+            pending = (
+                f"{report.nodeid}@{location}:Failed",
+                report.longreprtext[:MESSAGE_LIMIT],
+                f"{report.nodeid}@{function}+0:Failed",
+            )
+        record.subtest_failure = pending
 
     def _report_progress(self, outcome: str) -> None:
         fd = self._progress_fd
