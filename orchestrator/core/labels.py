@@ -238,7 +238,32 @@ def _harness(reason: str, message: str | None) -> Replay:
     return Replay(label=Label.HARNESS_ERROR, reason=reason, message=message)
 
 
-def _unfinished(facts: ContainerFacts, driver_status: str | None, exit_code: Any) -> Replay:
+# pytest's exit codes that end a session before it writes results (pytest.ExitCode).
+_PYTEST_EXITS = {2: "interrupted", 3: "internal error", 4: "usage error"}
+_TAIL_MESSAGE_CHARS = 1000
+
+
+def no_result_message(driver_status: str, exit_code: Any, output_tail: Any) -> str:
+    """Why a replay has no result, in one line: pytest's exit code and what it printed
+    last (the driver's ``output_tail``, e.g. ``unrecognized arguments: --cov``). Pure."""
+    what = "wrote no result" if driver_status == "no_result" else f"reported {driver_status}"
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code >= 0:
+        meaning = _PYTEST_EXITS.get(exit_code)
+        message = f"pytest exited {exit_code}{f' ({meaning})' if meaning else ''} and {what}"
+    else:
+        message = f"the driver {what}"
+    if isinstance(output_tail, str) and output_tail.strip():
+        lines = [line.strip() for line in output_tail.splitlines() if line.strip()]
+        message += ": " + " | ".join(lines)[-_TAIL_MESSAGE_CHARS:]
+    return message
+
+
+def _unfinished(
+    facts: ContainerFacts,
+    driver_status: str | None,
+    exit_code: Any,
+    output_tail: Any = None,
+) -> Replay:
     """The label of a replay without a usable result, from the container's facts."""
     if facts.engine_error is not None:
         return _harness(facts.engine_error, facts.message)
@@ -254,7 +279,7 @@ def _unfinished(facts: ContainerFacts, driver_status: str | None, exit_code: Any
         signal_number = facts.exit_code - 128
         return _harness("signal", f"the container exited by signal {signal_number}")
     if driver_status is not None:
-        return _harness(driver_status, f"the driver reported {driver_status}")
+        return _harness(driver_status, no_result_message(driver_status, exit_code, output_tail))
     return _harness("no_result", "no result file was written")
 
 
@@ -336,7 +361,7 @@ def label_replay(
             label=Label.TIMEOUT, reason="replay_timeout", message="the replay passed --timeout"
         )
     if status != "completed":
-        return _unfinished(facts, status, doc.get("exit_code"))
+        return _unfinished(facts, status, doc.get("exit_code"), doc.get("output_tail"))
     if index is None:
         index = EntryIndex(_tests(doc), _skipped_entries(doc))
     exact = index.last.get(property_id)

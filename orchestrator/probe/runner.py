@@ -19,7 +19,7 @@ from typing import Any
 
 from orchestrator.probe import PROBE_VERSION, RUN_SCHEMA, SPLIT_ENV, WORKER_ENV
 from orchestrator.probe.deadline import Deadline, kill_groups
-from orchestrator.probe.jobs import TIMEOUT, Job, child_environment, read_result
+from orchestrator.probe.jobs import COMPLETED, TIMEOUT, Job, child_environment, read_result
 from orchestrator.probe.spawn import Spawner, take_terminal
 from orchestrator.probe.workers import (
     WorkerOutcome,
@@ -102,8 +102,42 @@ def run_job(runner: Runner, job: Job, log_path: Path) -> tuple[dict[str, Any], b
         _remove(sessions[0])
         run = _run_head(job, ended[0].status, ended[0].exit_code, wall_ms)
         run["cpu_ms"] = ended[0].cpu_ms
+        _explain(run, ended)
         return run, ended[0].raw
     return _split_run(job, ended, runner.workers, started)
+
+
+# What the end of a session's output may hold (pytest's usage error, a crash's traceback).
+TAIL_BYTES = 4096
+TAIL_LINES = 8
+TAIL_CHARS = 2000
+
+
+def output_tail(log: Path) -> str | None:
+    """The last lines a session printed (at most :data:`TAIL_LINES` non-blank ones and
+    :data:`TAIL_CHARS` characters), None when it printed nothing or the log is gone."""
+    try:
+        with log.open("rb") as stream:
+            stream.seek(max(0, log.stat().st_size - TAIL_BYTES))
+            data = stream.read(TAIL_BYTES)
+    except OSError:
+        return None
+    lines = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
+    kept = [line for line in lines if line.strip()][-TAIL_LINES:]
+    return "\n".join(kept)[-TAIL_CHARS:] or None
+
+
+def _explain(run: dict[str, Any], ended: Sequence[_Ended]) -> None:
+    """A replay that wrote no usable result says why as pytest printed it: the end of
+    the output of its first session that wrote none (``output_tail``)."""
+    if run["status"] in (TIMEOUT, COMPLETED):
+        return
+    for one in ended:
+        if one.status not in (TIMEOUT, COMPLETED):
+            tail = output_tail(one.session.log)
+            if tail is not None:
+                run["output_tail"] = tail
+            return
 
 
 def _sessions(runner: Runner, job: Job, log_path: Path) -> list[_Session]:
@@ -197,6 +231,7 @@ def _split_run(
     run = _run_head(job, status, merged_exit_code(outcomes), _ms_since(started))
     run["workers"] = count
     run["worker_runs"] = [worker_summary(outcome) for outcome in outcomes]
+    _explain(run, ended)
     if merged is None:
         return run, None
     data = json.dumps(merged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead, replay_file_name, replay_files_from
-from orchestrator.core.labels import ContainerFacts, ReplayFile
+from orchestrator.core.labels import ContainerFacts, ReplayFile, no_result_message
 from orchestrator.core.pool import Batch
 from orchestrator.core.side_spec import (
     KEPT_AFTER_READ,
@@ -126,6 +126,7 @@ def _run_container(
             output_tail=list(tail.lines)[-10:],
         )
     files = replay_files_from(read, len(numbers))
+    _warn_without_result(side.name, files)
     raw_root = run.raw_root(batch)
     if raw_root is not None:
         _keep_raw(read, raw_root / side.name, numbers)
@@ -250,6 +251,31 @@ def _observe_parked(
         return facts, read
     finally:
         parked.remove()
+
+
+USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR (the host does not import pytest)
+USAGE_HINT = (
+    "pytest does not know an option of the command or of the project's configuration "
+    "(addopts): often a plugin the image lacks. Build the project's image with its test "
+    "dependencies (orchestrator image build --repo ...) or replay with --image of one "
+    "that has them"
+)
+
+
+def _warn_without_result(side: str, files: Sequence[ReplayFile]) -> None:
+    """One line for a container whose replays wrote no result, saying why as pytest did
+    (its usage error, a crash): otherwise only the run folder's evidence would tell."""
+    for replay_file in files:
+        doc = replay_file.doc
+        if doc is not None and doc.get("status") not in ("completed", "timeout"):
+            message = no_result_message(
+                str(doc.get("status")), doc.get("exit_code"), doc.get("output_tail")
+            )
+            if doc.get("exit_code") == USAGE_ERROR:
+                log.warning("replay.no_result", side=side, message=message, hint=USAGE_HINT)
+            else:
+                log.warning("replay.no_result", side=side, message=message)
+            return
 
 
 def _still_runs(container: SideContainer) -> bool:

@@ -333,6 +333,32 @@ def test_pytest_exiting_before_the_session_is_no_result(tmp_path, spawn):
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"]) == ("no_result", None)
     assert run["exit_code"] == pytest.ExitCode.USAGE_ERROR
+    # What pytest said, so that the host can say why there is no result.
+    assert "unrecognized arguments: --no-such-option" in run["output_tail"]
+
+
+def test_a_replay_that_prints_much_before_failing_keeps_only_the_end(tmp_path):
+    write(
+        tmp_path,
+        "conftest.py",
+        """
+        import sys
+
+        for number in range(5000):
+            print(f"noise line {number}", file=sys.stderr)
+        raise RuntimeError("the conftest gave up here")
+        """,
+    )
+    write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
+    out = tmp_path / "out"
+    run_driver(tmp_path, out, "test_ok.py")
+    run = load(out / "replay-001.json")
+    assert run["status"] == "no_result"
+    lines = run["output_tail"].splitlines()
+    assert any("RuntimeError: the conftest gave up here" in line for line in lines)
+    assert len(lines) <= 8
+    assert "noise line 0" not in run["output_tail"]
+    assert len(run["output_tail"]) <= 2000
 
 
 @SPAWN_MODES
@@ -355,6 +381,7 @@ def test_a_garbled_result_is_corrupt_result(tmp_path, spawn):
     assert completed.stdout.splitlines() == ["test 1/1 passed", "replay 1/1 corrupt_result"]
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"], run["exit_code"]) == ("corrupt_result", None, 0)
+    assert "output_tail" not in run or "passed" in run["output_tail"]
 
 
 def test_unknown_node_id_is_completed_with_a_not_found_entry(tmp_path):

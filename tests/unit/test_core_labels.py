@@ -42,6 +42,46 @@ def test_an_unfinished_replay_is_labelled_from_the_containers_facts(
     assert (replay.label, replay.reason) == (label, reason)
 
 
+def test_a_replay_without_result_says_why_as_pytest_printed_it() -> None:
+    doc = {
+        "schema": RUN_SCHEMA,
+        "status": "no_result",
+        "exit_code": 4,
+        "output_tail": "ERROR: usage: pytest [options]\n\n"
+        "pytest: error: unrecognized arguments: --cov=pkg\n  inifile: /src/setup.cfg",
+    }
+    replay = labels.label_replay(ReplayFile(replay=1, state="ok", doc=doc), ContainerFacts(), PROP)
+    assert (replay.label, replay.reason) == ("harness_error", "no_result")
+    assert replay.message == (
+        "pytest exited 4 (usage error) and wrote no result: ERROR: usage: pytest [options]"
+        " | pytest: error: unrecognized arguments: --cov=pkg | inifile: /src/setup.cfg"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "exit_code", "tail", "message"),
+    [
+        ("no_result", 3, None, "pytest exited 3 (internal error) and wrote no result"),
+        ("no_result", 1, "", "pytest exited 1 and wrote no result"),
+        ("corrupt_result", 0, "x", "pytest exited 0 and reported corrupt_result: x"),
+        ("no_result", None, "boom", "the driver wrote no result: boom"),
+        ("no_result", True, None, "the driver wrote no result"),
+        ("no_result", 4, 17, "pytest exited 4 (usage error) and wrote no result"),
+    ],
+)
+def test_the_no_result_message_is_one_line_of_facts(
+    status: str, exit_code: Any, tail: Any, message: str
+) -> None:
+    assert labels.no_result_message(status, exit_code, tail) == message
+
+
+@given(st.text(), st.none() | st.integers())
+def test_the_no_result_message_is_one_bounded_line(tail: str, exit_code: int | None) -> None:
+    message = labels.no_result_message("no_result", exit_code, tail)
+    assert len(message.splitlines()) == 1
+    assert len(message) <= 1100
+
+
 def test_image_mismatch_turns_every_replay_into_harness_error() -> None:
     labelled = {PROP: (Replay(label="assert_pass", assertion_id=None),) * 2}
     marked = labels.mark_image_mismatch(labelled, IMAGE, ["sha256:other", IMAGE])
@@ -83,9 +123,15 @@ _completed_docs = st.builds(
     st.sampled_from([0, 1]),
 )
 _unfinished_docs = st.builds(
-    lambda status, code: {"schema": RUN_SCHEMA, "status": status, "exit_code": code},
+    lambda status, code, tail: {
+        "schema": RUN_SCHEMA,
+        "status": status,
+        "exit_code": code,
+        **({} if tail is None else {"output_tail": tail}),
+    },
     st.sampled_from(["timeout", "no_result", "corrupt_result"]),
     st.none() | st.integers(-15, 255),
+    st.none() | st.text(max_size=40) | st.integers(),
 )
 _files = st.one_of(
     (_completed_docs | _unfinished_docs).map(lambda doc: ReplayFile(replay=1, state="ok", doc=doc)),

@@ -1,0 +1,104 @@
+"""Strangers' configurations end to end, on the real engine and runner image.
+
+- An old ``setup.cfg`` (``[tool:pytest]``) whose ``addopts`` name a plugin's options the
+  image lacks (``--cov``): pytest stops with a usage error before any test. Both sides are
+  ``harness_error`` (no verdict, exit 3), and the run says why in pytest's own words, with
+  what to do, instead of a bare "no result".
+- A unittest suite whose ``subTest`` loop finds the patch's regression: the patch blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from replay_gitrepo import commit, init
+
+pytestmark = pytest.mark.docker
+
+CLI = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "orchestrator"
+IMAGE = "orchestrator-runner:latest"
+
+SETUP_CFG = """\
+[tool:pytest]
+addopts = --cov=pkg --cov-report=term-missing
+testpaths = tests
+"""
+ROWS = """\
+import unittest
+
+import pkg
+
+
+class Rows(unittest.TestCase):
+    def test_doubles(self):
+        for value in range(4):
+            with self.subTest(value=value):
+                self.assertEqual(pkg.double(value), value * 2)  # each row
+"""
+
+
+def _replay(
+    cwd: Path, repo: Path, base: str, patch: str, *args: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+         "--image", IMAGE, "--replays", "2", "--no-record", *args],
+        env={**os.environ, "CI": "1"}, cwd=cwd, capture_output=True, text=True, check=False,
+        timeout=600,
+    )  # fmt: skip
+
+
+def test_a_plugin_option_the_image_lacks_is_no_verdict_in_pytests_own_words(tmp_path):
+    repo = init(tmp_path / "repo")
+    base = commit(
+        repo,
+        {"setup.cfg": SETUP_CFG, "pkg/__init__.py": "def one():\n    return 1\n",
+         "tests/test_one.py": "import pkg\n\n\ndef test_one():\n    assert pkg.one() == 1\n"},
+        "a package with coverage in its addopts",
+    )  # fmt: skip
+    patch = commit(repo, {"pkg/__init__.py": "def one():\n    return 2\n"}, "one is two")
+    out = tmp_path / "run"
+    done = _replay(tmp_path, repo, base, patch, "--out", str(out), "--json")
+    assert done.returncode == 3, done.stderr
+    warnings = [
+        json.loads(line)
+        for line in done.stderr.splitlines()
+        if line.startswith("{") and json.loads(line)["event"] == "replay.no_result"
+    ]
+    assert sorted(line["side"] for line in warnings) == ["base", "patch"]
+    for line in warnings:
+        assert "pytest exited 4 (usage error)" in line["message"]
+        assert "unrecognized arguments: --cov=pkg" in line["message"]
+        assert "orchestrator image build" in line["hint"]
+    (decision,) = json.loads(done.stdout)["decisions"]
+    assert (decision["lane"], decision["code"]) == ("infra_queue", "harness_error")
+    evidence = json.loads((out / decision["evidence_file"]).read_text())
+    for side in ("base", "patch"):
+        (replay,) = evidence[side]
+        assert (replay["label"], replay["reason"]) == ("harness_error", "no_result")
+        assert "unrecognized arguments: --cov=pkg" in replay["message"]
+
+
+def test_a_regression_one_subtest_finds_blocks_the_patch(tmp_path):
+    repo = init(tmp_path / "repo")
+    base = commit(
+        repo,
+        {"pkg/__init__.py": "def double(x):\n    return x * 2\n", "tests/test_rows.py": ROWS},
+        "double, tested row by row",
+    )
+    patch = commit(
+        repo,
+        {"pkg/__init__.py": "def double(x):\n    return x * 2 if x != 2 else 5\n"},
+        "double: a special case",
+    )
+    done = _replay(tmp_path, repo, base, patch, "--json")
+    assert done.returncode == 1, done.stderr
+    (decision,) = json.loads(done.stdout)["decisions"]
+    assert decision["property_id"] == "tests/test_rows.py::Rows::test_doubles"
+    assert (decision["lane"], decision["code"]) == ("property_regression", "assertion_regression")
+    assert decision["patch_labels"] == ["assert_fail", "assert_fail"]
+    assert decision["base_labels"] == ["assert_pass", "assert_pass"]
