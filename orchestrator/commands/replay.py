@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from orchestrator.commands._progress import SideCallback
     from orchestrator.core.replay_run import RunPlan
     from orchestrator.services.replay import ReplayOutcome, ReplayRequest, ReplayResult
+    from orchestrator.services.replay_shrink import ShrinkingReplay
 
 _COLUMNS = (
     Column(heading="property"),
@@ -275,7 +276,6 @@ def _finish(result: ReplayResult, outputs: Outputs, logger: Any) -> None:
     """Print the run, write its other views, and end with its exit status."""
     from orchestrator import prompt_exit
     from orchestrator.errors import LedgerError, ShrinkStoppedError
-    from orchestrator.services.replay_shrink import STOPPED
 
     _print_result(result, outputs)
     _hint_writable_tree(result.deciding, logger)
@@ -290,10 +290,18 @@ def _finish(result: ReplayResult, outputs: Outputs, logger: Any) -> None:
     prompt_exit.allow()  # everything is written: the process may skip the teardown
     if result.recording_error is not None:
         raise LedgerError(f"not recorded: {result.recording_error}")  # the report is whole
-    if result.shrink is not None and result.shrink.outcome == STOPPED:
+    if result.shrink is not None and _shrink_stopped(result.shrink):
         raise ShrinkStoppedError(result.shrink.message)  # the line that names the candidate
     if result.exit_status:
         raise typer.Exit(result.exit_status)
+
+
+def _shrink_stopped(shrunk: ShrinkingReplay) -> bool:
+    """Whether the run's shrink phase stopped at a candidate with no verdict (its module,
+    with the shrinker behind it, is imported only for a run that shrank)."""
+    from orchestrator.services.replay_shrink import STOPPED
+
+    return bool(shrunk.outcome == STOPPED)
 
 
 def _log_planned(plan: RunPlan, logger: Any) -> None:
@@ -312,7 +320,6 @@ def _log_planned(plan: RunPlan, logger: Any) -> None:
 def _print_result(result: ReplayResult, outputs: Outputs) -> None:
     """The report (``--json``), or the table and the lines around it."""
     from orchestrator.files import dumps
-    from orchestrator.services.replay_shrink import STOPPED
 
     if outputs.as_json:
         typer.echo(dumps(result.report))
@@ -324,7 +331,7 @@ def _print_result(result: ReplayResult, outputs: Outputs) -> None:
         _print_screening(result.report.get("screening"))
     _print_ledger(result.report.get("ledger"))
     shrunk = result.shrink
-    if shrunk is not None and shrunk.outcome != STOPPED:  # a stopped shrink's line ends the run
+    if shrunk is not None and not _shrink_stopped(shrunk):  # a stopped one's line ends the run
         echo_line(f"shrink: {shrunk.outcome}: {shrunk.message}")
     typer.echo(f"run folder: {result.run_dir}")
 

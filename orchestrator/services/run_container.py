@@ -255,10 +255,10 @@ def _observe_parked(
 
 USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR (the host does not import pytest)
 USAGE_HINT = (
-    "pytest does not know an option of the command or of the project's configuration "
-    "(addopts): often a plugin the image lacks. Build the project's image with its test "
-    "dependencies (orchestrator image build --repo ...) or replay with --image of one "
-    "that has them"
+    "pytest refused the command or the project's configuration (an addopts option of a "
+    "plugin, required_plugins, minversion): the image lacks what the project's tests need. "
+    "Build the project's image with its test dependencies (orchestrator image build --repo "
+    "...) or replay with --image of one that has them"
 )
 
 
