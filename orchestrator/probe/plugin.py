@@ -19,7 +19,6 @@ are in place before conftest files and test modules are imported.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import platform
@@ -27,7 +26,6 @@ import random
 import re
 import sys
 from collections.abc import Generator
-from json.encoder import encode_basestring
 from pathlib import Path
 from time import perf_counter
 from types import TracebackType
@@ -38,7 +36,13 @@ import pytest
 from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
 from orchestrator.probe.atomic import write_bytes_atomic
 from orchestrator.probe.deps import Deps
-from orchestrator.probe.meter import METER, STABLE_DEPENDENCIES, install
+from orchestrator.probe.meter import METER, install
+from orchestrator.probe.record import (
+    MESSAGE_LIMIT,
+    PhaseRecord,
+    harness_entry,
+    read_only_write,
+)
 from orchestrator.probe.share import SELECTION_SIZE, register_share
 
 install()
@@ -48,180 +52,7 @@ SEED_ENV: Final = "REPLAY_SEED"
 FIXTURE_ENV: Final = "REPLAY_FIXTURE"
 PROGRESS_FD_ENV: Final = "REPLAY_PROGRESS_FD"
 DEFAULT_SEED: Final = 0
-MESSAGE_LIMIT: Final = 4000
-
-ASSERT_PASS: Final = "assert_pass"
-ASSERT_FAIL: Final = "assert_fail"
-HARNESS_ERROR: Final = "harness_error"
-
-# Each entry is encoded when its test finishes: a finished test then holds one string
-# (which the garbage collector never scans) instead of nested dicts, and the document
-# is spliced together at the end. Same settings as the whole-document encoding used
-# before, so the bytes are identical.
-_encode_entry = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_STABLE_ZERO: Final = dict.fromkeys(STABLE_DEPENDENCIES, 0)
-_STABLE_ZERO_JSON: Final = _encode_entry(_STABLE_ZERO)
-
 _NOT_FOUND_LINE = re.compile(r"(?:not found|found no collectors for):?\s+(?P<arg>\S.*)$")
-
-
-class _TestRecord:
-    """What one test did, filled in phase by phase (a slotted class: it is made per test)."""
-
-    __slots__ = (
-        "call",
-        "calls",
-        "declared",
-        "duration_ms",
-        "failures",
-        "network",
-        "nodeid",
-        "read_only",
-        "setup",
-        "skip_reason",
-        "subtest_failure",
-        "subtest_pending",
-        "teardown",
-    )
-
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
-        self.declared: list[str] = []
-        self.calls: dict[str, int] | None = None
-        self.network: list[str] = []
-        self.duration_ms = 0.0
-        # Failure details per phase ("setup", "call", "teardown"):
-        # (assertion_id, message, assertion_key).
-        self.failures: dict[str, tuple[str, str, str]] = {}
-        self.setup: str | None = None
-        self.call: str | None = None
-        self.teardown: str | None = None
-        self.skip_reason: str | None = None
-        # A write the read-only file system refused (EROFS) in a failing phase.
-        self.read_only: dict[str, Any] | None = None
-        # Subtests (unittest's subTest, the subtests fixture): the first one that failed,
-        # and the exception of the last one reported, until its report says how it ended.
-        self.subtest_failure: tuple[str, str, str] | None = None
-        self.subtest_pending: tuple[str, str, str] | None = None
-
-    def declare(self, name: str) -> None:
-        if name not in self.declared:
-            self.declared.append(name)
-        if METER.active and name not in METER.counts:
-            METER.counts[name] = 0
-
-    def final_calls(self) -> dict[str, int]:
-        # Meter.start already put every stable name into the counts of a test that ran.
-        calls = _STABLE_ZERO.copy() if self.calls is None else self.calls
-        for name in self.declared:
-            calls.setdefault(name, 0)
-        return calls
-
-    def encoded(self) -> str | None:
-        """The entry as JSON (None when skipped or xfailed), the pass path without a dict.
-
-        The fast path writes exactly what `_encode_entry(self.entry())` would: keys in
-        sorted order, floats by `repr`, strings by json's own escaping.
-        """
-        if (
-            self.call == "passed"
-            and self.read_only is None
-            and self.setup != "failed"
-            and self.skip_reason is None
-            and not self.network
-            and self.teardown != "failed"
-        ):
-            calls = self.final_calls()
-            calls_json = _STABLE_ZERO_JSON if calls == _STABLE_ZERO else _encode_entry(calls)
-            return (
-                f'{{"assertion_id":null,"assertion_key":null,"calls":{calls_json},'
-                f'"duration_ms":{round(self.duration_ms, 3)!r},"label":"{ASSERT_PASS}",'
-                f'"message":null,"nodeid":{encode_basestring(self.nodeid)},"reason":null}}'
-            )
-        entry = self.entry()
-        return None if entry is None else _encode_entry(entry)
-
-    def entry(self) -> dict[str, Any] | None:
-        """The result entry, or None when the test was skipped or xfailed."""
-        label: str
-        reason: str | None = None
-        assertion_id: str | None = None
-        assertion_key: str | None = None
-        message: str | None = None
-        call = self.call
-        if self.setup == "failed":
-            label, reason = HARNESS_ERROR, "setup_error"
-            message = self.failures.get("setup", ("", "", ""))[1]
-        elif self.skip_reason is not None:
-            return None
-        elif self.network:
-            label, reason = HARNESS_ERROR, "impure_network"
-            message = "network attempted in the test body: " + "; ".join(self.network)
-        elif self.teardown == "failed":
-            label, reason = HARNESS_ERROR, "teardown_error"
-            message = self.failures.get("teardown", ("", "", ""))[1]
-        elif call == "passed":
-            label = ASSERT_PASS
-        elif call == "failed":
-            label = ASSERT_FAIL
-            failure = self.failures.get("call")
-            if failure is not None:
-                assertion_id, message, assertion_key = failure
-        else:
-            label, reason = HARNESS_ERROR, "interrupted"
-            message = "the session ended before this test finished"
-        entry: dict[str, Any] = {
-            "nodeid": self.nodeid,
-            "label": label,
-            "reason": reason,
-            "assertion_id": assertion_id,
-            "assertion_key": assertion_key,
-            "message": message,
-            "calls": self.final_calls(),
-            "duration_ms": round(self.duration_ms, 3),
-        }
-        if self.read_only is not None and label != ASSERT_PASS:
-            entry["read_only"] = self.read_only
-        return entry
-
-
-def _harness_entry(
-    nodeid: str, reason: str, message: str, read_only: dict[str, Any] | None = None
-) -> str:
-    entry: dict[str, Any] = {
-        "nodeid": nodeid,
-        "label": HARNESS_ERROR,
-        "reason": reason,
-        "assertion_id": None,
-        "assertion_key": None,
-        "message": message[:MESSAGE_LIMIT],
-        "calls": dict.fromkeys(STABLE_DEPENDENCIES, 0),
-        "duration_ms": 0.0,
-    }
-    if read_only is not None:
-        entry["read_only"] = read_only
-    return _encode_entry(entry)
-
-
-def read_only_write(value: BaseException | None, rootdir: Path) -> dict[str, Any] | None:
-    """The fact behind a failure that the read-only file system caused, or None.
-
-    Looks through the exception and what it was raised from (``__cause__``,
-    ``__context__``) for an ``OSError`` with ``EROFS``: ``path`` is the file it names
-    (absolute, None when it names none), ``in_rootdir`` whether that lies in the tested
-    tree (a write without a path is taken to be there: the tree is where tests write).
-    """
-    seen: set[int] = set()
-    while value is not None and id(value) not in seen:
-        seen.add(id(value))
-        if isinstance(value, OSError) and value.errno == errno.EROFS:
-            filename = value.filename
-            path = None if filename is None else os.path.abspath(os.fsdecode(filename))
-            root = str(rootdir)
-            inside = path is None or path == root or path.startswith(root.rstrip("/") + "/")
-            return {"path": path, "in_rootdir": inside}
-        value = value.__cause__ or value.__context__
-    return None
 
 
 def _message(value: BaseException) -> str:
@@ -303,9 +134,9 @@ class ProbeSession:
         self.result_path = os.environ.get(RESULT_ENV) or None
         self.fixture_path = os.environ.get(FIXTURE_ENV) or None
         self.seed = read_seed(os.environ)
-        self.records: dict[str, _TestRecord] = {}
-        self.current: _TestRecord | None = None
-        self.tests: list[str] = []  # encoded entries (see _encode_entry)
+        self.records: dict[str, PhaseRecord] = {}
+        self.current: PhaseRecord | None = None
+        self.tests: list[str] = []  # encoded entries (see encode_entry)
         self.skipped: list[dict[str, Any]] = []
         self.written = False
         self._same_file = _SameFile()
@@ -320,7 +151,7 @@ class ProbeSession:
         self._tests_done = 0
         self._tests_total = 0
         # The test whose body runs now: a call report made meanwhile is one of its subtests'.
-        self._running: _TestRecord | None = None
+        self._running: PhaseRecord | None = None
 
     # -- collection ---------------------------------------------------------------
 
@@ -336,7 +167,7 @@ class ProbeSession:
             nodeid = report.nodeid or "<session>"
             read_only = self._collect_read_only.pop(report.nodeid, None)
             self.tests.append(
-                _harness_entry(nodeid, "collection_error", report.longreprtext, read_only)
+                harness_entry(nodeid, "collection_error", report.longreprtext, read_only)
             )
 
     def pytest_exception_interact(
@@ -401,12 +232,12 @@ class ProbeSession:
                     continue
                 arg = match.group("arg").strip()
                 self.tests.append(
-                    _harness_entry(self._relative_arg(arg), "not_found", str(argument))
+                    harness_entry(self._relative_arg(arg), "not_found", str(argument))
                 )
                 found_any = True
         if not found_any:
             message = "; ".join(str(a) for a in error.args)
-            self.tests.append(_harness_entry("<session>", "usage_error", message))
+            self.tests.append(harness_entry("<session>", "usage_error", message))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._tests_total = self.config.stash.get(SELECTION_SIZE, len(session.items))
@@ -422,7 +253,7 @@ class ProbeSession:
     # -- running --------------------------------------------------------------------
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        record = _TestRecord(nodeid)
+        record = PhaseRecord(nodeid)
         self.records[nodeid] = record
         self.current = record
         # Every test starts from the same random state, whatever ran before it.
@@ -569,7 +400,7 @@ class ProbeSession:
             if self._progress_fd is not None:
                 self._report_progress(progress_outcome(record.setup, record.call, outcome))
 
-    def _subtest_reported(self, record: _TestRecord, report: pytest.TestReport) -> None:
+    def _subtest_reported(self, record: PhaseRecord, report: pytest.TestReport) -> None:
         """A subtest's report (made while its test's body runs): only a failure counts; a
         subtest that passed, skipped or xfailed leaves the test's verdict to the test."""
         pending, record.subtest_pending = record.subtest_pending, None
@@ -597,7 +428,7 @@ class ProbeSession:
         except OSError:  # closed by a test, or the reader went away: progress is cosmetic
             self._progress_fd = None
 
-    def _finish(self, record: _TestRecord) -> None:
+    def _finish(self, record: PhaseRecord) -> None:
         encoded = record.encoded()
         if encoded is None:
             self.skipped.append({"nodeid": record.nodeid, "reason": record.skip_reason})
