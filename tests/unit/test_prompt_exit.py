@@ -103,7 +103,7 @@ def test_a_file_or_socket_open_only_for_reading_loses_nothing(tmp_path: Path):
 
 def test_a_running_thread_takes_the_usual_exit():
     """A non-daemon thread still working (here: reading a line the test sends once the
-    main thread is done) is waited for by the usual exit."""
+    main thread has looked for live threads) is waited for by the usual exit."""
     program = (
         HEAD
         + textwrap.dedent(
@@ -111,8 +111,15 @@ def test_a_running_thread_takes_the_usual_exit():
         worker = threading.Thread(target=lambda: sys.stderr.write("worker " + sys.stdin.readline()))
         worker.start()
         prompt_exit.allow()
-        sys.stdout.write("main done\\n")
-        sys.stdout.flush()
+        looked = prompt_exit._other_threads_alive
+
+        def look_then_say():  # the worker cannot end before the look: it waits for "go"
+            alive = looked()
+            sys.stdout.write("looked\\n")
+            sys.stdout.flush()
+            return alive
+
+        prompt_exit._other_threads_alive = look_then_say
         """
         )
         + END.replace("STATUS", "0")
@@ -121,7 +128,7 @@ def test_a_running_thread_takes_the_usual_exit():
         [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     ) as process:  # fmt: skip
-        assert process.stdout.readline() == "main done\n"
+        assert process.stdout.readline() == "looked\n"
         _out, err = process.communicate("go\n")
     assert process.returncode == 0
     assert err == "worker go\nteardown\n"
