@@ -744,3 +744,93 @@ def test_a_dotted_name_that_names_no_docstring_is_compared_whole() -> None:
     for name in ("pkg.mod.half", "pkg.mod.nothing", "pkg.other"):
         found = oracle_slice(CODE, {}, f"{CODE_PATH}::{name}")
         assert found.status is SliceStatus.WHOLE_FILE, name
+
+
+TEXT_PATH = "docs/usage.rst"
+TEXT_ID = f"{TEXT_PATH}::usage.rst"
+TEXT = """\
+Usage
+=====
+
+Adding two numbers:
+
+    >>> import pkg
+    >>> pkg.add(2, 2)
+    4
+
+A long list, shortened:
+
+    >>> list(range(20))  # doctest: +ELLIPSIS
+    [0, 1, ..., 19]
+    >>> pkg.add(None, 1)
+    Traceback (most recent call last):
+    TypeError: unsupported operand
+"""
+
+
+def test_a_text_doctest_is_sliced_to_its_examples_not_its_prose() -> None:
+    base = oracle_slice(TEXT, {}, TEXT_ID)
+    assert base.status is SliceStatus.SLICED
+    prose = TEXT.replace("Adding two numbers:", "Adding two numbers, as a\nprogrammer would:")
+    prose = prose.replace("Usage\n=====\n", "How to use it\n=============\n\nSee below.\n")
+    assert not compare_slices(base, oracle_slice(prose, {}, TEXT_ID)).changed
+    as_bytes = oracle_slice(prose.encode(), {}, TEXT_ID)
+    assert as_bytes.digest == base.digest
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("pkg.add(2, 2)\n    4", "pkg.add(2, 3)\n    4"),  # an example's source
+        ("pkg.add(2, 2)\n    4", "pkg.add(2, 2)\n    5"),  # its expected output
+        ("TypeError: unsupported operand", "ValueError: unsupported operand"),  # exception
+        ("# doctest: +ELLIPSIS", "# doctest: +NORMALIZE_WHITESPACE"),  # a directive
+        ("    >>> import pkg\n", ""),  # an example less
+    ],
+)
+def test_a_text_doctests_examples_are_its_oracle(old: str, new: str) -> None:
+    assert old in TEXT
+    change = compare_slices(
+        oracle_slice(TEXT, {}, TEXT_ID), oracle_slice(TEXT.replace(old, new), {}, TEXT_ID)
+    )
+    assert change.reason_texts == ("doctest usage.rst",)
+
+
+def test_a_text_file_doctest_cannot_read_is_compared_whole() -> None:
+    for source in (b"\xff\xfe not utf-8 >>> 1\n", "    >>> 1\n  2\n"):  # a short indent
+        found = oracle_slice(source, {}, TEXT_ID)
+        assert found.status is SliceStatus.WHOLE_FILE, source
+    # A Python module is never read as a text doctest.
+    assert oracle_slice("x = 1\n", {}, "docs/conf.py::conf.py").status is SliceStatus.WHOLE_FILE
+
+
+_prose = st.lists(
+    st.text(alphabet="abc xyz.,:-", min_size=1, max_size=30).filter(lambda t: t.strip()),
+    max_size=3,
+).map(lambda lines: "\n".join(line.strip() for line in lines))
+_examples = st.lists(
+    st.tuples(st.sampled_from(["1 + 1", "len('ab')", "print('x')", "[1, 2]"]),
+              st.sampled_from(["2", "'x'", "[1, 2]", ""])),
+    min_size=1, max_size=4,
+)  # fmt: skip
+
+
+@given(
+    _examples, st.lists(_prose, min_size=5, max_size=5), st.lists(_prose, min_size=5, max_size=5)
+)
+@settings(max_examples=examples(60))
+def test_any_prose_around_the_same_examples_is_the_same_oracle(
+    items: list[tuple[str, str]], prose_a: list[str], prose_b: list[str]
+) -> None:
+    def render(prose: list[str]) -> str:
+        blocks = []
+        for index, (source, want) in enumerate(items):
+            blocks.append(prose[index % len(prose)])
+            blocks.append(f"    >>> {source}" + (f"\n    {want}" if want else ""))
+        blocks.append(prose[-1])
+        return "\n\n".join(block for block in blocks if block) + "\n"
+
+    first = oracle_slice(render(prose_a), {}, TEXT_ID)
+    second = oracle_slice(render(prose_b), {}, TEXT_ID)
+    assert first.status is second.status is SliceStatus.SLICED
+    assert first.digest == second.digest

@@ -4,6 +4,7 @@ references. Pure."""
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import PurePosixPath
 
@@ -53,6 +54,15 @@ def oracle_slice(
     # Dumping a whole module is the costliest part of a slice, and a sliced side needs it
     # only when the other side cannot be sliced.
     whole: Mapping[PartKey, tuple[str, ...]] = _LazyParts(whole_parts)
+    examples = text_doctest_examples(source, node.path, node.names)
+    if examples is not None:
+        return OracleSlice(
+            property_id=property_id,
+            path=node.path,
+            status=SliceStatus.SLICED,
+            parts={(ReasonKind.DOCTEST, node.names[0]): (examples,), **conftest_parts},
+            whole_file=whole,
+        )
     analysed = analyse_source(source)
     note = problem = ""
     if analysed is None:
@@ -89,6 +99,38 @@ def oracle_slice(
         status=SliceStatus.SLICED,
         parts={**found, **conftest_parts},
         whole_file=whole,
+    )
+
+
+def text_doctest_examples(source: str | bytes, path: str, names: tuple[str, ...]) -> str | None:
+    """The examples of a text file pytest runs as one doctest (``--doctest-glob``:
+    ``docs/usage.rst::usage.rst``), as the oracle: each example's source, expected output,
+    expected exception and directives, in order. The prose around them, and where they
+    stand, are not part of it. None for a Python module, or a file that is no UTF-8 text
+    or whose examples do not parse as doctest reads them (the whole file is then its
+    oracle). Pure."""
+    if path.endswith(".py") or names != (PurePosixPath(path).name,):
+        return None
+    import doctest  # with pdb behind it: only for a suite that has text doctests
+
+    try:
+        text = source.decode("utf-8") if isinstance(source, bytes) else source
+        examples = doctest.DocTestParser().get_examples(text, name=path)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    # Directives by name: their numbers are the doctest module's own, its names are stable.
+    flags = {number: name for name, number in doctest.OPTIONFLAGS_BY_NAME.items()}
+    return json.dumps(
+        [
+            [
+                example.source,
+                example.want,
+                example.exc_msg,
+                sorted((flags.get(flag, str(flag)), on) for flag, on in example.options.items()),
+            ]
+            for example in examples
+        ],
+        ensure_ascii=False,
     )
 
 
