@@ -52,6 +52,9 @@ SEED_ENV: Final = "REPLAY_SEED"
 FIXTURE_ENV: Final = "REPLAY_FIXTURE"
 PROGRESS_FD_ENV: Final = "REPLAY_PROGRESS_FD"
 DEFAULT_SEED: Final = 0
+SESSION: Final = "<session>"
+SESSION_ERROR: Final = "session_error"
+
 _NOT_FOUND_LINE = re.compile(r"(?:not found|found no collectors for):?\s+(?P<arg>\S.*)$")
 
 
@@ -152,6 +155,7 @@ class ProbeSession:
         self._tests_total = 0
         # The test whose body runs now: a call report made meanwhile is one of its subtests'.
         self._running: PhaseRecord | None = None
+        self._session_error: str | None = None  # the entry of a session that failed
 
     # -- collection ---------------------------------------------------------------
 
@@ -164,7 +168,7 @@ class ProbeSession:
             return
         if report.failed:
             self._collectors_seen.add(report.nodeid)
-            nodeid = report.nodeid or "<session>"
+            nodeid = report.nodeid or SESSION
             read_only = self._collect_read_only.pop(report.nodeid, None)
             self.tests.append(
                 harness_entry(nodeid, "collection_error", report.longreprtext, read_only)
@@ -237,7 +241,7 @@ class ProbeSession:
                 found_any = True
         if not found_any:
             message = "; ".join(str(a) for a in error.args)
-            self.tests.append(harness_entry("<session>", "usage_error", message))
+            self.tests.append(harness_entry(SESSION, "usage_error", message))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._tests_total = self.config.stash.get(SELECTION_SIZE, len(session.items))
@@ -440,9 +444,36 @@ class ProbeSession:
 
     # -- writing --------------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    # The innermost wrapper: it writes before any plugin's own session end runs, and it is
+    # the first to see one fail (an outer wrapper re-raising, such as the terminal
+    # reporter's, would end the teardown of the others under pluggy 1.0).
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_sessionfinish(
+        self, session: pytest.Session, exitstatus: int
+    ) -> Generator[None, Any, None]:
         self.write(int(exitstatus))
+        outcome = yield
+        error = outcome.excinfo[1] if outcome.excinfo is not None else None
+        if error is not None and not isinstance(error, pytest.exit.Exception):
+            # A later hook raised: pytest ends without a verdict of its own (plain pytest
+            # prints the traceback and exits non-zero), so the result says so too.
+            self._session_failed(error)
+            self.written = False
+            self.write(int(exitstatus))
+
+    def pytest_internalerror(
+        self, excrepr: object, excinfo: pytest.ExceptionInfo[BaseException]
+    ) -> None:
+        """pytest's INTERNALERROR (a plugin's hook raised around the tests, e.g. pytest-cov
+        writing its data into the read-only tree): the session's end is no verdict."""
+        self._session_failed(excinfo.value)
+
+    def _session_failed(self, error: BaseException) -> None:
+        if self._session_error is not None:
+            return  # the first one is the cause
+        message = f"the pytest session failed: {type(error).__name__}: {_message(error)}"
+        read_only = read_only_write(error, self.config.rootpath)
+        self._session_error = harness_entry(SESSION, SESSION_ERROR, message, read_only)
 
     def write(self, exit_status: int | None) -> None:
         if self.written:
@@ -465,7 +496,8 @@ class ProbeSession:
         # "tests" sorts after every other key, so appending it to the encoded rest gives
         # the bytes `json.dumps(..., sort_keys=True)` of the whole document would.
         head = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        text = f'{head[:-1]},"tests":[{",".join(self.tests)}]}}'
+        tests = self.tests if self._session_error is None else [*self.tests, self._session_error]
+        text = f'{head[:-1]},"tests":[{",".join(tests)}]}}'
         write_bytes_atomic(self.result_path, text.encode("utf-8"))
 
     # -- fixture support ---------------------------------------------------------------

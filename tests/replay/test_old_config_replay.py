@@ -102,3 +102,33 @@ def test_a_regression_one_subtest_finds_blocks_the_patch(tmp_path):
     assert (decision["lane"], decision["code"]) == ("property_regression", "assertion_regression")
     assert decision["patch_labels"] == ["assert_fail", "assert_fail"]
     assert decision["base_labels"] == ["assert_pass", "assert_pass"]
+
+
+def test_a_session_end_that_writes_into_the_tree_is_the_runners_fault_with_the_way_out(
+    tmp_path,
+):
+    """A conftest's session end writes a report into the working folder, as on a CI
+    machine; here the tree is read-only, so the session crashes after its tests (as
+    pytest-cov's data file does). The tests' verdicts stand; the session is no verdict,
+    with the --writable-tree hint, and with --writable-tree the run is clean."""
+    repo = init(tmp_path / "repo")
+    report = 'def pytest_sessionfinish(session):\n    open("report.txt", "w").write("done")\n'
+    base = commit(
+        repo,
+        {"conftest.py": report, "pkg/__init__.py": "def one():\n    return 2\n",
+         "tests/test_one.py": "import pkg\n\n\ndef test_one():\n    assert pkg.one() == 1\n"},
+        "one, with a session report",
+    )  # fmt: skip
+    patch = commit(repo, {"pkg/__init__.py": "def one():\n    return 1\n"}, "one is one")
+    done = _replay(tmp_path, repo, base, patch, "--json")
+    assert done.returncode == 3, done.stderr
+    found = {e["property_id"]: e for e in json.loads(done.stdout)["decisions"]}
+    assert found["tests/test_one.py::test_one"]["lane"] == "fix_candidate"
+    session = found["<session>"]
+    assert (session["lane"], session["code"]) == ("infra_queue", "harness_error")
+    assert session["base_reasons"] == session["patch_reasons"] == ["read_only_tree"]
+    assert "--writable-tree" in done.stderr
+    writable = _replay(tmp_path, repo, base, patch, "--json", "--writable-tree")
+    assert writable.returncode == 0, writable.stderr
+    decisions = json.loads(writable.stdout)["decisions"]
+    assert [e["property_id"] for e in decisions] == ["tests/test_one.py::test_one"]
