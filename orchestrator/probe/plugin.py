@@ -280,14 +280,19 @@ class ProbeSession:
             record.calls = METER.counts
             record.network = METER.network
 
-    @pytest.hookimpl(hookwrapper=True)
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, None]:
         # A wrapper sees the exception after every other implementation: pytest's unittest
         # support hands a TestCase's real failure (its traceback and type) to `call` only
         # in its own makereport, so an earlier look finds no exception at all.
+        metered = METER.active
+        # A subtest's report is made while the body runs: pytest reading source files to
+        # render its traceback is not the test's own dependency call.
+        METER.active = False
         yield
+        METER.active = metered
         self._record_failure(item, call)
 
     def _record_failure(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:

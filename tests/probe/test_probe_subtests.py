@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from tests.probe.test_probe_driver import load, run_driver, write
 from tests.probe.test_probe_plugin import by_nodeid, line_of
 
 UNITTEST = """
@@ -142,3 +143,21 @@ def test_a_failing_subtest_shows_as_a_failure_on_the_progress_line(
     with os.fdopen(read) as lines:
         outcomes = [line.split()[-1] for line in lines.read().splitlines()]
     assert sorted(outcomes) == ["failed", "passed"]
+
+
+def test_rendering_a_failed_subtest_is_not_a_call_of_the_test(tmp_path):
+    """pytest reads the test's source to render a subtest's failure while the body still
+    runs: that read is pytest's, so a failing side does not count one ``open`` more than
+    a passing one (a call budget change the test never made). A fresh driver process:
+    an in-process run may have the source cached already."""
+    write(tmp_path, "test_rows.py", UNITTEST)
+    out = tmp_path / "out"
+    completed = run_driver(tmp_path, out, "test_rows.py")
+    assert completed.returncode == 0, completed.stderr
+    entries = by_nodeid(load(out / "replay-001.json")["result"])
+    assert entries["test_rows.py::Rows::test_one_row_wrong"]["label"] == "assert_fail"
+    # The first report pytest renders reads the file (later ones find it cached): none of
+    # the tests, whichever runs first, opened anything itself.
+    assert {nodeid: entry["calls"]["open"] for nodeid, entry in entries.items()} == dict.fromkeys(
+        entries, 0
+    )
