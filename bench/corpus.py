@@ -14,12 +14,14 @@ where the no-op commits are made. Nothing is written into this project.
 For each fix commit FIX with parent PARENT:
 
 - **Ground truth**, plain pytest in the same image (the library's image, the tree mounted
-  read-only, no network, non-root, `pytest -q -p no:cacheprovider` as the user would type
-  it, plus a small plugin that writes each test's outcome and failing line, and
-  `--continue-on-collection-errors`, so that a test module that does not import on a side
-  (its tests are errors there) leaves the other modules' outcomes): the tree at FIX, and
-  at PARENT with the fix's test files laid over (SWE-bench style: every
-  file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
+  read-only, no network, non-root, `python -m pytest -q -p no:cacheprovider` as the user
+  would type it: the tree's root importable, as the tool's replays have it; a failure on
+  the read-only tree, `[Errno 30] Read-only file system`, counts as an error, as the
+  tool's `read_only_tree`), plus a small plugin that writes each test's outcome and
+  failing line, and `--continue-on-collection-errors`, so that a test module that does
+  not import on a side (its tests are errors there) leaves the other modules' outcomes):
+  the tree at FIX, and at PARENT with the fix's test files laid over (SWE-bench style:
+  every file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
   `conftest.py`; added, modified and deleted alike).
 - **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch`, the
   default command, whole suite, as README tells a user. Expected per test: base as plain
@@ -63,6 +65,7 @@ RUNNER_IMAGE = "orchestrator-runner:latest"
 SCENARIOS = ("forward", "reversed", "noop")
 BLOCKING = {"reject_run", "property_regression", "different_bug", "block_patch"}
 UNDECIDED = {"reject_malformed", "infra_queue", "rerun_shrink"}
+INTERNAL_ERROR = 3  # pytest.ExitCode.INTERNAL_ERROR
 TEST_DIRS = re.compile(r"^(tests?|testing|test_.*|.*_tests?)$")
 TEST_FILE = re.compile(r"^(test_.*\.py|.*_test\.py|conftest\.py)$")
 GIT_ENV = {
@@ -116,10 +119,13 @@ def pytest_runtest_logreport(report):
             record["outcome"] = "xfailed" if report.skipped else "xpassed"
         elif report.skipped:
             record["outcome"] = "skipped"
+        elif report.failed and "[Errno 30] Read-only file system" in report.longreprtext:
+            record["outcome"] = "error"  # the sandbox's read-only tree: no verdict
         elif report.failed:
+            if record["outcome"] != "failed":  # the first failing subtest names it
+                record.update(_failure(report))
             record["outcome"] = "failed"
-            record.update(_failure(report))
-        else:
+        elif record["outcome"] != "failed":  # pytest 9: a failed subtest fails its test
             record["outcome"] = "passed"
     elif report.failed and record["outcome"] in (None, "passed"):
         record["outcome"] = "error"
@@ -226,12 +232,12 @@ def describe(repo: Path, sha: str) -> Commit:
 @dataclass(frozen=True, kw_only=True)
 class Image:
     ref: str
-    pytest: str  # the pytest executable the user would run in it
+    pytest: str  # pytest as the user would run it there (`python -m pytest`)
 
 
 def library_image(library: Library, repo: Path) -> Image:
     if library.image == "runner":
-        return Image(ref=RUNNER_IMAGE, pytest="pytest")
+        return Image(ref=RUNNER_IMAGE, pytest="python3 -m pytest")
     done = subprocess.run(
         [
             str(CLI),
@@ -260,8 +266,7 @@ def library_image(library: Library, repo: Path) -> Image:
         ).stdout
     )
     python = (labels or {}).get("orchestrator.python", "python3")
-    pytest = str(Path(python).with_name("pytest")) if python.startswith("/") else "pytest"
-    return Image(ref=image_id, pytest=pytest)
+    return Image(ref=image_id, pytest=f"{python} -m pytest")
 
 
 # ---------------------------------------------------------------- ground truth
@@ -493,14 +498,22 @@ def labels_agree(outcome: Mapping[str, Any] | None, labels: Sequence[str]) -> bo
 
 
 def outcomes(truth: Mapping[str, Any]) -> dict[str, Any]:
-    """Each test's outcome; a module that did not import leaves none (see `errored`)."""
-    return {k: v for k, v in truth["tests"].items() if v["outcome"] != "collect_error"}
+    """Each test's outcome; a module that did not import leaves none (see `errored`). A
+    session pytest ended with INTERNALERROR (exit 3: a plugin's hook raised around the
+    tests, e.g. pytest-cov saving into the read-only tree) is an error of `<session>`."""
+    found = {k: v for k, v in truth["tests"].items() if v["outcome"] != "collect_error"}
+    if truth.get("exitstatus") == INTERNAL_ERROR:
+        found.setdefault("<session>", {"outcome": "error"})
+    return found
 
 
 def errored(truth: Mapping[str, Any], node: str) -> bool:
-    """Whether the node's module (or the whole session) failed to collect on that side."""
+    """Whether the node, a collector above it (its module, a class) or the whole session
+    failed to collect on that side."""
     broken = {k for k, v in truth["tests"].items() if v["outcome"] == "collect_error"}
-    return bool(broken & {"<session>", "", node.split("::", 1)[0]})
+    parts = node.split("::")
+    above = {"::".join(parts[:end]) for end in range(1, len(parts) + 1)}
+    return bool(broken & ({"<session>", ""} | above))
 
 
 @dataclass(kw_only=True)
@@ -602,7 +615,8 @@ def run_library(
         truths = {}
         for variant in ("fix", "parent+fixtests"):
             root = tree(repo, work, library.name, commit, variant)
-            out = truth_dir / f"{commit.fix[:12]}-{variant}.json"
+            # "-m": run as `python -m pytest` (earlier truth ran the `pytest` script)
+            out = truth_dir / f"{commit.fix[:12]}-{variant}-m.json"
             truths[variant] = plain_pytest(image, root, out, library.timeout * 2)
         noop = noop_commit(repo, commit.fix)
         plans = {
