@@ -14,7 +14,9 @@ The test files are (:class:`TestFileRule`):
   the properties' part (``pytest tests/`` -> ``tests/``), and a command that names no
   path (``pytest -q``) runs every test module of the tree: their folders are taken the
   same way, found in the trees (as SWE-bench applies a test patch: the test package whole,
-  its ``__init__.py``, helper modules and data included);
+  its ``__init__.py``, helper modules and data included), and so is every folder at the
+  root named ``test``, ``tests`` or ``testing``, test modules in it or not (its data and
+  support files: ``testing/data/E50.py`` read by ``tests/test_data.py``);
 - every ``conftest.py`` and every ``test_*.py`` / ``*_test.py``, anywhere;
 - every ``--test-path PATH``: a file, or a folder and everything under it.
 
@@ -149,6 +151,13 @@ def rule_for_tests(
             path for path in found if is_test_module_name(PurePosixPath(path).name)
         ):
             take(module, own=False)
+        # A folder at the root named test, tests or testing holds the suite's support and
+        # data even when no test module lives in it (testing/data/*.py, which a test module
+        # in tests/ reads): SWE-bench's test patch takes it too. Deeper folders so named
+        # may be the library's own code (django/test/), so only the root's.
+        for root_folder in sorted({path.split("/", 1)[0] for path in found if "/" in path}):
+            if root_folder in TEST_FOLDER_NAMES:
+                folders.setdefault(root_folder, None)
     return TestFileRule(folders=tuple(folders), files=tuple(files), extra=tuple(test_paths))
 
 

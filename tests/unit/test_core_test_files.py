@@ -80,14 +80,18 @@ def test_a_command_without_paths_takes_the_folder_of_every_test_module_whole():
         "pkg/util.py",
     ]
     patch = ["lib.py", "tests/__init__.py", "tests/test_a.py", "it/test_d.py",
-             "testing/helpers.py"]  # fmt: skip
+             "testing/helpers.py", "testing/data/E50.py", "django/test/client.py"]  # fmt: skip
     rule = rule_for_tests((), (), (), trees=[base, patch])
-    assert rule.folders == ("src/pkg/tests", "tests")
+    assert rule.folders == ("src/pkg/tests", "tests", "testing")
     taken = ["tests/__init__.py", "tests/data/golden.json", "src/pkg/tests/test_b.py",
-             "pkg/test_c.py", "it/test_d.py", "conftest.py"]  # fmt: skip
+             "pkg/test_c.py", "it/test_d.py", "conftest.py",
+             # A root folder named like a test folder holds the suite's support and data,
+             # test modules in it or not.
+             "testing/helpers.py", "testing/data/E50.py"]  # fmt: skip
     assert [path for path in taken if not rule.matches(path)] == []
-    # Code beside a test module and a folder with no test module stay the side's.
-    assert [p for p in ("lib.py", "src/pkg/mod.py", "pkg/util.py", "testing/helpers.py")
+    # Code beside a test module, and a deeper folder named like a test folder with no
+    # test module (the library's own django/test/), stay the side's.
+    assert [p for p in ("lib.py", "src/pkg/mod.py", "pkg/util.py", "django/test/client.py")
             if rule.matches(p)] == []  # fmt: skip
     # A command that names a path keeps its own rule.
     assert rule_for_tests((), ("tests/test_a.py",), (), trees=[base]).folders == ("tests",)
@@ -194,10 +198,12 @@ whole_tree_paths = st.sampled_from(
 
 @given(st.lists(st.lists(whole_tree_paths, max_size=8), min_size=1, max_size=3))
 def test_without_paths_a_file_is_taken_exactly_when_a_test_module_shares_its_test_folder(trees):
+    """...or when it lies under a root folder named test, tests or testing."""
     rule = rule_for_tests((), (), (), trees=trees)
     modules = {p for tree in trees for p in tree if is_test_module_name(p.rsplit("/", 1)[-1])}
     for path in {p for tree in trees for p in tree}:
         folder = outer_test_folder(path)
         shared = folder is not None and any(outer_test_folder(m) == folder for m in modules)
         named = is_test_file_name(path.rsplit("/", 1)[-1])
-        assert rule.matches(path) == (shared or named), (path, rule)
+        root = "/" in path and path.split("/", 1)[0] in ("test", "tests", "testing")
+        assert rule.matches(path) == (shared or named or root), (path, rule)
