@@ -52,15 +52,23 @@ def _replay(
     )  # fmt: skip
 
 
-def test_a_plugin_option_the_image_lacks_is_no_verdict_in_pytests_own_words(tmp_path):
+def _one(tmp_path: Path, extra: dict[str, str], base_one: int, patch_one: int) -> tuple:
+    """A package whose ``one()`` returns ``base_one`` then ``patch_one``, its test asking
+    for 1, and ``extra`` files: the repository and both revisions."""
     repo = init(tmp_path / "repo")
+    test = "import pkg\n\n\ndef test_one():\n    assert pkg.one() == 1\n"
     base = commit(
         repo,
-        {"setup.cfg": SETUP_CFG, "pkg/__init__.py": "def one():\n    return 1\n",
-         "tests/test_one.py": "import pkg\n\n\ndef test_one():\n    assert pkg.one() == 1\n"},
-        "a package with coverage in its addopts",
+        {**extra, "pkg/__init__.py": f"def one():\n    return {base_one}\n",
+         "tests/test_one.py": test},
+        "one, and its test",
     )  # fmt: skip
-    patch = commit(repo, {"pkg/__init__.py": "def one():\n    return 2\n"}, "one is two")
+    patch = commit(repo, {"pkg/__init__.py": f"def one():\n    return {patch_one}\n"}, "one")
+    return repo, base, patch
+
+
+def test_a_plugin_option_the_image_lacks_is_no_verdict_in_pytests_own_words(tmp_path):
+    repo, base, patch = _one(tmp_path, {"setup.cfg": SETUP_CFG}, 1, 2)
     out = tmp_path / "run"
     done = _replay(tmp_path, repo, base, patch, "--out", str(out), "--json")
     assert done.returncode == 3, done.stderr
@@ -111,15 +119,8 @@ def test_a_session_end_that_writes_into_the_tree_is_the_runners_fault_with_the_w
     machine; here the tree is read-only, so the session crashes after its tests (as
     pytest-cov's data file does). The tests' verdicts stand; the session is no verdict,
     with the --writable-tree hint, and with --writable-tree the run is clean."""
-    repo = init(tmp_path / "repo")
     report = 'def pytest_sessionfinish(session):\n    open("report.txt", "w").write("done")\n'
-    base = commit(
-        repo,
-        {"conftest.py": report, "pkg/__init__.py": "def one():\n    return 2\n",
-         "tests/test_one.py": "import pkg\n\n\ndef test_one():\n    assert pkg.one() == 1\n"},
-        "one, with a session report",
-    )  # fmt: skip
-    patch = commit(repo, {"pkg/__init__.py": "def one():\n    return 1\n"}, "one is one")
+    repo, base, patch = _one(tmp_path, {"conftest.py": report}, 2, 1)
     done = _replay(tmp_path, repo, base, patch, "--json")
     assert done.returncode == 3, done.stderr
     found = {e["property_id"]: e for e in json.loads(done.stdout)["decisions"]}

@@ -54,15 +54,19 @@ def oracle_slice(
     # Dumping a whole module is the costliest part of a slice, and a sliced side needs it
     # only when the other side cannot be sliced.
     whole: Mapping[PartKey, tuple[str, ...]] = _LazyParts(whole_parts)
-    examples = text_doctest_examples(source, node.path, node.names)
-    if examples is not None:
+
+    def doctest_slice(text: str) -> OracleSlice:  # the examples a doctest item runs
         return OracleSlice(
             property_id=property_id,
             path=node.path,
             status=SliceStatus.SLICED,
-            parts={(ReasonKind.DOCTEST, node.names[0]): (examples,), **conftest_parts},
+            parts={(ReasonKind.DOCTEST, node.names[0]): (text,), **conftest_parts},
             whole_file=whole,
         )
+
+    examples = text_doctest_examples(source, node.path, node.names)
+    if examples is not None:
+        return doctest_slice(examples)
     analysed = analyse_source(source)
     note = problem = ""
     if analysed is None:
@@ -72,13 +76,7 @@ def oracle_slice(
     if analysed is not None and note:
         docstring = doctest_docstring(parse(source)[0], node.path, node.names)
         if docstring is not None:
-            return OracleSlice(
-                property_id=property_id,
-                path=node.path,
-                status=SliceStatus.SLICED,
-                parts={(ReasonKind.DOCTEST, node.names[0]): (docstring,), **conftest_parts},
-                whole_file=whole,
-            )
+            return doctest_slice(docstring)
     if analysed is None or note:
         whole = whole_parts()
         return OracleSlice(
