@@ -8,15 +8,16 @@ The test files are (:class:`TestFileRule`):
 
 - every file under the *test folder* of each selected property: the outermost folder on
   the module's path named like a test folder (``test``, ``tests``, ``testing``,
-  ``test_*``, ``*_test``, ``*_tests``), e.g. ``tests/`` for ``tests/unit/test_x.py``
-  and ``src/pkg/tests/`` for ``src/pkg/tests/test_x.py``; a module in no such folder
-  contributes itself only. Without ``--property``, the paths the command names play
-  the properties' part (``pytest tests/`` -> ``tests/``), and a command that names no
-  path (``pytest -q``) runs every test module of the tree: their folders are taken the
-  same way, found in the trees (as SWE-bench applies a test patch: the test package whole,
-  its ``__init__.py``, helper modules and data included), and so is every folder at the
-  root named ``test``, ``tests`` or ``testing``, test modules in it or not (its data and
-  support files: ``testing/data/E50.py`` read by ``tests/test_data.py``);
+  ``testsuite``, ``test_*``, ``*_test``, ``*_tests``), e.g. ``tests/`` for
+  ``tests/unit/test_x.py`` and ``src/pkg/tests/`` for ``src/pkg/tests/test_x.py``; a
+  module in no such folder contributes itself only. Without ``--property``, the paths the
+  command names play the properties' part (``pytest tests/`` -> ``tests/``), and a
+  command that names no path (``pytest -q``) runs every test module of the tree: their
+  folders are taken the same way, found in the trees (as SWE-bench applies a test patch:
+  the test package whole, its ``__init__.py``, helper modules and data included), and so
+  is every folder at the root so named (``test``, ``tests``, ``testing``, ``testsuite``),
+  test modules in it or not (its data and support files: ``testing/data/E50.py`` read by
+  ``tests/test_data.py``);
 - every ``conftest.py`` and every ``test_*.py`` / ``*_test.py``, anywhere;
 - every ``--test-path PATH``: a file, or a folder and everything under it.
 
@@ -34,11 +35,13 @@ from typing import Any
 
 from orchestrator.core.pytest_command import split_node_id
 
-TEST_FOLDER_NAMES = frozenset({"test", "tests", "testing"})
+# testsuite: pycodestyle's and others' older layout (test modules beside their data files).
+TEST_FOLDER_NAMES = frozenset({"test", "tests", "testing", "testsuite"})
 
 
 def is_test_folder_name(name: str) -> bool:
-    """``tests``, ``test``, ``testing``, ``test_api``, ``api_test``, ``api_tests``."""
+    """``tests``, ``test``, ``testing``, ``testsuite``, ``test_api``, ``api_test``,
+    ``api_tests``."""
     return (
         name in TEST_FOLDER_NAMES or name.startswith("test_") or name.endswith(("_test", "_tests"))
     )
@@ -151,7 +154,7 @@ def rule_for_tests(
             path for path in found if is_test_module_name(PurePosixPath(path).name)
         ):
             take(module, own=False)
-        # A folder at the root named test, tests or testing holds the suite's support and
+        # A folder at the root so named (TEST_FOLDER_NAMES) holds the suite's support and
         # data even when no test module lives in it (testing/data/*.py, which a test module
         # in tests/ reads): SWE-bench's test patch takes it too. Deeper folders so named
         # may be the library's own code (django/test/), so only the root's.

@@ -27,6 +27,7 @@ from orchestrator.core.test_files import (
         ("src/pkg/tests/test_x.py", "src/pkg/tests"),
         ("pkg/testing/sub/check.py", "pkg/testing"),
         ("api_tests/test_x.py", "api_tests"),
+        ("testsuite/E74.py", "testsuite"),  # pycodestyle's older layout
         ("test_x.py", None),
         ("pkg/test_x.py", None),  # tests beside the code: the folder is code
         ("latest/test_x.py", None),
@@ -205,5 +206,5 @@ def test_without_paths_a_file_is_taken_exactly_when_a_test_module_shares_its_tes
         folder = outer_test_folder(path)
         shared = folder is not None and any(outer_test_folder(m) == folder for m in modules)
         named = is_test_file_name(path.rsplit("/", 1)[-1])
-        root = "/" in path and path.split("/", 1)[0] in ("test", "tests", "testing")
+        root = "/" in path and path.split("/", 1)[0] in ("test", "tests", "testing", "testsuite")
         assert rule.matches(path) == (shared or named or root), (path, rule)
