@@ -317,6 +317,15 @@ def src_layout(root: Path) -> bool:
     )
 
 
+def truth_file(truth_dir: Path, fix: str, variant: str, *, reading: bool = False) -> Path:
+    """Where one tree's ground truth is kept: ``-m`` since it runs ``python -m pytest``;
+    reading falls back to the truth of earlier runs (the ``pytest`` script) when that is
+    all there is."""
+    current = truth_dir / f"{fix}-{variant}-m.json"
+    earlier = truth_dir / f"{fix}-{variant}.json"
+    return earlier if reading and not current.exists() and earlier.exists() else current
+
+
 def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str, Any]:
     """One plain pytest run of the whole suite; its outcomes and wall time (cached)."""
     if out.exists():
@@ -615,8 +624,7 @@ def run_library(
         truths = {}
         for variant in ("fix", "parent+fixtests"):
             root = tree(repo, work, library.name, commit, variant)
-            # "-m": run as `python -m pytest` (earlier truth ran the `pytest` script)
-            out = truth_dir / f"{commit.fix[:12]}-{variant}-m.json"
+            out = truth_file(truth_dir, commit.fix[:12], variant)
             truths[variant] = plain_pytest(image, root, out, library.timeout * 2)
         noop = noop_commit(repo, commit.fix)
         plans = {
@@ -688,8 +696,12 @@ def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
                 fix = result["fix"][:12]
                 base_variant, patch_variant = SIDES[scenario]
                 truth_dir = work / "truth" / library.name
-                base_truth = json.loads((truth_dir / f"{fix}-{base_variant}.json").read_text())
-                patch_truth = json.loads((truth_dir / f"{fix}-{patch_variant}.json").read_text())
+                base_truth = json.loads(
+                    truth_file(truth_dir, fix, base_variant, reading=True).read_text()
+                )
+                patch_truth = json.loads(
+                    truth_file(truth_dir, fix, patch_variant, reading=True).read_text()
+                )
                 comparison, expected = compare(base_truth, patch_truth, result)
                 plain = base_truth["wall_s"] + patch_truth["wall_s"]
                 found.append(
