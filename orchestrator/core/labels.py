@@ -258,6 +258,27 @@ def no_result_message(driver_status: str, exit_code: Any, output_tail: Any) -> s
     return message
 
 
+USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
+USAGE_HINT = (
+    "pytest refused the command or the project's configuration (an addopts option of a "
+    "plugin, required_plugins, minversion): the image lacks what the project's tests need. "
+    "Build the project's image with its test dependencies (orchestrator image build --repo "
+    "...) or replay with --image of one that has them"
+)
+
+
+def without_result(doc: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """For a ``replay-run/1`` document whose session wrote no usable result: why, in one
+    line (:func:`no_result_message`), and what to do when pytest refused its arguments;
+    None for a completed or timed-out replay. Pure."""
+    status = doc.get("status")
+    if status in ("completed", "timeout"):
+        return None
+    exit_code = doc.get("exit_code")
+    message = no_result_message(str(status), exit_code, doc.get("output_tail"))
+    return message, USAGE_HINT if exit_code == USAGE_ERROR else None
+
+
 def _unfinished(
     facts: ContainerFacts,
     driver_status: str | None,

@@ -391,14 +391,7 @@ class ProbeSession:
                 record.skip_reason = _skip_reason(report)
             elif "call" not in record.failures:
                 # A failure without an exception (strict xpass, a plugin's verdict).
-                location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
-                function = report.location[2].split("[", 1)[0]
-                text = report.longreprtext[:MESSAGE_LIMIT]
-                record.failures["call"] = (
-                    f"{report.nodeid}@{location}:Failed",
-                    text,
-                    f"{report.nodeid}@{function}+0:Failed",
-                )
+                record.failures["call"] = _failure_without_exception(report)
         elif when == "setup":
             record.setup = outcome
             if outcome == "skipped":
@@ -415,15 +408,7 @@ class ProbeSession:
         pending, record.subtest_pending = record.subtest_pending, None
         if report.outcome != "failed" or record.subtest_failure is not None:
             return
-        if pending is None:  # a failure without an exception
-            location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
-            function = report.location[2].split("[", 1)[0]
-            pending = (
-                f"{report.nodeid}@{location}:Failed",
-                report.longreprtext[:MESSAGE_LIMIT],
-                f"{report.nodeid}@{function}+0:Failed",
-            )
-        record.subtest_failure = pending
+        record.subtest_failure = pending or _failure_without_exception(report)
 
     def _report_progress(self, outcome: str) -> None:
         fd = self._progress_fd
@@ -519,6 +504,18 @@ class ProbeSession:
                 self._fixture_bytes = handle.read()
         # Parsed afresh per test so no test sees another's mutations.
         return json.loads(self._fixture_bytes)
+
+
+def _failure_without_exception(report: pytest.TestReport) -> tuple[str, str, str]:
+    """A failed report with no exception to place (a strict xpass, a plugin's verdict): at
+    the test's ``def``, as ``Failed``: (assertion_id, message, assertion_key)."""
+    location = f"{report.location[0]}:{(report.location[1] or 0) + 1}"
+    function = report.location[2].split("[", 1)[0]
+    return (
+        f"{report.nodeid}@{location}:Failed",
+        report.longreprtext[:MESSAGE_LIMIT],
+        f"{report.nodeid}@{function}+0:Failed",
+    )
 
 
 def _under_any(nodeid: str, parents: set[str]) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead, replay_file_name, replay_files_from
-from orchestrator.core.labels import ContainerFacts, ReplayFile, no_result_message
+from orchestrator.core.labels import ContainerFacts, ReplayFile, without_result
 from orchestrator.core.pool import Batch
 from orchestrator.core.side_spec import (
     KEPT_AFTER_READ,
@@ -253,28 +253,16 @@ def _observe_parked(
         parked.remove()
 
 
-USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR (the host does not import pytest)
-USAGE_HINT = (
-    "pytest refused the command or the project's configuration (an addopts option of a "
-    "plugin, required_plugins, minversion): the image lacks what the project's tests need. "
-    "Build the project's image with its test dependencies (orchestrator image build --repo "
-    "...) or replay with --image of one that has them"
-)
-
-
 def _warn_without_result(side: str, files: Sequence[ReplayFile]) -> None:
     """One line for a container whose replays wrote no result, saying why as pytest did
     (its usage error, a crash): otherwise only the run folder's evidence would tell."""
     for replay_file in files:
-        doc = replay_file.doc
-        if doc is not None and doc.get("status") not in ("completed", "timeout"):
-            message = no_result_message(
-                str(doc.get("status")), doc.get("exit_code"), doc.get("output_tail")
+        found = without_result(replay_file.doc) if replay_file.doc is not None else None
+        if found is not None:
+            message, hint = found
+            log.warning(
+                "replay.no_result", side=side, message=message, **({"hint": hint} if hint else {})
             )
-            if doc.get("exit_code") == USAGE_ERROR:
-                log.warning("replay.no_result", side=side, message=message, hint=USAGE_HINT)
-            else:
-                log.warning("replay.no_result", side=side, message=message)
             return
 
 

@@ -75,6 +75,18 @@ def test_the_no_result_message_is_one_line_of_facts(
     assert labels.no_result_message(status, exit_code, tail) == message
 
 
+def test_only_a_replay_without_result_is_explained_and_a_usage_error_says_what_to_do() -> None:
+    for status in ("completed", "timeout"):
+        assert labels.without_result({"status": status, "exit_code": 1}) is None
+    crashed = labels.without_result({"status": "no_result", "exit_code": 3})
+    assert crashed == ("pytest exited 3 (internal error) and wrote no result", None)
+    refused = labels.without_result({"status": "no_result", "exit_code": 4, "output_tail": "x"})
+    assert refused is not None
+    assert refused[0] == "pytest exited 4 (usage error) and wrote no result: x"
+    assert refused[1] is not None
+    assert "orchestrator image build" in refused[1]
+
+
 @given(st.text(), st.none() | st.integers())
 def test_the_no_result_message_is_one_bounded_line(tail: str, exit_code: int | None) -> None:
     message = labels.no_result_message("no_result", exit_code, tail)
