@@ -108,6 +108,11 @@ class ImageBuildError(InfrastructureError):
     carries the step's last lines."""
 
 
+class LockTimeoutError(InfrastructureError):
+    """A build lock stayed held past its timeout (another build of the same inputs runs,
+    or hangs): exit 3, one line naming the lock."""
+
+
 class GitError(InfrastructureError):
     """A git command failed on good input (a corrupt object, a full disk): exit 3.
 
