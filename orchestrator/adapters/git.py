@@ -175,6 +175,36 @@ def list_tree(repo: Path, sha: str) -> dict[str, str]:
     return files
 
 
+def tree_modes(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, str | None]:
+    """The git mode of each path in commit ``sha``'s tree (``100644``, ``100755``, ``120000``
+    for a symbolic link, ``040000`` for a folder, ``160000`` for a submodule); None when the
+    tree has no such entry. Paths are literal (no pathspec magic)."""
+    wanted = list(dict.fromkeys(paths))
+    if not wanted:
+        return {}
+    check_repository(repo)
+    output = _git_output(
+        repo, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", sha, "--", *wanted
+    )
+    found: dict[str, str] = {}
+    for record in output.split(b"\0"):
+        if record:
+            meta, _, path = record.partition(b"\t")
+            found[path.decode("utf-8", errors="surrogateescape")] = meta.split()[0].decode()
+    return {path: found.get(path) for path in wanted}
+
+
+def is_ancestor(repo: Path, ancestor: str, sha: str) -> bool:
+    """Whether commit ``ancestor`` is ``sha`` or one of its ancestors in ``repo`` (False
+    when either is unknown there). Both are full SHAs the caller checked."""
+    completed = subprocess.run(
+        ["git", "-C", str(repo), "merge-base", "--is-ancestor", ancestor, sha],
+        capture_output=True,
+        check=False,
+    )
+    return completed.returncode == 0
+
+
 def read_objects(repo: Path, shas: Iterable[str]) -> dict[str, bytes]:
     """The bytes of each blob SHA (one ``git cat-file --batch`` for all of them)."""
     wanted = list(dict.fromkeys(shas))

@@ -1,5 +1,5 @@
 """``orchestrator image build``: a runner image for a project, its test dependencies in a
-virtual environment, built offline from a wheelhouse the host downloads."""
+virtual environment, built offline from a wheelhouse a confined container downloads."""
 
 from __future__ import annotations
 
@@ -75,6 +75,58 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
             show_default="orchestrator-runner:latest",
         ),
     ] = None,
+    index_url: Annotated[
+        str | None,
+        typer.Option(
+            "--index-url",
+            metavar="URL",
+            help="The package index (default: $PIP_INDEX_URL, else pip's own).",
+        ),
+    ] = None,
+    extra_index_urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--extra-index-url",
+            metavar="URL",
+            help="Another index (repeatable; default: $PIP_EXTRA_INDEX_URL).",
+        ),
+    ] = None,
+    find_links: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--find-links",
+            metavar="DIR|URL",
+            help="A folder of wheels, mounted read-only into the build container, or a URL "
+            "(repeatable; default: $PIP_FIND_LINKS).",
+        ),
+    ] = None,
+    no_index: Annotated[
+        bool | None,
+        typer.Option(
+            "--no-index/--index",
+            help="Use only --find-links (default: $PIP_NO_INDEX; implied with no network).",
+            show_default=False,
+        ),
+    ] = None,
+    trusted_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trusted-host",
+            metavar="HOST",
+            help="A host pip may reach without valid HTTPS (repeatable; default: "
+            "$PIP_TRUSTED_HOST).",
+        ),
+    ] = None,
+    network: Annotated[
+        str | None,
+        typer.Option(
+            "--network",
+            metavar="NAME",
+            help="The network the build container joins to reach an index: host, or a "
+            "network's name (default: $ORCHESTRATOR_IMAGE_NETWORK, else none).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the project-image/1 JSON document.")
     ] = False,
@@ -83,16 +135,25 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
 
     Python packages go into a virtual environment in the image (/opt/orchestrator-venv),
     whose python then runs the probe: the project's runtime dependencies, --extra,
-    --group, --requirements and --pip, with pytest at the version they ask for. The host's
-    pip downloads them (its own configuration and index; sdists become wheels with `pip
-    wheel`) and the image build installs them with no network. The project itself is
-    never installed, not even as another package's dependency: each side's tree is what
-    is tested.
+    --group, --requirements and --pip, with pytest at the version they ask for. The
+    project itself is never installed, not even as another package's dependency: each
+    side's tree is what is tested.
 
-    The tag (orchestrator-project/<name>:<digest>) digests everything that went in: a
-    second build with the same inputs reuses the image. Its labels list the pinned
-    packages. Replay with `orchestrator replay --image <ID>`, or with no --image: a replay
-    of the project picks the newest image made for it.
+    Nothing of the tree or of an index runs on this machine: pip resolves and downloads
+    in a build container of the image's own base (non-root, no capabilities, read-only
+    root, none of this machine's environment, no network unless --network names one;
+    sdists become wheels there), and the image build installs the wheels with no
+    network. The files read at --rev are read through git: paths inside the repository
+    only, never a symbolic link. Where pip downloads from is the operator's choice only
+    (--index-url, --extra-index-url, --find-links, --no-index, --trusted-host, or the
+    same PIP_* variables): such lines in the tree's requirement files are left out, with
+    a note.
+
+    The tag (orchestrator-project/<name>:<digest>) digests everything that went in,
+    the revision too: a second build with the same inputs reuses the image. Its labels
+    list the pinned packages and the revision. Replay with `orchestrator replay --image
+    <ID>`, or with no --image: a replay picks the newest image of the project built at
+    its base revision or an ancestor of it (never one built at a pull request's).
 
     Defaults come from [tool.orchestrator.image-build] in pyproject.toml at --rev
     (requirements, extras, groups, pip, apt, python-image); an option given here replaces
@@ -100,6 +161,7 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     """
     from orchestrator.adapters.docker import connect
     from orchestrator.core.project_config import ImageBuildInputs, image_build_inputs
+    from orchestrator.core.project_image import GivenIndex, index_options
     from orchestrator.files import dumps
     from orchestrator.log import get_logger
     from orchestrator.services.image import ImageOptions, build_image, plan_image
@@ -122,30 +184,48 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
             python_image=python_image,
         ),
     )
+    # Where pip downloads from: the operator's word (here, or their PIP_* variables).
+    index = index_options(
+        GivenIndex(
+            index_url=index_url,
+            extra_index_urls=given(extra_index_urls),
+            find_links=given(find_links),
+            no_index=no_index,
+            trusted_hosts=given(trusted_hosts),
+            network=network,
+        ),
+        os.environ,
+        cwd=os.getcwd(),
+    )
+    # The command line's files may lie outside the repository; the table's never do.
+    listed = inputs.requirements or ()
+    operator_files = bool(requirements)
     options = ImageOptions(
         repo=repo,
         rev=rev,
-        requirements=inputs.requirements or (),
+        requirements=listed if operator_files else (),
+        tree_requirements=() if operator_files else listed,
         extras=inputs.extras or (),
         groups=inputs.groups or (),
         pip=inputs.pip or (),
         apt=inputs.apt or (),
         python_image=inputs.python_image,
+        index=index,
     )
     plan = plan_image(options, cwd=Path.cwd())  # every usage mistake is found here
-    for note in plan.requirements.notes:
+    planned = (*plan.requirements.notes, *index.notes)
+    for note in planned:
         logger.info("image.note", note=note)
     client = connect(os.environ)
     try:
         report = build_image(
             plan,
             client=client,
-            env=os.environ,
             on_line=lambda line: logger.debug("image.build", line=line),
         )
     finally:
         client.close()
-    for note in report["notes"][len(plan.requirements.notes) :]:
+    for note in report["notes"][len(planned) :]:
         logger.info("image.note", note=note)
     logger.info(
         "image.done",

@@ -212,7 +212,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         outputs=Outputs(out=out, as_json=as_json, html=html, junit=junit, summary=summary),
     )  # fmt: skip
     arguments.validate()
-    request = _request(arguments, loaded.project)
+    request = _request(arguments, loaded.project, base_sha=loaded.rev)
     logger = log.get_logger("orchestrator.replay")
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     try:
@@ -232,9 +232,12 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     _finish(result, arguments.outputs, logger)
 
 
-def _request(arguments: ReplayArguments, project: str | None) -> ReplayRequest:
+def _request(
+    arguments: ReplayArguments, project: str | None, *, base_sha: str | None
+) -> ReplayRequest:
     """The run to make of checked arguments: its id, its image, its ledger; the run
-    folder is checked before the engine is asked for anything."""
+    folder is checked before the engine is asked for anything. The default image is the
+    project's, built at the base revision ``base_sha`` or an ancestor of it."""
     import os
 
     from orchestrator.commands._options import RUNNER_IMAGE
@@ -267,7 +270,13 @@ def _request(arguments: ReplayArguments, project: str | None) -> ReplayRequest:
     check_run_folder(request.run_dir)
     if arguments.limits.image is None:  # after every usage check: this asks the engine
         first_engine = options.engines[0] if options.engines else None
-        image = default_image(os.environ, project, url=first_engine)
+        image = default_image(
+            os.environ,
+            project,
+            url=first_engine,
+            repo=arguments.selection.repo,
+            base=base_sha,
+        )
         request = replace(request, options=replace(options, image=image))
     return request
 

@@ -1,30 +1,35 @@
 """Build (or reuse) a project's runner image: plan, download, build.
 
 ``plan_image`` pins the revision and reads, at it, the project's metadata and the
-requirement files, and decides with the pure core (:mod:`orchestrator.core.project_image`)
-what pip should resolve; every usage mistake is found there, before any container runs or
-anything is downloaded. ``build_image`` then picks the base image (``--python-image``, or a
-Debian base with ``--apt`` made offline by mmdebstrap), asks it for its Python version,
-fills a wheelhouse with the host's own pip (:mod:`orchestrator.adapters.pip`), leaves the
-project's own wheels out, and builds the image with no network
+requirement files through git (never the working checkout: a file that is a symbolic
+link in the tree is refused), and decides with the pure core
+(:mod:`orchestrator.core.project_image`) what pip should resolve and from where (the
+operator's index options only); every usage mistake is found there, before any container
+runs or anything is downloaded. ``build_image`` then picks the base image
+(``--python-image``, the runner image, or a Debian base with ``--apt`` made offline by
+mmdebstrap), resolves and downloads the wheels in a confined container of that base
+(:mod:`orchestrator.services.image_wheels`: nothing of the tree or of an index runs on
+the host), leaves the project's own wheels out, and builds the image with no network
 (:func:`orchestrator.adapters.docker.build_image`) unless an image with the same inputs
-digest is there already. Scratch folders are always removed.
+digest is there already. The image's labels record the revision whose files chose its
+packages. Scratch folders are always removed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import interrupts
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.input_file import read_input
 from orchestrator.core import project_image as core
 from orchestrator.core.replay_env import LABEL_PYTHON
-from orchestrator.errors import InfrastructureError, InputError
+from orchestrator.errors import InputError
 from orchestrator.log import get_logger
 from orchestrator.services.image_reuse import build_lock, reuse_or_build
 
@@ -35,11 +40,7 @@ log = get_logger(__name__)
 
 RUNNER_IMAGE = "orchestrator-runner:latest"
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
-PYTHON_CHECK = (
-    "python3",
-    "-c",
-    "import ensurepip, platform; print(platform.python_version())",
-)
+SYMLINK_MODE = "120000"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,13 +49,15 @@ class ImageOptions:
 
     repo: Path
     rev: str = "HEAD"
-    requirements: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()  # the operator's --requirements (may be on disk)
+    tree_requirements: tuple[str, ...] = ()  # the tree's table: repository paths only
     extras: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     apt: tuple[str, ...] = ()
     python_image: str | None = None
     suite: str = core.DEFAULT_SUITE
+    index: core.IndexOptions = field(default_factory=core.IndexOptions)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,38 +82,40 @@ class BaseImage:
 # ---------------------------------------------------------------- plan
 
 
-def _file_reader(repo: Path, rev: str) -> Callable[[str], str | None]:
-    """Text of a file: repository-relative paths at ``rev``, absolute paths from disk."""
+def _text(data: bytes, shown: str, rev: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{shown}: not UTF-8 text at {rev[:12]}") from None
 
-    def read(path: str) -> str | None:
-        if path.startswith("/"):
-            try:
-                return Path(path).read_text(encoding="utf-8")
-            except FileNotFoundError:
+
+def _file_reader(repo: Path, rev: str) -> Callable[[core.FileRef], str | None]:
+    """Text of a requirement file: a repository path read through git at ``rev`` (a
+    symbolic link there is refused: its target would be taken for the file), or the
+    operator's own file on disk (a regular file, bounded, no link followed)."""
+
+    def read(ref: core.FileRef) -> str | None:
+        if ref.folder is not None:
+            path = Path(ref.folder) / ref.path
+            if not path.exists() and not path.is_symlink():
                 return None
-            except (OSError, UnicodeDecodeError) as error:
-                raise InputError(f"{path}: cannot be read ({error})") from None
-        data = git_adapter.read_blobs(repo, rev, [path])[path]
-        if data is None:
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not UTF-8 text at {rev[:12]}") from None
+            return _text(read_input(path), ref.shown, rev)
+        return _tree_texts(repo, rev, [ref.path])[ref.path]
 
     return read
 
 
-def requirement_path(repo: Path, given: str, cwd: Path) -> str:
-    """``--requirements FILE`` as the collector reads it: a path in the repository (read
-    at ``--rev``) when it lies there, else an absolute path on disk."""
-    path = Path(given)
-    candidates = [path] if path.is_absolute() else [repo / path, cwd / path]
-    for candidate in candidates:
-        resolved = candidate.resolve()
-        with contextlib.suppress(ValueError):
-            return resolved.relative_to(repo).as_posix()
-    return str((cwd / path).resolve())
+def _tree_texts(repo: Path, rev: str, paths: list[str]) -> dict[str, str | None]:
+    """Files of the tree at ``rev`` (None: absent, a folder or a submodule); a symbolic
+    link is an :class:`InputError`."""
+    for path, mode in git_adapter.tree_modes(repo, rev, paths).items():
+        if mode == SYMLINK_MODE:
+            raise InputError(
+                f"{path} is a symbolic link at {rev[:12]}: files the tree names are read as "
+                "regular files of the repository only"
+            )
+    blobs = git_adapter.read_blobs(repo, rev, paths)
+    return {path: None if data is None else _text(data, path, rev) for path, data in blobs.items()}
 
 
 def plan_image(options: ImageOptions, *, cwd: Path) -> ImagePlan:
@@ -118,20 +123,26 @@ def plan_image(options: ImageOptions, *, cwd: Path) -> ImagePlan:
     if options.apt and options.python_image is not None:
         raise InputError("--apt builds its own Debian base: it cannot go with --python-image")
     apt = core.check_apt(options.apt)
-    repo = options.repo.resolve()
+    for folder in options.index.local_links:
+        if not Path(folder).is_dir():
+            raise InputError(f"--find-links: {folder} is not a folder")
+    repo = options.repo.resolve()  # the operator's path; nothing inside it is resolved
     rev = git_adapter.resolve_rev(repo, options.rev)
-    read = _file_reader(repo, rev)
-    texts = {name: read(name) for name in METADATA_FILES}
+    texts = _tree_texts(repo, rev, list(METADATA_FILES))
     metadata = core.read_metadata(
         pyproject=texts["pyproject.toml"], setup_cfg=texts["setup.cfg"], setup_py=texts["setup.py"]
     )
     requirements = core.collect_requirements(
         metadata=metadata,
-        requirement_files=[requirement_path(repo, given, cwd) for given in options.requirements],
+        requirement_files=[
+            core.operator_file(given, repo=str(repo), cwd=str(cwd))
+            for given in options.requirements
+        ],
+        tree_requirement_files=options.tree_requirements,
         extras=options.extras,
         groups=options.groups,
         pip_specs=options.pip,
-        read=read,
+        read=_file_reader(repo, rev),
     )
     return ImagePlan(
         options=options,
@@ -194,101 +205,51 @@ def _base_image(plan: ImagePlan, client: DockerClient) -> BaseImage:
     return BaseImage(ref=tag, id=made.image_id, add_user=True)
 
 
-def image_python(client: DockerClient, base: BaseImage) -> str:
-    """The base image's Python version; it must be able to make a venv (ensurepip)."""
-    from orchestrator.adapters import docker as docker_adapter
+def _wheelhouse(
+    plan: ImagePlan,
+    client: DockerClient,
+    base: BaseImage,
+    wheels_dir: Path,
+    on_line: Callable[[str], None] | None,
+) -> tuple[str, tuple[core.Wheel, ...], tuple[core.Wheel, ...], tuple[str, ...]]:
+    """(the base's Python, kept wheels, excluded wheels, notes): the wheels made in the
+    build container, the project's own deleted from ``wheels_dir``."""
+    from orchestrator.services.image_wheels import make_wheels
 
-    status, output = docker_adapter.run_command(
-        client, base.id, PYTHON_CHECK, purpose="image-python"
+    made = make_wheels(
+        client,
+        base_image_id=base.id,
+        base_ref=base.ref,
+        requirements=plan.requirements,
+        index=plan.options.index,
+        project=plan.metadata.canonical_name,
+        dest=wheels_dir,
+        on_line=on_line,
     )
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    if status != 0 or not lines:
-        detail = lines[-1] if lines else f"exit {status}"
-        raise InfrastructureError(
-            f"{base.ref}: its python3 cannot make a virtual environment ({detail}); "
-            "it needs python3 with ensurepip (Debian: python3-venv)"
-        )
-    return lines[-1]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def fill_wheelhouse(
-    plan: ImagePlan, wheels_dir: Path, work: Path, *, python: str, env: Mapping[str, str]
-) -> tuple[tuple[core.Wheel, ...], tuple[core.Wheel, ...], tuple[str, ...]]:
-    """Download (and build) every wheel; (kept, excluded, notes). Excluded wheels (the
-    project's own) are deleted from ``wheels_dir``."""
-    from orchestrator.adapters import pip as pip_adapter
-
-    requirements_file = work / "requirements.txt"
-    requirements_file.write_text(plan.requirements.requirements_text())
-    constraints_file = None
-    if plan.requirements.constraints:
-        constraints_file = work / "constraints.txt"
-        constraints_file.write_text(plan.requirements.constraints_text())
-    pip_adapter.download(
-        requirements_file,
-        wheels_dir,
-        constraints=constraints_file,
-        extra_args=core.pip_target_args(python, pip_adapter.host_python()),
-        env=env,
-    )
-    project = plan.metadata.canonical_name
-    notes: list[str] = []
-    sdists = []
-    for path in sorted(wheels_dir.iterdir()):
-        if path.name.endswith(".whl"):
-            continue
-        if not core.is_sdist(path.name):
-            raise InfrastructureError(
-                f"pip download left {path.name}: neither a wheel nor an sdist"
-            )
-        if project is not None and core.sdist_name(path.name) == project:
-            notes.append(
-                f"left out {path.name}: it is the project under test (another requirement "
-                "depends on it); each side's own tree is what is tested"
-            )
-            path.unlink()
-            continue
-        sdists.append(path)
-    if sdists:
-        pip_adapter.build_wheels(sdists, wheels_dir, env=env)
-        for path in sdists:
-            path.unlink()
-    wheels = [core.wheel(path.name, _sha256(path)) for path in sorted(wheels_dir.glob("*.whl"))]
-    kept, excluded = core.split_project(wheels, project)
+    wheels = [core.wheel(item.name, item.sha256) for item in made.wheels]
+    kept, excluded = core.split_project(wheels, plan.metadata.canonical_name)
     for item in excluded:
         (wheels_dir / item.filename).unlink()
-    notes.extend(core.excluded_notes(excluded))
-    return kept, excluded, tuple(notes)
+    return made.python, kept, excluded, (*made.notes, *core.excluded_notes(excluded))
 
 
 def build_image(
     plan: ImagePlan,
     *,
     client: DockerClient,
-    env: Mapping[str, str],
     on_line: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Make (or reuse) the image; returns the ``project-image/1`` report."""
     from orchestrator.adapters import docker as docker_adapter
 
     base = _base_image(plan, client)
-    python = image_python(client, base)
-    log.info("image.base", ref=base.ref, id=base.id, python=python)
+    log.info("image.base", ref=base.ref, id=base.id)
     with _scratch("image") as work:
         context = work / "context"
         wheels_dir = context / core.WHEELS_DIR
         wheels_dir.mkdir(parents=True)
-        kept, excluded, wheel_notes = fill_wheelhouse(
-            plan, wheels_dir, work, python=python, env=env
-        )
+        python, kept, excluded, wheel_notes = _wheelhouse(plan, client, base, wheels_dir, on_line)
+        log.info("image.python", python=python, wheels=len(kept))
         text = core.dockerfile(base_image_id=base.id, add_user=base.add_user)
         (context / "Dockerfile").write_text(text)
         labels = core.image_labels(
@@ -297,6 +258,7 @@ def build_image(
             excluded=excluded,
             apt=plan.apt,
             base_image_id=base.id,
+            revision=plan.rev,
         )
         inputs = core.inputs_digest(
             base_image_id=base.id, wheels=kept, apt=plan.apt, dockerfile_text=text, labels=labels
@@ -340,7 +302,8 @@ def build_image(
         apt=plan.apt,
         requirements=plan.requirements,
         inputs=inputs,
-        notes=(*plan.requirements.notes, *wheel_notes),
+        notes=(*plan.requirements.notes, *plan.options.index.notes, *wheel_notes),
+        build=plan.options.index.to_json(),
     )
 
 

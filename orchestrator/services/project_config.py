@@ -7,11 +7,15 @@ own tests off). The parsing is pure (:mod:`orchestrator.core.project_config`).
 
 Without ``--image`` or ``image =``, a replay runs in the newest project image ``orchestrator
 image build`` made for the project (found by its ``orchestrator.project`` label, the name
-``pyproject.toml``/``setup.cfg`` give at the base revision), else in the runner image.
+``pyproject.toml``/``setup.cfg`` give at the base revision) at the replay's base revision
+or one of its ancestors (its ``orchestrator.revision`` label, checked with git), else in
+the runner image. An image built at a pull request's revision, whose packages that
+revision's files chose, is never another replay's default; nor is one without the label.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +25,7 @@ from orchestrator.core import project_config as core
 from orchestrator.core.project_image import (
     LABEL_PROJECT,
     LABEL_PROJECT_IMAGE,
+    LABEL_REVISION,
     read_metadata,
 )
 from orchestrator.core.runner_image import RUNNER_LATEST
@@ -30,6 +35,7 @@ from orchestrator.log import get_logger
 log = get_logger(__name__)
 
 METADATA_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,9 +81,17 @@ def load_config(repo: Path, rev: str) -> LoadedConfig:
     return LoadedConfig(config=config, rev=sha, project=name)
 
 
-def default_image(env: Mapping[str, str], project: str | None, url: str | None = None) -> str:
-    """The newest project image made for ``project`` on the engine, else the runner image."""
-    if project is None:
+def default_image(
+    env: Mapping[str, str],
+    project: str | None,
+    url: str | None = None,
+    *,
+    repo: Path | None = None,
+    base: str | None = None,
+) -> str:
+    """The newest project image made for ``project`` at ``base`` (the replay's pinned base
+    revision, a full SHA) or an ancestor of it in ``repo``, else the runner image."""
+    if project is None or repo is None or base is None:
         return RUNNER_LATEST
     from packaging.utils import canonicalize_name
 
@@ -91,8 +105,27 @@ def default_image(env: Mapping[str, str], project: str | None, url: str | None =
     wanted = canonicalize_name(project)
     for pin in images:  # newest first
         named = pin.labels.get(LABEL_PROJECT) or ""
-        if named and canonicalize_name(named) == wanted:
-            ref = pin.tags[0] if pin.tags else pin.id
-            log.info("config.project_image", project=project, image=ref, id=pin.id)
-            return ref
+        if not named or canonicalize_name(named) != wanted:
+            continue
+        ref = pin.tags[0] if pin.tags else pin.id
+        why = _not_for_base(repo, base, pin.labels.get(LABEL_REVISION))
+        if why is not None:
+            log.info("config.project_image_skipped", image=ref, id=pin.id, reason=why)
+            continue
+        log.info("config.project_image", project=project, image=ref, id=pin.id)
+        return ref
     return RUNNER_LATEST
+
+
+def _not_for_base(repo: Path, base: str, revision: str | None) -> str | None:
+    """Why an image built at ``revision`` is not the default of a replay of ``base``."""
+    if not revision:
+        return "no orchestrator.revision label: built before images recorded their revision"
+    if not _FULL_SHA.fullmatch(revision):
+        return f"its orchestrator.revision label is not a commit SHA ({revision[:80]!r})"
+    if not git_adapter.is_ancestor(repo, revision, base):
+        return (
+            f"built at {revision[:12]}, which is not the base {base[:12]} or an ancestor "
+            "of it (a pull request's packages are never another replay's default)"
+        )
+    return None

@@ -141,23 +141,29 @@ def test_a_bad_key_at_the_base_is_exit_2_in_one_line_and_writes_nothing(repo, tm
     assert not out.exists()
 
 
-def test_without_image_the_newest_project_image_of_the_project_is_used(
+def test_without_image_the_newest_project_image_built_at_the_base_is_used(
     repo, runner_image_id, docker_client, tmp_path
 ):
-    # A stand-in for what `orchestrator image build` makes: the runner image with the
-    # project image labels.
+    # Stand-ins for what `orchestrator image build` makes: the runner image with the
+    # project image labels. Built oldest first: at main (the base), without a revision
+    # label (an older tool's), then at the feature branch (a pull request's revision,
+    # its packages chosen by its files): only the first may be the base's default.
     context = tmp_path / "context"
     context.mkdir()
     (context / "Dockerfile").write_text(f"FROM {runner_image_id}\n")
-    tag = f"orchestrator-project/{PROJECT}:0000000000000000"
-    image_id = build_image(
-        docker_client,
-        context,
-        tag=tag,
-        labels={"orchestrator.project-image": "1", "orchestrator.project": PROJECT},
-        buildargs={},
-    )
-    assert image_id != runner_image_id
+    main = git(repo, "rev-parse", "main")
+    feature = git(repo, "rev-parse", "feature")
+    made = {}
+    for name, revision in (("main", main), ("unlabelled", None), ("feature", feature)):
+        labels = {"orchestrator.project-image": "1", "orchestrator.project": PROJECT}
+        if revision is not None:
+            labels["orchestrator.revision"] = revision
+        tag = f"orchestrator-project/{PROJECT}:{name}"
+        made[name] = (
+            tag,
+            build_image(docker_client, context, tag=tag, labels=labels, buildargs={}),
+        )
+    assert len({image_id for _tag, image_id in made.values()} | {runner_image_id}) == 4
     try:
         out = tmp_path / "run"
         done = replay(
@@ -165,7 +171,11 @@ def test_without_image_the_newest_project_image_of_the_project_is_used(
         )
         assert done.returncode == 0, done.stderr
         log = json.loads((out / "run-log.json").read_text())
-        assert log["image_digest"] == image_id
-        assert log["image_ref"] == tag
+        assert (log["image_ref"], log["image_digest"]) == made["main"]
+        skipped = [line for line in done.stderr.splitlines() if "project_image_skipped" in line]
+        assert any(made["feature"][0] in line and "not the base" in line for line in skipped)
+        assert any(made["unlabelled"][0] in line and "no orchestrator.revision" in line
+                   for line in skipped)  # fmt: skip
     finally:
-        docker_client.images.remove(tag)
+        for tag, _image_id in made.values():
+            docker_client.images.remove(tag)

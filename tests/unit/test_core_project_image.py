@@ -33,9 +33,22 @@ def metadata(text: str = PYPROJECT) -> core.ProjectMetadata:
 
 
 def collect(files: dict[str, str] | None = None, **kwargs) -> core.Requirements:
+    """The collector over ``files`` (repository paths, or ``/folder/name`` for the
+    operator's own files on disk); ``requirement_files`` as the command line gives them."""
     files = files or {}
+
+    def read(ref: core.FileRef) -> str | None:
+        return files.get(ref.shown)
+
+    refs = [
+        core.operator_file(given, repo="/repo", cwd="/repo")
+        for given in kwargs.pop("requirement_files", ())
+    ]
     return core.collect_requirements(
-        metadata=kwargs.pop("meta", None) or metadata(), read=files.get, **kwargs
+        metadata=kwargs.pop("meta", None) or metadata(),
+        read=read,
+        requirement_files=refs,
+        **kwargs,
     )
 
 
@@ -95,15 +108,43 @@ def test_a_requirement_naming_the_project_is_left_out_with_a_note(line):
         assert "ujson" in found.lines  # its extras are installed instead
 
 
-def test_options_and_constraints_are_kept_for_pip():
+def test_harmless_options_and_constraints_are_kept_for_pip():
     found = collect(
-        {"dev.txt": "--index-url https://mirror.example/simple\n-c pins.txt\nrequests\n",
+        {"dev.txt": "--prefer-binary\n--only-binary=:all:\n-c pins.txt\nrequests\n",
          "pins.txt": "urllib3<2\n"},
         requirement_files=["dev.txt"],
     )  # fmt: skip
-    assert found.options == ("--index-url https://mirror.example/simple",)
+    assert found.options == ("--prefer-binary", "--only-binary=:all:")
     assert found.constraints == ("urllib3<2",)
-    assert found.requirements_text().splitlines()[0] == "--index-url https://mirror.example/simple"
+    assert found.requirements_text().splitlines()[:2] == ["--prefer-binary", "--only-binary=:all:"]
+
+
+@pytest.mark.parametrize(
+    ("line", "instead"),
+    [
+        ("--index-url https://user:s3cret@mirror.example/simple", "--index-url"),
+        ("-i https://user:s3cret@mirror.example/simple", "--index-url"),
+        ("-ihttps://user:s3cret@mirror.example/simple", "--index-url"),
+        ("--index-url=https://user:s3cret@mirror.example/simple", "--index-url"),
+        ("--extra-index-url https://user:s3cret@evil.example/simple", "--extra-index-url"),
+        ("-f https://user:s3cret@evil.example/wheels", "--find-links"),
+        ("--find-links /s3cret/wheels", "--find-links"),
+        ("--no-index", "--no-index"),
+        ("--trusted-host s3cret.example", "--trusted-host"),
+    ],
+)
+def test_index_and_trust_options_of_a_file_are_left_out_with_a_note(line, instead):
+    found = collect(
+        {"req/dev.txt": f"requests\n{line}\n", "req/pins.txt": f"{line}\nidna<4\n"},
+        requirement_files=["req/dev.txt"],
+        tree_requirement_files=["req/pins.txt"],
+    )
+    assert found.options == ()
+    assert "s3cret" not in found.requirements_text()
+    notes = [note for note in found.notes if note.startswith("left out")]
+    assert any("req/dev.txt:2" in note and f"pass {instead} " in note for note in notes)
+    assert any("req/pins.txt:1" in note for note in notes)
+    assert not any("s3cret" in note for note in found.notes)  # a password is never repeated
 
 
 def test_line_continuations_and_comments():
@@ -157,9 +198,11 @@ def wheelhouses(draw):
     ]
 
 
-def _digest(wheels, apt=("graphviz",), base="sha256:" + "b" * 64):
+def _digest(wheels, apt=("graphviz",), base="sha256:" + "b" * 64, revision="a" * 40):
     text = core.dockerfile(base_image_id=base, add_user=False)
-    labels = core.image_labels(project="p", wheels=wheels, excluded=(), apt=apt, base_image_id=base)
+    labels = core.image_labels(
+        project="p", wheels=wheels, excluded=(), apt=apt, base_image_id=base, revision=revision
+    )
     return core.inputs_digest(
         base_image_id=base, wheels=wheels, apt=apt, dockerfile_text=text, labels=labels
     )
@@ -181,6 +224,7 @@ def test_any_change_of_an_input_changes_the_digest(wheels, data):
     assert _digest(changed) != _digest(wheels)
     assert _digest(wheels, apt=("graphviz", "git")) != _digest(wheels)
     assert _digest(wheels, base="sha256:" + "c" * 64) != _digest(wheels)
+    assert _digest(wheels, revision="c" * 40) != _digest(wheels)  # an image per revision
 
 
 @given(wheelhouses(), names)
@@ -214,22 +258,19 @@ def test_the_dockerfile_installs_offline_and_keeps_no_wheel():
 def test_labels_list_the_pins_and_name_the_interpreter():
     wheels = [core.wheel("Foo_Bar-2.0-py3-none-any.whl", "1" * 64)]
     labels = core.image_labels(
-        project="p", wheels=wheels, excluded=(), apt=("git",), base_image_id="sha256:x"
+        project="p",
+        wheels=wheels,
+        excluded=(),
+        apt=("git",),
+        base_image_id="sha256:x",
+        revision="d" * 40,
     )
     assert labels[core.LABEL_PACKAGES] == "foo-bar==2.0"
+    assert labels[core.LABEL_REVISION] == "d" * 40
     assert replay_env.interpreter_from_labels(labels) == core.VENV_PYTHON
     assert replay_env.interpreter_from_labels({}) == "python3"
     relative = {replay_env.LABEL_PYTHON: "relative/python"}
     assert replay_env.interpreter_from_labels(relative) == "python3"
-
-
-def test_pip_targets_the_images_python_when_it_differs():
-    assert core.pip_target_args("3.11.2", "3.11.7") == ()
-    assert core.pip_target_args("3.12.1", "3.11.7") == (
-        "--python-version",
-        "3.12",
-        "--only-binary=:all:",
-    )
 
 
 def test_apt_names_and_sources():

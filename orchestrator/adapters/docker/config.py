@@ -47,6 +47,8 @@ def container_config(  # noqa: PLR0913 - one keyword per field of the engine's c
     working_dir: str = "/src",
     tmpfs: Mapping[str, str] | None = None,
     scratch_volumes: Sequence[str] = (),
+    network_mode: str = "none",
+    user: str = "1000:1000",
 ) -> dict[str, Any]:
     """The keyword arguments of ``containers.create`` for a hermetic replay. Pure.
 
@@ -55,7 +57,8 @@ def container_config(  # noqa: PLR0913 - one keyword per field of the engine's c
     limits, an init process, and only the environment given here (nothing from the host).
     ``scratch_volumes`` are writable paths backed by anonymous volumes: they outlive the
     container's stop (a tmpfs does not), so :meth:`Container.get_archive` can read them,
-    and they go with the container.
+    and they go with the container. ``network_mode`` and ``user``: only ``image build``'s
+    container, on the operator's word, joins a network; it may run as the caller's uid.
     """
     config: dict[str, Any] = {
         "image": image_id,
@@ -68,14 +71,14 @@ def container_config(  # noqa: PLR0913 - one keyword per field of the engine's c
             str(mount.source): {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
             for mount in mounts
         },
-        "network_mode": "none",
+        "network_mode": network_mode,
         "read_only": True,
         "tmpfs": {
             # exec: suites run scripts they write to tmp_path, as on any machine
             "/tmp": f"rw,nosuid,nodev,exec,size={limits.tmp_size},mode=1777",
             **(tmpfs or {}),
         },
-        "user": "1000:1000",
+        "user": user,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "mem_limit": limits.memory,

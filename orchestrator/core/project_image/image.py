@@ -33,6 +33,9 @@ LABEL_APT = "orchestrator.apt"
 LABEL_BASE = "orchestrator.base-image"
 LABEL_INPUTS = "orchestrator.inputs"  # the inputs digest the tag abbreviates
 LABEL_STAGE = "orchestrator.project-stage"  # the install stage, pruned after the build
+# The revision whose files chose the packages: a replay takes the image as its default only
+# when this is its base revision or an ancestor of it (never a pull request's build).
+LABEL_REVISION = "orchestrator.revision"
 
 
 def dockerfile(*, base_image_id: str, add_user: bool) -> str:
@@ -73,9 +76,13 @@ def image_labels(
     excluded: Sequence[Wheel],
     apt: Sequence[str],
     base_image_id: str,
+    revision: str,
 ) -> dict[str, str]:
-    """The labels of a project image (the inputs digest is added once it is known)."""
+    """The labels of a project image (the inputs digest is added once it is known). The
+    revision is one of them, so it is in the digest: a build at another revision makes
+    its own image, which says which revision chose its packages."""
     return {
+        LABEL_REVISION: revision,
         LABEL_PROJECT_IMAGE: "1",
         LABEL_PROJECT: project or "",
         LABEL_PYTHON: VENV_PYTHON,
@@ -135,8 +142,10 @@ def report_document(  # noqa: PLR0913 - one keyword per field of the document
     requirements: Requirements,
     inputs: str,
     notes: Sequence[str],
+    build: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The ``project-image/1`` document ``image build --json`` prints."""
+    """The ``project-image/1`` document ``image build --json`` prints. ``build``: where the
+    build container's pip downloaded from (network, index options, no passwords)."""
     return {
         "schema": REPORT_SCHEMA,
         "image_id": image_id,
@@ -155,4 +164,5 @@ def report_document(  # noqa: PLR0913 - one keyword per field of the document
         "constraints": list(requirements.constraints),
         "inputs_digest": inputs,
         "notes": list(notes),
+        "build": dict(build),
     }

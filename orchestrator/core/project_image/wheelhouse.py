@@ -1,5 +1,6 @@
-"""The downloaded wheels: which are the project itself and how pip is told to install
-them for the image's Python. Pure."""
+"""The downloaded wheels: which are the project itself, which sdists become wheels, what
+the host takes from the build container's output folder, and what a failed pip run
+says. Pure."""
 
 from __future__ import annotations
 
@@ -85,16 +86,68 @@ def excluded_notes(excluded: Sequence[Wheel]) -> tuple[str, ...]:
     )
 
 
-def pip_target_args(image_python: str, host_python: str) -> tuple[str, ...]:
-    """Extra ``pip download`` arguments when the image's Python differs from the host's.
+# pip's words for a requirement that cannot be met: the input's fault, not the machine's.
+_UNSATISFIABLE = (
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+    "ResolutionImpossible",
+    "conflicting dependencies",
+    "Invalid requirement",
+)
+# What the host takes from the build container's output folder, at most.
+WHEEL_BYTES = 1024 * 1024 * 1024  # one file (the container's RLIMIT_FSIZE too)
+OUTPUT_BYTES = 8 * WHEEL_BYTES  # all of them
+OUTPUT_ENTRIES = 4096
+REGULAR = "regular file"  # the kind output_problem takes (core.bounds.FileKind's words)
 
-    The same ``major.minor``: none (markers are evaluated by the host's pip). Otherwise
-    wheels for the image's version only: pip cannot build sdists for another interpreter.
-    """
-    if _minor(image_python) == _minor(host_python):
-        return ()
-    return ("--python-version", _minor(image_python), "--only-binary=:all:")
+
+def pip_failure(what: str, lines: Sequence[str]) -> tuple[bool, str]:
+    """(the input's fault, one line) for a pip run that failed with ``lines`` of output:
+    its first ``ERROR:`` line, else its last line."""
+    errors = [line.strip() for line in lines if line.strip().startswith("ERROR:")]
+    shown = [line.strip() for line in lines if line.strip()]
+    detail = errors[0] if errors else (shown[-1] if shown else "no output")
+    text = "\n".join(lines)
+    return any(words in text for words in _UNSATISFIABLE), f"{what}: {detail}"
 
 
-def _minor(version: str) -> str:
-    return ".".join(version.strip().split(".")[:2])
+def sdists_to_build(
+    names: Sequence[str], project: str | None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the sdists ``pip wheel`` makes wheels of, notes) among the names ``pip download``
+    left: the project's own sdist is left out (each side's own tree is what is tested);
+    other names (wheels, anything else) are not sdists."""
+    build: list[str] = []
+    notes: list[str] = []
+    for name in sorted(names):
+        if name.endswith(".whl") or not is_sdist(name):
+            continue
+        if project is not None and sdist_name(name) == canonicalize_name(project):
+            notes.append(
+                f"left out {name}: it is the project under test (another requirement "
+                "depends on it); each side's own tree is what is tested"
+            )
+            continue
+        build.append(name)
+    return tuple(build), tuple(notes)
+
+
+def output_problem(name: str, *, kind: str, size: int, taken: int) -> str | None:
+    """Why the host refuses an entry of the build container's output folder (None: a
+    wheel it takes). Only regular files are taken, named as wheels or sdists, under the
+    caps; an sdist is not taken (its wheel was built) but not refused either."""
+    if kind != REGULAR:
+        return f"{name!r} is a {kind}, not a regular file"
+    if not name.endswith(".whl"):
+        if is_sdist(name):
+            return None
+        return f"{name!r} is neither a wheel nor an sdist"
+    try:
+        parse_wheel_filename(name)
+    except InvalidWheelFilename:
+        return f"{name!r} is not a wheel's file name"
+    if size > WHEEL_BYTES:
+        return f"{name} is larger than {WHEEL_BYTES // (1024 * 1024)} MiB"
+    if taken + size > OUTPUT_BYTES:
+        return f"the wheels add up to more than {OUTPUT_BYTES // (1024 * 1024)} MiB"
+    return None
