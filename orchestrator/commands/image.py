@@ -34,8 +34,9 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
         typer.Option(
             "--requirements",
             metavar="FILE",
-            help="A pip requirements file (repeatable), read at --rev when it lies in the "
-            "repository; `-e .` and the project's own name are left out.",
+            help="A pip requirements file (repeatable), read at --rev through git when it "
+            "lies in the repository, else from disk (its includes stay in its folder); `-e .` "
+            "and the project's own name are left out.",
         ),
     ] = None,
     extras: Annotated[
@@ -161,7 +162,7 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     """
     from orchestrator.adapters.docker import connect
     from orchestrator.core.project_config import ImageBuildInputs, image_build_inputs
-    from orchestrator.core.project_image import GivenIndex, index_options
+    from orchestrator.core.project_image import GivenIndex
     from orchestrator.files import dumps
     from orchestrator.log import get_logger
     from orchestrator.services.image import ImageOptions, build_image, plan_image
@@ -184,19 +185,6 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
             python_image=python_image,
         ),
     )
-    # Where pip downloads from: the operator's word (here, or their PIP_* variables).
-    index = index_options(
-        GivenIndex(
-            index_url=index_url,
-            extra_index_urls=given(extra_index_urls),
-            find_links=given(find_links),
-            no_index=no_index,
-            trusted_hosts=given(trusted_hosts),
-            network=network,
-        ),
-        os.environ,
-        cwd=os.getcwd(),
-    )
     # The command line's files may lie outside the repository; the table's never do.
     listed = inputs.requirements or ()
     operator_files = bool(requirements)
@@ -210,10 +198,19 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
         pip=inputs.pip or (),
         apt=inputs.apt or (),
         python_image=inputs.python_image,
-        index=index,
+        # Where pip downloads from: the operator's word (here, or their PIP_* variables).
+        index=GivenIndex(
+            index_url=index_url,
+            extra_index_urls=given(extra_index_urls),
+            find_links=given(find_links),
+            no_index=no_index,
+            trusted_hosts=given(trusted_hosts),
+            network=network,
+        ),
     )
-    plan = plan_image(options, cwd=Path.cwd())  # every usage mistake is found here
-    planned = (*plan.requirements.notes, *index.notes)
+    # Every usage mistake is found here, before any container.
+    plan = plan_image(options, cwd=Path.cwd(), env=os.environ)
+    planned = (*plan.requirements.notes, *plan.index.notes)
     for note in planned:
         logger.info("image.note", note=note)
     client = connect(os.environ)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +57,7 @@ class ImageOptions:
     apt: tuple[str, ...] = ()
     python_image: str | None = None
     suite: str = core.DEFAULT_SUITE
-    index: core.IndexOptions = field(default_factory=core.IndexOptions)
+    index: core.GivenIndex = field(default_factory=core.GivenIndex)  # the command line's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +70,7 @@ class ImagePlan:
     metadata: core.ProjectMetadata
     requirements: core.Requirements
     apt: tuple[str, ...]
+    index: core.IndexOptions  # the operator's: the command line over their PIP_* variables
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,16 +119,18 @@ def _tree_texts(repo: Path, rev: str, paths: list[str]) -> dict[str, str | None]
     return {path: None if data is None else _text(data, path, rev) for path, data in blobs.items()}
 
 
-def plan_image(options: ImageOptions, *, cwd: Path) -> ImagePlan:
-    """Pin the revision, read the project at it, decide what pip resolves. Nothing runs."""
+def plan_image(options: ImageOptions, *, cwd: Path, env: Mapping[str, str]) -> ImagePlan:
+    """Pin the revision, read the project at it, decide what pip resolves and from where
+    (``env``: the operator's ``PIP_*`` defaults). Nothing runs."""
     if options.apt and options.python_image is not None:
         raise InputError("--apt builds its own Debian base: it cannot go with --python-image")
     apt = core.check_apt(options.apt)
-    for folder in options.index.local_links:
-        if not Path(folder).is_dir():
-            raise InputError(f"--find-links: {folder} is not a folder")
     repo = options.repo.resolve()  # the operator's path; nothing inside it is resolved
     rev = git_adapter.resolve_rev(repo, options.rev)
+    index = core.index_options(options.index, env, cwd=str(cwd))
+    for folder in index.local_links:
+        if not Path(folder).is_dir():
+            raise InputError(f"--find-links: {folder} is not a folder")
     texts = _tree_texts(repo, rev, list(METADATA_FILES))
     metadata = core.read_metadata(
         pyproject=texts["pyproject.toml"], setup_cfg=texts["setup.cfg"], setup_py=texts["setup.py"]
@@ -151,6 +154,7 @@ def plan_image(options: ImageOptions, *, cwd: Path) -> ImagePlan:
         metadata=metadata,
         requirements=requirements,
         apt=apt,
+        index=index,
     )
 
 
@@ -221,7 +225,7 @@ def _wheelhouse(
         base_image_id=base.id,
         base_ref=base.ref,
         requirements=plan.requirements,
-        index=plan.options.index,
+        index=plan.index,
         project=plan.metadata.canonical_name,
         dest=wheels_dir,
         on_line=on_line,
@@ -302,8 +306,8 @@ def build_image(
         apt=plan.apt,
         requirements=plan.requirements,
         inputs=inputs,
-        notes=(*plan.requirements.notes, *plan.options.index.notes, *wheel_notes),
-        build=plan.options.index.to_json(),
+        notes=(*plan.requirements.notes, *plan.index.notes, *wheel_notes),
+        build=plan.index.to_json(),
     )
 
 

@@ -713,7 +713,17 @@ OTHER_COMMANDS = {  # row -> (arguments after `orchestrator`, exit status, in th
         "not an image reference",
     ),
     "image build: missing image": (
-        ["image", "build", "--repo", "{repo}", "--python-image", "orchestrator-missing:never"],
+        # (a network given: the index options are not what this row is about)
+        [
+            "image",
+            "build",
+            "--repo",
+            "{repo}",
+            "--python-image",
+            "orchestrator-missing:never",
+            "--network",
+            "host",
+        ],
         3,
         "not present",
     ),

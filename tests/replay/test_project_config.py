@@ -145,16 +145,15 @@ def test_without_image_the_newest_project_image_built_at_the_base_is_used(
     repo, runner_image_id, docker_client, tmp_path
 ):
     # Stand-ins for what `orchestrator image build` makes: the runner image with the
-    # project image labels. Built oldest first: at main (the base), without a revision
-    # label (an older tool's), then at the feature branch (a pull request's revision,
-    # its packages chosen by its files): only the first may be the base's default.
+    # project image labels. First one built at the feature branch (a pull request's
+    # revision, its packages chosen by its files) and one without a revision label (an
+    # older tool's): neither is the base's default. Then one built at main: it is.
     context = tmp_path / "context"
     context.mkdir()
     (context / "Dockerfile").write_text(f"FROM {runner_image_id}\n")
-    main = git(repo, "rev-parse", "main")
-    feature = git(repo, "rev-parse", "feature")
-    made = {}
-    for name, revision in (("main", main), ("unlabelled", None), ("feature", feature)):
+    made: dict[str, tuple[str, str]] = {}
+
+    def stand_in(name: str, revision: str | None) -> None:
         labels = {"orchestrator.project-image": "1", "orchestrator.project": PROJECT}
         if revision is not None:
             labels["orchestrator.revision"] = revision
@@ -163,19 +162,30 @@ def test_without_image_the_newest_project_image_built_at_the_base_is_used(
             tag,
             build_image(docker_client, context, tag=tag, labels=labels, buildargs={}),
         )
-    assert len({image_id for _tag, image_id in made.values()} | {runner_image_id}) == 4
-    try:
-        out = tmp_path / "run"
+
+    def replayed(out: Path) -> tuple[dict, str]:
         done = replay(
             repo, "--base", "main", "--patch", "feature", "--out", str(out), "--no-record"
         )
         assert done.returncode == 0, done.stderr
-        log = json.loads((out / "run-log.json").read_text())
-        assert (log["image_ref"], log["image_digest"]) == made["main"]
-        skipped = [line for line in done.stderr.splitlines() if "project_image_skipped" in line]
-        assert any(made["feature"][0] in line and "not the base" in line for line in skipped)
-        assert any(made["unlabelled"][0] in line and "no orchestrator.revision" in line
-                   for line in skipped)  # fmt: skip
+        return json.loads((out / "run-log.json").read_text()), done.stderr
+
+    try:
+        stand_in("feature", git(repo, "rev-parse", "feature"))
+        stand_in("unlabelled", None)
+        log, stderr = replayed(tmp_path / "before")
+        assert log["image_digest"] == runner_image_id
+        skipped = [line for line in stderr.splitlines() if "project_image_skipped" in line]
+        assert any(made["feature"][0] in line and "not the base" in line for line in skipped), (
+            stderr
+        )
+        assert any(
+            made["unlabelled"][0] in line and "no orchestrator.revision" in line for line in skipped
+        ), stderr
+
+        stand_in("main", git(repo, "rev-parse", "main"))
+        log, stderr = replayed(tmp_path / "after")
+        assert (log["image_ref"], log["image_digest"]) == made["main"], stderr
     finally:
         for tag, _image_id in made.values():
             docker_client.images.remove(tag)
