@@ -118,6 +118,14 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
             "$PIP_TRUSTED_HOST).",
         ),
     ] = None,
+    cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--cert",
+            metavar="FILE",
+            help="A CA bundle for the index's HTTPS, mounted read-only (default: $PIP_CERT).",
+        ),
+    ] = None,
     network: Annotated[
         str | None,
         typer.Option(
@@ -146,8 +154,8 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     sdists become wheels there), and the image build installs the wheels with no
     network. The files read at --rev are read through git: paths inside the repository
     only, never a symbolic link. Where pip downloads from is the operator's choice only
-    (--index-url, --extra-index-url, --find-links, --no-index, --trusted-host, or the
-    same PIP_* variables): such lines in the tree's requirement files are left out, with
+    (--index-url, --extra-index-url, --find-links, --no-index, --trusted-host, --cert, or
+    the same PIP_* variables): such lines in the tree's requirement files are left out, with
     a note.
 
     The tag (orchestrator-project/<name>:<digest>) digests everything that went in,
@@ -205,6 +213,7 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
             find_links=given(find_links),
             no_index=no_index,
             trusted_hosts=given(trusted_hosts),
+            cert=None if cert is None else str(cert),
             network=network,
         ),
     )

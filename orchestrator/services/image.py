@@ -131,6 +131,8 @@ def plan_image(options: ImageOptions, *, cwd: Path, env: Mapping[str, str]) -> I
     for folder in index.local_links:
         if not Path(folder).is_dir():
             raise InputError(f"--find-links: {folder} is not a folder")
+    if index.cert is not None and not Path(index.cert).is_file():
+        raise InputError(f"--cert: {index.cert} is not a file")
     texts = _tree_texts(repo, rev, list(METADATA_FILES))
     metadata = core.read_metadata(
         pyproject=texts["pyproject.toml"], setup_cfg=texts["setup.cfg"], setup_py=texts["setup.py"]

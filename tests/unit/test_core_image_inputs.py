@@ -185,6 +185,17 @@ def test_bad_index_options_are_refused(given_options, message):
         _index(**given_options)
 
 
+def test_the_operators_ca_bundle_is_mounted_and_named_to_pip():
+    options = _index({"PIP_CERT": "certs/ca.pem"}, network="host")
+    assert options.cert == "/work/certs/ca.pem"
+    assert options.mounts() == (("/work/certs/ca.pem", "/index-cert/ca.pem"),)
+    assert options.pip_args()[-2:] == ("--cert", "/index-cert/ca.pem")
+    assert _index(network="host", cert="/etc/ca.pem").cert == "/etc/ca.pem"
+    offline = _index({"PIP_CERT": "/etc/ca.pem", "PIP_FIND_LINKS": "/wheels"})
+    assert offline.cert is None  # no index to reach
+    assert offline.mounts() == (("/wheels", "/find-links/0"),)
+
+
 def test_pip_no_index_is_read_as_pip_reads_a_flag():
     assert _index({"PIP_NO_INDEX": "yes"}, network="host", find_links=("/w",)).no_index
     assert not _index({"PIP_NO_INDEX": "0"}, network="host").no_index
@@ -250,3 +261,12 @@ def test_a_failed_pip_run_is_the_inputs_fault_only_when_pip_says_so():
         "pip download: ERROR: No matching distribution found for nope",
     )
     assert core.pip_failure("pip wheel", ["building", "killed"]) == (False, "pip wheel: killed")
+    unreachable = [
+        "WARNING: Retrying ... after connection broken by 'SSLError(...)'",
+        "Could not fetch URL https://pypi.org/simple/six/: There was a problem",
+        "ERROR: Could not find a version that satisfies the requirement six",
+    ]
+    by_input, line = core.pip_failure("pip download", unreachable)
+    assert not by_input
+    assert "the index could not be reached" in line
+    assert "--cert" in line

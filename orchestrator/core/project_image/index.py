@@ -2,10 +2,11 @@
 choice only. Pure.
 
 The options come from ``image build``'s command line, else from the operator's own
-``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX`` and
-``PIP_TRUSTED_HOST`` (read here by name and passed to pip as arguments: the container
-gets none of the host's environment), never from the tree under test. A local
-``--find-links`` folder is mounted read-only into the container; the network is ``none``
+``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``,
+``PIP_TRUSTED_HOST`` and ``PIP_CERT`` (read here by name and passed to pip as arguments:
+the container gets none of the host's environment), never from the tree under test. A local
+``--find-links`` folder, and the ``--cert`` CA bundle, are mounted read-only into the
+container; the network is ``none``
 unless the operator names one (``--network``, ``ORCHESTRATOR_IMAGE_NETWORK``).
 """
 
@@ -22,6 +23,7 @@ from orchestrator.errors import InputError
 NETWORK_NONE = "none"
 NETWORK_ENV = "ORCHESTRATOR_IMAGE_NETWORK"
 FIND_LINKS_MOUNT = "/find-links"  # local folder i is mounted at /find-links/<i>
+CERT_MOUNT = "/index-cert/ca.pem"  # the operator's --cert bundle, read-only
 # A network's name as the engine takes it; "none" and "host" are names too.
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _URL_SCHEMES = ("http://", "https://")
@@ -39,6 +41,7 @@ class GivenIndex:
     find_links: tuple[str, ...] | None = None
     no_index: bool | None = None
     trusted_hosts: tuple[str, ...] | None = None
+    cert: str | None = None
     network: str | None = None
 
 
@@ -53,15 +56,18 @@ class IndexOptions:
     url_links: tuple[str, ...] = ()
     no_index: bool = False
     trusted_hosts: tuple[str, ...] = ()
+    cert: str | None = None  # a CA bundle on this machine, for an index behind another CA
     network: str = NETWORK_NONE
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def mounts(self) -> tuple[tuple[str, str], ...]:
-        """(folder on this machine, path in the container) of each local folder."""
-        return tuple(
+        """(path on this machine, path in the container) of each local folder, and of the
+        CA bundle."""
+        folders = tuple(
             (folder, f"{FIND_LINKS_MOUNT}/{number}")
             for number, folder in enumerate(self.local_links)
         )
+        return folders if self.cert is None else (*folders, (self.cert, CERT_MOUNT))
 
     def pip_args(self) -> tuple[str, ...]:
         """pip's arguments for ``download`` and ``wheel`` (its build isolation too)."""
@@ -73,12 +79,14 @@ class IndexOptions:
         if not self.no_index:
             for url in self.extra_index_urls:
                 args += ["--extra-index-url", url]
-        for _folder, target in self.mounts():
-            args += ["--find-links", target]
+        for number, _folder in enumerate(self.local_links):
+            args += ["--find-links", f"{FIND_LINKS_MOUNT}/{number}"]
         for url in self.url_links:
             args += ["--find-links", url]
         for host in self.trusted_hosts:
             args += ["--trusted-host", host]
+        if self.cert is not None:
+            args += ["--cert", CERT_MOUNT]
         return tuple(args)
 
     def to_json(self) -> dict[str, object]:
@@ -93,6 +101,7 @@ class IndexOptions:
                 *(without_password(url) for url in self.url_links),
             ],
             "trusted_hosts": list(self.trusted_hosts),
+            "cert": self.cert,
         }
 
 
@@ -159,6 +168,7 @@ def index_options(given: GivenIndex, env: Mapping[str, str], *, cwd: str) -> Ind
     if trusted is None:
         trusted = _words(env.get("PIP_TRUSTED_HOST")) or ()
     network = check_network(given.network or env.get(NETWORK_ENV) or NETWORK_NONE)
+    cert = given.cert if given.cert is not None else env.get("PIP_CERT") or None
 
     local: list[str] = []
     urls: list[str] = []
@@ -183,6 +193,7 @@ def index_options(given: GivenIndex, env: Mapping[str, str], *, cwd: str) -> Ind
         url_links=tuple(urls),
         no_index=no_index,
         trusted_hosts=tuple(trusted),
+        cert=None if cert is None else posixpath.normpath(posixpath.join(cwd, cert)),
         network=network,
     )
     return _offline(options)
@@ -214,6 +225,7 @@ def _offline(options: IndexOptions) -> IndexOptions:
         url_links=(),
         no_index=True,
         trusted_hosts=(),
+        cert=None,
         network=options.network,
         notes=tuple(notes),
     )

@@ -101,12 +101,23 @@ OUTPUT_ENTRIES = 4096
 REGULAR = "regular file"  # the kind output_problem takes (core.bounds.FileKind's words)
 
 
+# pip's words for an index it could not reach: the machine's (or the options'), not the
+# requirements', whatever pip concludes about them afterwards.
+_UNREACHABLE = ("Could not fetch URL", "SSLError", "NewConnectionError", "ProxyError")
+
+
 def pip_failure(what: str, lines: Sequence[str]) -> tuple[bool, str]:
     """(the input's fault, one line) for a pip run that failed with ``lines`` of output:
-    its first ``ERROR:`` line, else its last line."""
+    its first ``ERROR:`` line, else its last line; an index it could not reach says so."""
     errors = [line.strip() for line in lines if line.strip().startswith("ERROR:")]
     shown = [line.strip() for line in lines if line.strip()]
     detail = errors[0] if errors else (shown[-1] if shown else "no output")
+    unreachable = [line.strip() for line in lines if any(w in line for w in _UNREACHABLE)]
+    if unreachable:
+        return False, (
+            f"{what}: the index could not be reached ({unreachable[-1][:300]}): check "
+            "--network, --index-url and, behind another CA, --cert"
+        )
     text = "\n".join(lines)
     return any(words in text for words in _UNSATISFIABLE), f"{what}: {detail}"
 
