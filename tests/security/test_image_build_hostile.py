@@ -13,9 +13,11 @@ An image built at a pull request's revision is never a replay's default for main
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -374,3 +376,55 @@ def test_an_image_built_at_a_pull_requests_revision_is_not_mains_default(
     assert log["image_ref"] == "orchestrator-runner:latest"
     assert "project_image_skipped" in done.stderr
     assert hostile_build.pull_request[:12] in done.stderr
+
+
+# A build backend that never ends: the build is stopped with Ctrl-C while it runs.
+SLOW_SETUP = """\
+import time
+time.sleep(3600)
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_ctrl_c_during_an_sdist_build_removes_the_build_container(tmp_path, docker_client):
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    sdist = folder / "slowsdist-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        for name, text in {
+            "setup.py": SLOW_SETUP,
+            "pyproject.toml": EVIL_PYPROJECT,
+            "PKG-INFO": "Metadata-Version: 2.1\nName: slowsdist\nVersion: 1.0\n",
+        }.items():
+            info = tarfile.TarInfo(f"slowsdist-1.0/{name}")
+            info.size = len(text.encode())
+            archive.addfile(info, io.BytesIO(text.encode()))
+    repo, sha = new_repo(tmp_path, {"requirements.txt": "slowsdist\n"})
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    env.update({"PIP_FIND_LINKS": f"{folder} {CACHE}", "CI": "1"})
+    process = subprocess.Popen(
+        [str(CLI), "image", "build", "--repo", str(repo), "--rev", sha,
+         "--requirements", "requirements.txt"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    owned = {"label": [f"orchestrator.pid={process.pid}", "orchestrator.side=image-wheels"]}
+    try:
+        # Wait (bounded, on the process) until the build container runs the backend.
+        for _ in range(1200):
+            found = docker_client.containers.list(filters=owned)
+            if found and "_in_process" in repr(found[0].top().get("Processes")):
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.5)
+            assert process.returncode is None, process.communicate()
+        else:
+            raise AssertionError("the build backend never started")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr.decode()[-2000:]
+    assert docker_client.containers.list(all=True, filters=owned) == []
