@@ -76,9 +76,15 @@ def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 @click.pass_context
 def _root(ctx: click.Context, log_format: str, verbose: bool) -> None:
     fmt: log.LogFormat = log_format  # type: ignore[assignment]
-    from orchestrator.core.text_safety import terminal_safe
+    from orchestrator.core.text_safety import json_terminal_safe, terminal_safe
 
-    log.configure(fmt, os.environ, verbose=verbose, console_filter=terminal_safe)
+    log.configure(
+        fmt,
+        os.environ,
+        verbose=verbose,
+        console_filter=terminal_safe,
+        json_filter=json_terminal_safe,
+    )
     ctx.obj = GlobalOptions(log_format=fmt, json_logs=log.is_json(fmt, os.environ))
 
 

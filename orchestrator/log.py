@@ -16,7 +16,9 @@ LogFormat = Literal["auto", "console", "json"]
 # structlog (with rich and asyncio behind it) takes a large part of a start-up: it is
 # imported when the first line is logged, not before. `configure` is remembered until then.
 TextFilter = Callable[[str], str]
-_pending: tuple[Literal["console", "json"], bool, TextFilter | None] | None = None
+_pending: tuple[Literal["console", "json"], bool, TextFilter | None, TextFilter | None] | None = (
+    None
+)
 _pending_lock = threading.Lock()
 
 
@@ -71,8 +73,20 @@ def filtering_values(
     return processor
 
 
+def _filtering_line(text_filter: TextFilter) -> Callable[[object, str, Any], str]:
+    """A last processor that passes the rendered line through ``text_filter``."""
+
+    def processor(_logger: object, _name: str, line: Any) -> str:
+        return text_filter(str(line))
+
+    return processor
+
+
 def _apply(
-    fmt: Literal["console", "json"], verbose: bool, console_filter: TextFilter | None
+    fmt: Literal["console", "json"],
+    verbose: bool,
+    console_filter: TextFilter | None,
+    json_filter: TextFilter | None = None,
 ) -> None:
     import logging
 
@@ -81,6 +95,8 @@ def _apply(
     renderers: list[structlog.typing.Processor]
     if fmt == "json":
         renderers = [structlog.processors.JSONRenderer(sort_keys=True)]
+        if json_filter is not None:
+            renderers.append(_filtering_line(json_filter))
     else:
         renderers = [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
         if console_filter is not None:
@@ -106,19 +122,21 @@ def configure(
     verbose: bool = False,
     *,
     console_filter: TextFilter | None = None,
+    json_filter: TextFilter | None = None,
 ) -> None:
     """Set the format and level; applied now when structlog is loaded (a test harness may
     have loaded it to capture lines), else when the first line is logged. Console lines
-    pass each text value through ``console_filter`` when given; JSON lines need none
-    (JSON escapes every control character)."""
+    pass each text value through ``console_filter`` when given; a JSON line, whole,
+    through ``json_filter`` (JSON escapes control characters itself, but not what a CI
+    log reads anywhere in a line)."""
     global _pending
     fmt = resolve_format(requested, env)
     with _pending_lock:
         if "structlog" in sys.modules:
             _pending = None
-            _apply(fmt, verbose, console_filter)
+            _apply(fmt, verbose, console_filter, json_filter)
         else:
-            _pending = (fmt, verbose, console_filter)
+            _pending = (fmt, verbose, console_filter, json_filter)
 
 
 def is_json(requested: LogFormat, env: Mapping[str, str]) -> bool:
@@ -134,8 +152,8 @@ def _structlog() -> Any:
         # default prints to stdout) while another applies the configuration.
         with _pending_lock:
             if _pending is not None:
-                fmt, verbose, console_filter = _pending
-                _apply(fmt, verbose, console_filter)
+                fmt, verbose, console_filter, json_filter = _pending
+                _apply(fmt, verbose, console_filter, json_filter)
                 _pending = None
     return structlog
 

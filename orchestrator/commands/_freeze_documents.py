@@ -30,8 +30,8 @@ def show_freeze(
     import json
 
     from orchestrator.adapters.ledger import Ledger
+    from orchestrator.commands._output import echo_json
     from orchestrator.errors import InputError
-    from orchestrator.files import dumps
 
     with Ledger.open(ledger) as store:
         row = store.freeze(freeze_id)
@@ -41,7 +41,7 @@ def show_freeze(
     for name, blob in (("fixture", row.fixture_bytes), ("origin", row.origin_bytes)):
         if blob is not None:
             doc[name] = json.loads(blob.decode("utf-8"))
-    typer.echo(dumps(doc))
+    echo_json(doc)
 
 
 def export_freezes(

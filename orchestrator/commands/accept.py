@@ -70,7 +70,7 @@ def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
         Recording,
         Scheduling,
     )
-    from orchestrator.files import dumps
+    from orchestrator.commands._output import echo_json
     from orchestrator.services.accept import accept as run_accept
 
     arguments = AcceptArguments(
@@ -91,7 +91,7 @@ def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
         progress=_progress_logger(),
     )
     if arguments.outputs.as_json:
-        typer.echo(dumps(result.to_json()))
+        echo_json(result.to_json())
     else:
         _print(result)
     if result.outcome.exit_status:

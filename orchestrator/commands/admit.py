@@ -64,7 +64,8 @@ def admit(
     Exit 0 only for timing_debt_opened, 1 for a refusal, 2 for unreadable input.
     The ledger is touched only with --record.
     """
-    from orchestrator.files import dumps, read_json
+    from orchestrator.commands._output import echo_json
+    from orchestrator.files import read_json
 
     document = read_json(request)
     if owner is not None and isinstance(document, dict):
@@ -76,7 +77,7 @@ def admit(
 
         admission = record_outcome(outcome, ledger)
     if as_json:
-        typer.echo(dumps(outcome.to_json()))
+        echo_json(outcome.to_json())
     elif admission.allowed:
         echo_line(
             f"{admission.code}: {outcome.request.freeze.test_name} frozen until {admission.detail}"

@@ -70,8 +70,8 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
         Scheduling,
         TimingAdmission,
     )
+    from orchestrator.commands._output import echo_json
     from orchestrator.errors import ExitCode, VerdictError
-    from orchestrator.files import dumps
     from orchestrator.services.budget import run_budget
 
     arguments = BudgetArguments(
@@ -95,7 +95,7 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
     )
     doc, sampled, admitted = outcome.report, outcome.sampled, outcome.admitted
     if arguments.outputs.as_json:
-        typer.echo(dumps(doc))
+        echo_json(doc)
     else:
         typer.echo(f"samples (ms): {', '.join(f'{s:g}' for s in sampled.samples_ms)}")
         typer.echo(f"labels: {', '.join(sampled.labels)}")

@@ -35,14 +35,14 @@ def check(*, as_json: bool, ledger: str) -> None:
         with Ledger.open(ledger) as store:
             expired = check_expired(store, now)
     if as_json:
-        from orchestrator.files import dumps
+        from orchestrator.commands._output import echo_json
 
         doc = {
             "schema": "freeze-check/1",
             "now": now.isoformat(),
             "expired": [row.to_json() for row in expired],
         }
-        click.echo(dumps(doc))
+        echo_json(doc)
     else:
         for row in expired:
             echo_line(

@@ -29,13 +29,14 @@ def classify(
     1 a blocking lane (reject_run, property_regression, different_bug, block_patch),
     3 undecided (reject_malformed, infra_queue, rerun_shrink), 2 unreadable input.
     """
+    from orchestrator.commands._output import echo_json
     from orchestrator.core.evidence import parse_evidence
     from orchestrator.core.lanes import decide
-    from orchestrator.files import dumps, read_json
+    from orchestrator.files import read_json
 
     decision = decide(parse_evidence(read_json(evidence)))
     if as_json:
-        typer.echo(dumps(decision.to_json()))
+        echo_json(decision.to_json())
     else:
         verdict = (
             "blocking"

@@ -30,9 +30,10 @@ def digest(
     With --oracle-keys only the named keys are hashed (a key the document lacks is
     left out), as the timing admission's locked oracle digest is.
     """
+    from orchestrator.commands._output import echo_json
     from orchestrator.core.digest import CANONICALIZATION, oracle_digest
     from orchestrator.errors import InputError
-    from orchestrator.files import dumps, read_json
+    from orchestrator.files import read_json
 
     keys = tuple(k.strip() for k in (oracle_keys or "").split(",") if k.strip())
     if oracle_keys is not None and not keys:
@@ -40,7 +41,7 @@ def digest(
     value = oracle_digest(read_json(file), keys)
     if as_json:
         doc = {"digest": value, "canonicalization": CANONICALIZATION, "oracle_keys": list(keys)}
-        typer.echo(dumps(doc))
+        echo_json(doc)
     else:
         typer.echo(value)
 

@@ -164,7 +164,7 @@ def doctor(
     line says what to run: `orchestrator image runner` builds the runner image (in a
     checkout, `make engine` starts an engine and `make image` builds the image).
     """
-    from orchestrator.files import dumps
+    from orchestrator.commands._output import echo_json
 
     found: list[dict[str, object]] = []
     engine_check, image_check = check_engine_and_image(os.environ, image, found)
@@ -176,7 +176,7 @@ def doctor(
             "checks": [c.to_json() for c in checks],
             "project_images": found,
         }
-        typer.echo(dumps(doc))
+        echo_json(doc)
     else:
         for check in checks:
             typer.echo(check.line())

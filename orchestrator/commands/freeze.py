@@ -67,14 +67,14 @@ def list_freezes(*, expired: bool, as_json: bool, ledger: str) -> None:
         with Ledger.open(ledger) as store:
             rows = store.live_freezes(expired_at=expired_at)
     if as_json:
-        from orchestrator.files import dumps
+        from orchestrator.commands._output import echo_json
 
         doc = {
             "schema": "freeze-list/1",
             "now": now.isoformat(),
             "freezes": [row.to_json() | {"expired": row.expired(now)} for row in rows],
         }
-        click.echo(dumps(doc))
+        echo_json(doc)
         return
     if not rows:
         click.echo("no expired live freezes" if expired else "no live freezes")

@@ -38,9 +38,9 @@ def list_infra(*, as_json: bool, ledger: str) -> None:
         with Ledger.open(ledger) as store:
             entries = store.infra_entries()
     if as_json:
-        from orchestrator.files import dumps
+        from orchestrator.commands._output import echo_json
 
-        click.echo(dumps({"schema": "infra-list/1", "cases": [e.to_json() for e in entries]}))
+        echo_json({"schema": "infra-list/1", "cases": [e.to_json() for e in entries]})
         return
     if not entries:
         click.echo("infra queue is empty")

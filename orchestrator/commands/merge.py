@@ -54,12 +54,12 @@ def merge(
     Exit status: the worst of the shards' (0 no blocking lane, 1 blocking, 3
     undecided), 2 for folders that cannot be merged.
     """
-    from orchestrator.files import dumps
+    from orchestrator.commands._output import echo_json
     from orchestrator.services.merge import merge as merge_shards
 
     merged = merge_shards(run_dirs, out=out)
     if as_json:
-        typer.echo(dumps(merged.summary))
+        echo_json(merged.summary)
     else:
         decisions = merged.summary.get("decisions") or []
         print_table(_COLUMNS, (_row(entry) for entry in decisions))

@@ -328,10 +328,10 @@ def _log_planned(plan: RunPlan, logger: Any) -> None:
 
 def _print_result(result: ReplayResult, outputs: Outputs) -> None:
     """The report (``--json``), or the table and the lines around it."""
-    from orchestrator.files import dumps
+    from orchestrator.commands._output import echo_json
 
     if outputs.as_json:
-        typer.echo(dumps(result.report))
+        echo_json(result.report)
         return
     plan = result.deciding.plan
     _print_tests(plan)

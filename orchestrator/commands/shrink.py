@@ -124,8 +124,9 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     the same digest. Exit 2 when the property or test cannot be used or does not fail
     on FIXTURE.
     """
+    from orchestrator.commands._output import echo_json
     from orchestrator.core.shrink import ShrinkTarget, host_judge, shrink_report_with
-    from orchestrator.files import dumps, read_json, write_json_atomic
+    from orchestrator.files import read_json, write_json_atomic
 
     arguments = shrink_arguments(
         property_spec=property_spec, paths=tuple(path or ()), test=test, repo=repo, rev=rev,
@@ -149,7 +150,7 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     if outputs.out is not None:
         write_json_atomic(outputs.out, report.minimal)
     if outputs.as_json:
-        typer.echo(dumps(report.to_json()))
+        echo_json(report.to_json())
         return
     _print_report(report, outputs.out)
 

@@ -118,8 +118,8 @@ def tally(
     matched while a call count moved (`call_budget` with every replay passing on both
     sides); (4) freezes still live after their expiry. An empty ledger prints zeros.
     """
+    from orchestrator.commands._output import echo_json
     from orchestrator.errors import InputError
-    from orchestrator.files import dumps
     from orchestrator.services.tally import load_tally
 
     if markdown and as_json:
@@ -136,7 +136,7 @@ def tally(
         doc = result.to_json()
         if png is not None:
             doc["png"] = str(png)
-        typer.echo(dumps(doc))
+        echo_json(doc)
     elif markdown:
         typer.echo(to_markdown(result), nl=False)
     else:

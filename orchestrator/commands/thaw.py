@@ -71,9 +71,9 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
     """
     from orchestrator.adapters.git import resolve_rev
     from orchestrator.adapters.ledger import Ledger
+    from orchestrator.commands._output import echo_json
     from orchestrator.core.durations import parse_duration
     from orchestrator.errors import ExitCode, VerdictError
-    from orchestrator.files import dumps
     from orchestrator.services.thaw import ThawOptions, run_thaw
 
     within = parse_duration(due_within, option="--due-within")
@@ -87,7 +87,7 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
         # The engine is connected only when a freeze is actually claimed.
         report = run_thaw(store, options, now=now, due_within=within, client=None)
     if as_json:
-        typer.echo(dumps(report.to_json()))
+        echo_json(report.to_json())
     elif report.results:
         print_table(
             _COLUMNS,

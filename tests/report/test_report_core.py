@@ -324,6 +324,40 @@ def test_the_summary_table_cannot_be_broken_by_what_it_quotes() -> None:
     assert cells[0].strip() == "``t.py::test_x[a\\|b`c]``"
 
 
+# Text a tree can put in a node id, a reason or an assertion message to make the job
+# summary link somewhere or load an image.
+LINKS = st.sampled_from([
+    "[click](https://evil.example/x)", "![img](https://evil.example/p.png)", "[r]: http://x",
+    "<https://evil.example>", "https://evil.example/login", "www.evil.example", "a@evil.example",
+    "mailto:a@evil.example", "xmpp:a@evil.example", "ftp://evil.example", "[x][r]", "\\[", "](",
+    "<img src=x>", "<a href=x>", "&lt;img", "`", "``", "|", "*", "_", "!", " ", "\n",
+])  # fmt: skip
+linky = st.lists(LINKS | texts, max_size=6).map("".join)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(node=linky, reason=linky, message=linky)
+def test_the_summary_as_github_renders_it_links_and_loads_nothing(
+    node: str, reason: str, message: str
+) -> None:
+    """Rendered by cmark-gfm (GitHub's own Markdown library, with its table and autolink
+    extensions), nothing the tree wrote becomes a link or an image, and no row breaks."""
+    import cmarkgfm
+
+    doc = {
+        "base": [replay("assert_pass")],
+        "patch": [replay("assert_fail", f"{node}@t.py:3:{message}", message=message)],
+    }
+    items = [(node, "property_regression", "assert_regression", [reason], doc)]
+    text = render_markdown([read_run(run_docs(items))])
+    html = cmarkgfm.github_flavored_markdown_to_html(text)
+    assert "<a " not in html
+    assert "<img" not in html
+    table = html.split("<table>")[-1]  # the properties' table: one row of seven cells
+    assert len(re.findall("<tr>", table.split("<tbody>")[-1])) == 1
+    assert len(re.findall("<td>", table)) == 7
+
+
 # ---------------------------------------------------------------- JUnit
 
 

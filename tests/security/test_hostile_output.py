@@ -40,6 +40,16 @@ HOSTILE_IDS = [
     "\u202eevil",
     "c1\x9bcsi",
     "del\x7f",
+    # The runner's older command syntax, read anywhere in a line of a CI log.
+    "x ##[add-mask]s3cret",
+    "##[stop-commands]tok",
+    "y ##[error file=a.py]forged",
+    # Invisible characters that make one name pass for another.
+    "zero\u200bwidth\u200d\u2060\ufeff",
+    "tag\U000e0041\U000e007f",
+    # Markdown that would link or load an image in the job summary.
+    "[click](https://evil.example/x)",
+    "![img](https://evil.example/p.png) www.evil.example a@evil.example",
 ]
 # A folder whose node ids start with a GitHub workflow command: a table row starting with
 # it would stop every later annotation of the step, or forge one.
@@ -59,6 +69,7 @@ IDS = {HOSTILE_IDS!r}
 
 @pytest.mark.parametrize("value", IDS, ids=IDS)
 def test_hostile(value):
+    print("::add-mask::x1 ##[add-mask]x2\\n##[stop-commands]x3 " + value)
     assert lib.ok(), "message \\x1b[31m with ESC\\nand a newline\\r\\x07 " + value
 """
 
@@ -79,16 +90,18 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
 
 
 def unsafe(text: str) -> list[str]:
-    """Characters a terminal, a log reader or a line splitter acts on (a newline aside)."""
-    bidi = {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F)}
-    return sorted(
-        {
-            char
-            for char in text
-            if char != "\n"
-            and (unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs") or char in bidi)
-        }
-    )
+    """Characters a terminal, a log reader or a line splitter acts on, or that print as
+    nothing (a newline aside), and the runner's ``##[`` command syntax."""
+    found = {
+        char
+        for char in text
+        if char != "\n"
+        and (
+            unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs", "Cf")
+            or 0xE0000 <= ord(char) <= 0xE0FFF
+        )
+    }
+    return sorted(found | ({"##["} if "##[" in text else set()))
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -139,6 +152,11 @@ def test_hostile_ids_and_messages_never_reach_a_terminal_raw(
 
     markdown = summary.read_text(encoding="utf-8")
     assert unsafe(markdown) == []
+    import cmarkgfm  # GitHub's own Markdown library: what the job summary shows
+
+    rendered = cmarkgfm.github_flavored_markdown_to_html(markdown)
+    assert "<a " not in rendered
+    assert "<img" not in rendered
     table_rows = [line for line in markdown.splitlines() if "test_hostile[" in line]
     assert len(table_rows) == len(HOSTILE_IDS)
     assert all(line.startswith("| ") for line in table_rows)
@@ -155,8 +173,40 @@ def test_hostile_ids_and_messages_never_reach_a_terminal_raw(
     page = html.read_text(encoding="utf-8")
     assert unsafe(page) == []
 
+    # reproduce streams pytest's own output live: the test printed workflow commands.
+    bell = next(d["property_id"] for d in decisions if d["property_id"].endswith("[bell\x07]"))
+    again = run("reproduce", str(out), bell, "--side", "patch", cwd=tmp_path)
+    streamed = again.stdout.decode("utf-8")
+    assert "add-mask" in streamed, again.stderr.decode()[-2000:]
+    assert unsafe(streamed) == []
+    assert not any(line.lstrip().startswith("::") for line in streamed.splitlines())
+
     annotated = run("report", str(out), "--annotations", cwd=tmp_path)
     lines = annotated.stdout.decode("utf-8").splitlines()
     assert unsafe(annotated.stdout.decode("utf-8")) == []
     assert len(lines) == len(HOSTILE_IDS) + 1  # one per blocking property, no other command
     assert all(line.startswith("::error ") for line in lines)
+
+
+def test_in_ci_the_json_logs_and_documents_keep_every_value_and_start_no_command(
+    hostile: tuple[Path, str, str], tmp_path: Path, runner_image_id: str
+) -> None:
+    """With CI set, log lines are JSON and ``--json`` prints the report: both decode to
+    the ids exactly as the tree wrote them, yet no line of either holds ``##[`` or a raw
+    invisible or control character a CI log or a terminal would act on."""
+    repo, base, patch = hostile
+    done = run(
+        "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", runner_image_id, "--replays", "1", "--replays-all", "--no-record",
+        "--out", str(tmp_path / "run"), "--json",
+        cwd=tmp_path, env={"CI": "true"},
+    )  # fmt: skip
+    stdout, stderr = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
+    assert done.returncode == 1, stderr[-3000:]
+    for name, text in (("stdout", stdout), ("stderr", stderr)):
+        assert unsafe(text) == [], name
+    report = json.loads(stdout)
+    ids = {d["property_id"].partition("[")[2].removesuffix("]") for d in report["decisions"]}
+    assert ids == {*HOSTILE_IDS, ""}
+    logged = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert logged, stderr[-2000:]

@@ -9,6 +9,7 @@ GitHub refuses a step summary over 1 MiB, so the tables stop before ``max_bytes`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from orchestrator.core.reports.view import (
@@ -53,12 +54,27 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{flat}{pad}{fence}"
 
 
+# A word GitHub's Markdown would turn into a link on its own (GFM's autolinks: a URL, a
+# www. host name, an e-mail address): shown as code instead, where nothing links.
+_LINKABLE = re.compile(r"://|mailto:|xmpp:|@|www\.", re.IGNORECASE)
+# HTML and table syntax as entities; with a backslash, the brackets of link and image
+# syntax, the backtick (one left open would pair with a code span of ours and set free
+# the link it holds), and the backslash that could undo those escapes. (Emphasis and the
+# like may render: they only change how a cell looks.)
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;"}
+_MARKDOWN_PUNCTUATION = re.compile(r"[\\\[\]`]")
+
+
+def _plain_word(word: str) -> str:
+    word = _MARKDOWN_PUNCTUATION.sub(lambda match: "\\" + match.group(), word)
+    return "".join(_ENTITIES.get(char, char) for char in word)
+
+
 def _text(text: str) -> str:
-    """Plain cell text: HTML and table syntax neutralised, one line, no control character."""
-    flat = terminal_safe(" ".join(text.split()))
-    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "&#124;")):
-        flat = flat.replace(char, entity)
-    return flat
+    """Plain cell text, one line, no control character: HTML, table, link and image
+    syntax neutralised, and a word that would link by itself shown as code."""
+    words = terminal_safe(" ".join(text.split())).split(" ")
+    return " ".join(_code(word) if _LINKABLE.search(word) else _plain_word(word) for word in words)
 
 
 def _clip(text: str, limit: int = 600) -> str:
