@@ -169,9 +169,9 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     that key.
     """
     from orchestrator.adapters.docker import connect
+    from orchestrator.commands._output import echo_json
     from orchestrator.core.project_config import ImageBuildInputs, image_build_inputs
     from orchestrator.core.project_image import GivenIndex
-    from orchestrator.files import dumps
     from orchestrator.log import get_logger
     from orchestrator.services.image import ImageOptions, build_image, plan_image
     from orchestrator.services.project_config import load_config
@@ -239,7 +239,10 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
         reused=report["reused"],
         packages=len(report["packages"]),
     )
-    typer.echo(dumps(report) if as_json else report["image_id"])
+    if as_json:
+        echo_json(report)
+    else:
+        typer.echo(report["image_id"])
 
 
 @image_app.command("runner")
@@ -269,7 +272,7 @@ def runner(
     nothing is built.
     """
     from orchestrator.adapters.docker import connect
-    from orchestrator.files import dumps
+    from orchestrator.commands._output import echo_json
     from orchestrator.log import get_logger
     from orchestrator.services.runner_image import RunnerImageOptions, build_runner_image
 
@@ -284,7 +287,10 @@ def runner(
         )
     finally:
         client.close()
-    typer.echo(dumps(report) if as_json else report["image_id"])
+    if as_json:
+        echo_json(report)
+    else:
+        typer.echo(report["image_id"])
 
 
 def register(app: typer.Typer) -> None:
