@@ -276,11 +276,19 @@ def covers(freeze: Freeze, failure: FailureKind) -> bool:
     return freeze.kind is FreezeKind.FLAKE or failure is FailureKind.TIMING
 
 
-def rule(freezes: Sequence[Freeze], *, failure: FailureKind | None, now: datetime) -> Ruling | None:
+def rule(
+    freezes: Sequence[Freeze],
+    *,
+    failure: FailureKind | None,
+    now: datetime,
+    exception: str | None = None,
+) -> Ruling | None:
     """The ruling on one report of a test these freezes name (``failure`` None: it
-    passed); None when no freeze names it. Several freezes of one test: a live one that
-    covers the failure wins (a flake freeze first, then the latest expiry); else a live
-    one says why it does not; else the last to expire says it expired."""
+    passed; ``exception``: the class name of what it raised, when it raised); None when
+    no freeze names it. Several freezes of one test: a live one that covers the failure
+    wins (a flake freeze first, then the latest expiry); else a live one says why it does
+    not; else the last to expire says it expired. A quarantined failure that raised
+    another exception than the one frozen says so: it may be a new bug under the freeze."""
     if not freezes:
         return None
     moment = _utc(now)
@@ -304,17 +312,23 @@ def rule(freezes: Sequence[Freeze], *, failure: FailureKind | None, now: datetim
             freeze=chosen,
             failed=False,
             note=f"passed under {_named(chosen)} (owner {chosen.owner}, expires"
-            f" {_when(chosen.expires_at)}): a thaw candidate",
+            f" {_when(chosen.expires_at)}, {_left(chosen.expires_at, moment)}): a thaw candidate",
         )
     covering = [f for f in live if covers(f, failure)]
     if covering:
         chosen = covering[0]
+        frozen = frozen_exception(chosen)
+        differs = (
+            f"; it raised {exception}, not the {frozen} it was frozen for"
+            if exception and frozen and exception != frozen
+            else ""
+        )
         return Ruling(
             standing=Standing.QUARANTINED,
             freeze=chosen,
             failed=True,
             note=f"quarantined by {_named(chosen)} (owner {chosen.owner}, expires"
-            f" {_when(chosen.expires_at)})",
+            f" {_when(chosen.expires_at)}, {_left(chosen.expires_at, moment)}){differs}",
         )
     chosen = live[0]
     return Ruling(
@@ -331,6 +345,24 @@ def _not_covered_because(freeze: Freeze, failure: FailureKind) -> str:
         return "a freeze covers failures of the test body, never a set-up or tear-down error"
     budget = "" if freeze.budget_ms is None else f" (budget {freeze.budget_ms:g} ms)"
     return f"a timing freeze covers only the test's timing check{budget}, never its assertions"
+
+
+def frozen_exception(freeze: Freeze) -> str | None:
+    """The exception class the frozen failure raised: the end of its assertion id
+    (``<nodeid>@<path>:<line>:<ExceptionType>``); None when the freeze names none."""
+    if not freeze.assertion_id or ":" not in freeze.assertion_id:
+        return None
+    return freeze.assertion_id.rsplit(":", 1)[1] or None
+
+
+def _left(expires_at: datetime, now: datetime) -> str:
+    """How long a live freeze has left, coarsely: ``2d 3h left``, ``5h 10m left``."""
+    minutes = max(int((expires_at - now).total_seconds() // 60), 0)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h left"
+    return f"{hours}h {minutes}m left" if hours else f"{minutes}m left"
 
 
 def _named(freeze: Freeze) -> str:

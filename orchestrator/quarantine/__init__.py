@@ -146,7 +146,8 @@ class Quarantine:
         if not freezes or report.skipped or (report.passed and report.when != "call"):
             return report
         failure = None if report.passed else failure_kind(report.when, _leaves(call))
-        ruling = rule(freezes, failure=failure, now=self.now)
+        raised = None if call.excinfo is None else call.excinfo.type.__name__
+        ruling = rule(freezes, failure=failure, now=self.now, exception=raised)
         if ruling is None:
             return report
         entry: dict[str, Any] = {

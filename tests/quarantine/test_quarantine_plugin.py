@@ -75,14 +75,29 @@ def test_a_failure_a_live_freeze_covers_does_not_fail_the_session(
         "E       AssertionError: fails on every second run",
     ])  # fmt: skip
     expires = flake_entry(12, FLAKY)["record"]["expires_at"][:19]
-    assert summary(result) == [
+    lines = summary(result)
+    assert lines[0].startswith(
         f"QUARANTINED {FLAKY} - quarantined by flake freeze 12 (owner team-a, expires"
-        f" {expires}+00:00)",
+        f" {expires}+00:00, 2d 23h"
+    )
+    assert lines[1:] == [
         "    frozen: flaky on both sides (base 5/10, patch 5/10 replays failed) at"
         f" {FLAKY}@test_suite.py:3:AssertionError",
         "    failed: test_suite.py:5: AssertionError: fails on every second run",
         "quarantine: 1 quarantined, 0 not covered, 0 expired, 0 thaw candidates",
     ]
+
+
+def test_a_different_failure_under_a_flake_freeze_is_quarantined_and_flagged(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_other="def test_flaky():\n    {}['missing']\n")
+    source = write_export(pytester.path / "f.json", flake_entry(12, "test_other.py::test_flaky"))
+    result = run(pytester, "--quarantine", str(source))
+    assert result.ret == pytest.ExitCode.OK
+    assert summary(result)[0].endswith(
+        "left); it raised KeyError, not the AssertionError it was frozen for"
+    )
 
 
 def test_a_pass_under_a_live_freeze_is_listed_as_a_thaw_candidate(

@@ -97,8 +97,41 @@ def test_a_live_flake_freeze_quarantines_a_failure_of_the_body() -> None:
     assert ruling.standing is Standing.QUARANTINED
     assert not ruling.fails_session
     assert ruling.note == (
-        "quarantined by flake freeze 1 (owner team-a, expires 2026-09-26T12:00:00+00:00)"
+        "quarantined by flake freeze 1 (owner team-a, expires 2026-09-26T12:00:00+00:00,"
+        " 2d 0h left)"
     )
+
+
+def test_a_quarantined_failure_that_raised_something_else_says_so() -> None:
+    """The freeze was opened for one failure; a new one under it may be a new bug."""
+    frozen = freeze(assertion_id=f"{TEST}@tests/test_api.py:9:AssertionError")
+    same = rule([frozen], failure=FailureKind.ASSERTION, now=NOW, exception="AssertionError")
+    other = rule([frozen], failure=FailureKind.ASSERTION, now=NOW, exception="KeyError")
+    assert same is not None
+    assert other is not None
+    assert same.standing is other.standing is Standing.QUARANTINED
+    assert "raised" not in same.note
+    assert other.note.endswith(
+        "left); it raised KeyError, not the AssertionError it was frozen for"
+    )
+    unknown = rule([freeze()], failure=FailureKind.ASSERTION, now=NOW, exception="KeyError")
+    assert unknown is not None
+    assert "raised" not in unknown.note  # no frozen failure named: nothing to compare
+
+
+@pytest.mark.parametrize(
+    ("left", "shown"),
+    [
+        (timedelta(days=2, hours=3, minutes=59), "2d 3h left"),
+        (timedelta(hours=5, minutes=10, seconds=30), "5h 10m left"),
+        (timedelta(minutes=7), "7m left"),
+        (timedelta(seconds=20), "0m left"),
+    ],
+)
+def test_a_live_freeze_says_how_long_it_has_left(left: timedelta, shown: str) -> None:
+    ruling = rule([freeze(expires_at=NOW + left)], failure=None, now=NOW)
+    assert ruling is not None
+    assert f", {shown}): a thaw candidate" in ruling.note
 
 
 def test_a_pass_under_a_live_freeze_is_a_thaw_candidate() -> None:
