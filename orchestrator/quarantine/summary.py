@@ -59,10 +59,10 @@ def summary_lines(entries: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
                 lines.append(f"    frozen: {terminal_safe(freeze['reason'])}")
             if entry.get("failure"):
                 lines.append(f"    failed: {terminal_safe(entry['failure'])}")
-            if freeze.get("budget_ms") is not None and entry["when"] == "call":
-                lines.append(
-                    f"    took {entry['duration_ms']:g} ms (budget {freeze['budget_ms']:g} ms)"
-                )
+            budget = freeze.get("budget_ms")
+            if budget is not None and entry["when"] == "call":
+                over = ", over it" if entry["duration_ms"] > budget else ""
+                lines.append(f"    took {entry['duration_ms']:g} ms (budget {budget:g} ms{over})")
     expired = len(groups["expired_failed"]) + len(groups["expired_passed"])
     candidates = len(groups["thaw_candidate"])
     counts = [

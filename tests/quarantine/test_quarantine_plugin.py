@@ -16,9 +16,6 @@ QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-W",
          "ignore::pytest.PytestAssertRewriteWarning")  # fmt: skip
 
 SUITE = """\
-import time
-
-
 def test_flaky():
     assert 1 == 2, "fails on every second run"
 
@@ -83,7 +80,7 @@ def test_a_failure_a_live_freeze_covers_does_not_fail_the_session(
     assert lines[1:] == [
         "    frozen: flaky on both sides (base 5/10, patch 5/10 replays failed) at"
         f" {FLAKY}@test_suite.py:3:AssertionError",
-        "    failed: test_suite.py:5: AssertionError: fails on every second run",
+        "    failed: test_suite.py:2: AssertionError: fails on every second run",
         "quarantine: 1 quarantined, 0 not covered, 0 expired, 0 thaw candidates",
     ]
 
@@ -151,7 +148,7 @@ def test_a_timing_freeze_covers_its_timing_check_never_an_assertion(
     assert lines[0].startswith(f"QUARANTINED {SLOW} - quarantined by timing freeze 5")
     assert lines[1] == "    frozen: timing debt: 5 samples spread 300 ms over a budget of 400 ms"
     assert lines[2] == (
-        "    failed: test_suite.py:13: TimeoutError: the service did not answer within 400 ms"
+        "    failed: test_suite.py:10: TimeoutError: the service did not answer within 400 ms"
     )
     assert lines[3].startswith("    took ")
     assert lines[3].endswith(" ms (budget 400 ms)")
@@ -160,6 +157,21 @@ def test_a_timing_freeze_covers_its_timing_check_never_an_assertion(
         " failure: a timing freeze covers only the test's timing check (budget 400 ms), never"
         " its assertions"
     )
+
+
+def test_a_timing_freeze_shows_the_time_its_test_took_against_the_budget(
+    pytester: pytest.Pytester,
+) -> None:
+    """The quarantine never fails a test pytest passed: a slow pass is shown, not failed."""
+    pytester.makepyfile(test_slow="import time\n\ndef test_slow():\n    time.sleep(0.02)\n")
+    slow = "test_slow.py::test_slow"
+    source = write_export(pytester.path / "f.json", timing_entry(5, slow, budget_ms=1))
+    result = run(pytester, "--quarantine", str(source))
+    assert result.ret == pytest.ExitCode.OK
+    (line, took, _) = summary(result)
+    assert line.startswith(f"THAW CANDIDATE {slow} - passed under timing freeze 5")
+    assert took.startswith("    took ")
+    assert took.endswith(" ms (budget 1 ms, over it)")
 
 
 def test_a_set_up_error_is_never_quarantined(pytester: pytest.Pytester) -> None:
@@ -200,7 +212,7 @@ def test_the_junit_file_shows_a_quarantined_failure_apart_as_skipped(
     assert skipped.message is not None
     assert skipped.message.startswith("quarantined by flake freeze 12 (owner team-a, expires ")
     assert skipped.message.endswith("): AssertionError: fails on every second run")
-    assert skipped.text == f"test_suite.py:5: {skipped.message}"
+    assert skipped.text == f"test_suite.py:2: {skipped.message}"
     assert cases["test_fine"].is_passed
     assert not any(isinstance(r, Skipped | Error) for r in cases["test_slow_service"].result)
 
