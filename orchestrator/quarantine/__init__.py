@@ -167,7 +167,7 @@ class Quarantine:
             report.outcome = "skipped"
             report.longrepr = (path, line, f"{ruling.note}: {entry['message']}")
         elif ruling.fails_session:
-            _explain(report, ruling.note)
+            _explain(report, terminal_safe(ruling.note))
         setattr(report, REPORT_KEY, entry)
         return report
 
