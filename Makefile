@@ -28,7 +28,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd doctor test test-fast lint replay stop-engine
+.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd gitlab-ci-local doctor test test-fast lint replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -100,6 +100,21 @@ $(JUNIT_XSD_SDIST): | $(BIN)/python
 
 junit-xsd: $(JUNIT_XSD_SDIST)
 
+# The GitLab recipe (docs/ci/gitlab-ci.yml) runs for real in the tests with gitlab-ci-local,
+# an npm package (pinned: 4.74 and later need Node.js 22 or newer), installed
+# under .cache/npm rather than globally; it runs shell jobs with rsync.
+GITLAB_CI_LOCAL_VERSION := 4.73.0
+GITLAB_CI_LOCAL := .cache/npm/node_modules/.bin/gitlab-ci-local
+
+$(GITLAB_CI_LOCAL):
+	@command -v npm >/dev/null || scripts/apt-install nodejs npm
+	@command -v rsync >/dev/null || scripts/apt-install rsync
+	npm install --prefix .cache/npm --no-audit --no-fund --loglevel=error \
+		gitlab-ci-local@$(GITLAB_CI_LOCAL_VERSION)
+
+gitlab-ci-local: $(GITLAB_CI_LOCAL)
+	@command -v rsync >/dev/null || scripts/apt-install rsync
+
 doctor: venv engine image
 	$(BIN)/orchestrator doctor
 
@@ -110,7 +125,7 @@ lint: venv
 
 # The scale-out tests (tests/engines/) start a second local Docker engine of their own with
 # scripts/ensure-docker under a private root, and stop and remove only that one at the end.
-test: venv engine image postgres podman wheelhouse browser junit-xsd
+test: venv engine image postgres podman wheelhouse browser junit-xsd gitlab-ci-local
 	ORCHESTRATOR_JUNIT_XSD_SDIST=$(JUNIT_XSD_SDIST) $(BIN)/python -m pytest
 
 # The inner loop: no engine, no PostgreSQL, no browser started. tests/conftest.py marks

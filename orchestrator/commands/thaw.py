@@ -59,12 +59,14 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
 ) -> None:
     """Re-probe every freeze at or past its expiry, then thaw it or leave it overdue.
 
-    A flake freeze is replayed on its stored minimal fixture N times at --rev: all
-    assert_pass with one call budget thaws it (the live row goes, the event stays);
-    anything else appends an OVERDUE event. A timing freeze takes at least 5 new
-    samples and thaws only if they all sit within budget with a narrow spread. Rows
-    are claimed atomically, so two thaw jobs never probe the same freeze. Exit 1 when
-    any freeze stays overdue, 0 otherwise, 3 when the engine or ledger is unavailable.
+    A flake freeze is replayed on its stored minimal fixture (none, when its replay
+    had none) N times at --rev: all assert_pass with one call budget thaws it (the
+    live row goes, the event stays, and a quarantine reading the ledger or a later
+    export stops applying it); anything else appends an OVERDUE event. A timing
+    freeze takes at least 5 new samples and thaws only if they all sit within budget
+    with a narrow spread. Rows are claimed atomically, so two thaw jobs never probe
+    the same freeze. Exit 1 when any freeze stays overdue, 0 otherwise, 3 when the
+    engine or ledger is unavailable.
 
     Without --image a flake freeze is re-probed on the image it was pinned to, a
     timing freeze on orchestrator-runner:latest.

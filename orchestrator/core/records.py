@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orchestrator.core.digest import digest
+from orchestrator.core.digest import NULL_DIGEST, digest
 from orchestrator.core.lanes import failing_assertions
 from orchestrator.core.timing import TIMING_DEBT_OPENED
 from orchestrator.model import (
@@ -156,6 +156,36 @@ def payload_bytes_codes(
         if expected and digest(parsed) != expected:
             codes.append(f"{name}_digest_mismatch")
     return tuple(codes)
+
+
+# The bytes a flake freeze keeps for a payload that is JSON ``null``: what a replay
+# without a fixture read (its fixture and origin digests are those of ``null``).
+NULL_PAYLOAD = b"null"
+
+
+def freeze_payloads(
+    record: FlakeFreeze, fixture_bytes: bytes | None, origin_bytes: bytes | None
+) -> tuple[bytes | None, bytes | None]:
+    """The two payloads to keep beside a flake freeze. A payload whose digest in the
+    record is that of JSON ``null`` and whose bytes were not given (a replay without a
+    fixture: lanes.md, "Where the fixture came from") is kept as ``null``, the exact
+    payload the digest names; any other missing payload stays missing, and
+    :func:`payload_bytes_codes` refuses the record."""
+    return (
+        NULL_PAYLOAD
+        if fixture_bytes is None and record.fixture_digest == NULL_DIGEST
+        else fixture_bytes,
+        NULL_PAYLOAD
+        if origin_bytes is None and record.origin_digest == NULL_DIGEST
+        else origin_bytes,
+    )
+
+
+def fixture_to_mount(fixture_digest: str | None, stored: bytes | None) -> bytes | None:
+    """The fixture a re-probe of a flake freeze mounts: none when the replay that opened it
+    had none (its digest is that of ``null``; ``reproduce`` reads the same rule), else the
+    stored minimal fixture."""
+    return None if fixture_digest == NULL_DIGEST else stored
 
 
 def iso_utc(moment: datetime | None) -> str | None:

@@ -22,7 +22,7 @@ from orchestrator.adapters.ledger.values import (
     RunRecord,
     WriteOutcome,
 )
-from orchestrator.core.records import flake_freeze_from_replay
+from orchestrator.core.records import flake_freeze_from_replay, freeze_payloads
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported by whoever opens one
     from orchestrator.adapters.ledger import Ledger
@@ -164,15 +164,17 @@ def write_flake_freeze_from_replay(  # noqa: PLR0913, PLR0917 - the agreed inter
     run_id: str | None = None,
     max_age: timedelta = DEFAULT_FLAKE_MAX_AGE,
 ) -> WriteOutcome:
-    """Write a flake freeze from a replay, or store why not (FREEZE_REFUSED)."""
+    """Write a flake freeze from a replay, or store why not (FREEZE_REFUSED). A replay
+    without a fixture keeps JSON ``null`` as both payloads (``freeze_payloads``)."""
     record = flake_freeze_from_replay(
         evidence, owner=owner, expires_at=expires_at, shrink_path=shrink_path, now=now
     )
+    fixture_bytes, origin_bytes = freeze_payloads(record, minimal_fixture_bytes, origin_bytes)
     return ledger.write_flake_freeze(
         record,
         decision=decision,
         now=now,
-        fixture_bytes=minimal_fixture_bytes,
+        fixture_bytes=fixture_bytes,
         origin_bytes=origin_bytes,
         max_age=max_age,
         run_id=run_id,

@@ -313,6 +313,7 @@ def _write_records(
     shrink_path = plan.pins.shrink.shrink_path if plan.pins.shrink is not None else ()
     # Nothing shrunk: the origin is the fixture itself. Otherwise the shrink report (or
     # --origin) carries the unshrunk payload; without it the ledger refuses the freeze.
+    # No fixture at all: both are JSON null (ledger_jobs keeps them so).
     origin_bytes = plan.origin_bytes
     entries = []
     with store.transaction():

@@ -27,6 +27,7 @@ from orchestrator import interrupts, model
 from orchestrator.adapters.ledger import FreezeRow, Ledger
 from orchestrator.core.owners import ProcessOwner, claim_token, local_owner, owner_from_token
 from orchestrator.core.pytest_command import pytest_args
+from orchestrator.core.records import fixture_to_mount
 from orchestrator.core.thaw import Verdict, flake_thaw_verdict, timing_thaw_verdict
 from orchestrator.core.timing import MIN_SAMPLES, classify_latency, latency_summary
 from orchestrator.errors import ImageNotFoundError, InputError
@@ -184,7 +185,7 @@ def _probe_one(
             probe,
             property_id=row.subject,
             command=str(record["command"]),
-            fixture_bytes=row.fixture_bytes,
+            fixture_bytes=fixture_to_mount(record.get("fixture_digest"), row.fixture_bytes),
             seed=int(record["seed"]),
             client=client,
         )

@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator import model
 from orchestrator.adapters.ledger import Ledger
 from orchestrator.core import records
-from orchestrator.core.digest import canonical_json
+from orchestrator.core.digest import NULL_DIGEST, canonical_json
 from orchestrator.core.lanes import decide
 from orchestrator.errors import LedgerError, LedgerLocationError
 from orchestrator.services import ledger_jobs
@@ -222,6 +222,36 @@ def test_replay_service_builds_the_record_from_pinned_facts(ledger: Ledger) -> N
     assert row.run_id == "run-1"
     (run,) = ledger.runs()  # referenced before the run itself was recorded
     assert (run.id, run.status, run.finished_at) == ("run-1", "running", None)
+
+
+def test_a_replay_without_a_fixture_freezes_with_the_null_payload(ledger: Ledger) -> None:
+    """Most flaky tests read no JSON fixture: the replay's digests are those of `null` and
+    nothing was shrunk. The row keeps `null` as both payloads and an empty shrink path."""
+    found = evidence(fixture_digest=NULL_DIGEST, origin_digest=NULL_DIGEST, shrink=None)
+    decision = decide(found)
+    assert decision.lane is model.Lane.FLAKE_QUEUE_ELIGIBLE
+    outcome = ledger_jobs.write_flake_freeze_from_replay(
+        ledger, found, decision, "o", NOW + timedelta(hours=72), None, None, (), NOW
+    )
+    assert outcome.written, outcome.codes
+    row = ledger.freeze(outcome.freeze_id)
+    assert row is not None
+    assert (row.fixture_bytes, row.origin_bytes) == (b"null", b"null")
+    assert row.record["fixture_digest"] == row.record["origin_digest"] == NULL_DIGEST
+    assert row.record["shrink_path"] == []
+    # A payload that is not null still needs its bytes: only what the digest names is kept.
+    with_fixture = evidence(origin_digest=evidence().fixture_digest, shrink=None)
+    refused = ledger_jobs.write_flake_freeze_from_replay(
+        ledger, with_fixture, decide(with_fixture), "o", NOW + timedelta(hours=72), None, None,
+        (), NOW,
+    )  # fmt: skip
+    assert refused.codes == ("missing_field:fixture_bytes", "missing_field:origin_bytes")
+    incomplete = evidence(fixture_digest=NULL_DIGEST, origin_digest=NULL_DIGEST, shrink=None)
+    refused = ledger_jobs.write_flake_freeze_from_replay(
+        ledger, incomplete, decision, None, NOW + timedelta(hours=72), None, None, (), NOW
+    )
+    assert refused.codes == ("missing_field:owner",)
+    assert ledger.count_freezes() == 1
 
 
 # --- timing freezes and admissions ----------------------------------------------------

@@ -18,15 +18,18 @@ from unit_factories import (
     side,
 )
 
-from orchestrator.core.digest import digest
+from orchestrator.core.digest import NULL_DIGEST, digest
 from orchestrator.core.evidence import parse_evidence, parse_shrink_report
 from orchestrator.core.lanes import decide
 from orchestrator.core.records import (
     FLAKE_FIELDS,
     TIMING_FIELDS,
+    fixture_to_mount,
     flake_freeze_from_json,
     flake_freeze_from_replay,
     flake_freeze_to_json,
+    freeze_payloads,
+    payload_bytes_codes,
     timing_freeze_from_json,
     timing_freeze_to_json,
     validate_flake_freeze,
@@ -157,6 +160,29 @@ def test_a_flake_freeze_from_eligible_evidence_is_valid() -> None:
     }
     assert (record.opened_at, record.canonicalization) == (NOW, "json-sort-keys")
     assert validate_flake_freeze(record, decision=decision, now=NOW, max_age=MAX_AGE) == ()
+
+
+def test_a_replay_without_a_fixture_keeps_null_and_nothing_else_is_invented() -> None:
+    without = flake(fixture_digest=NULL_DIGEST, origin_digest=NULL_DIGEST, shrink_path=())
+    assert check_flake(without) == ()
+    payloads = freeze_payloads(without, None, None)
+    assert payloads == (b"null", b"null")
+    assert payload_bytes_codes(without, *payloads) == ()
+    # Given bytes are kept as given (checked against the digest as always).
+    assert freeze_payloads(without, b"1", None) == (b"1", b"null")
+    assert payload_bytes_codes(without, b"1", b"null") == ("fixture_bytes_digest_mismatch",)
+    # A payload that is not null is never made up: the record stays incomplete.
+    shrunk_from_nothing = flake(origin_digest=NULL_DIGEST)
+    assert freeze_payloads(shrunk_from_nothing, None, None) == (None, b"null")
+    assert payload_bytes_codes(shrunk_from_nothing, None, b"null") == (
+        "missing_field:fixture_bytes",
+    )
+    assert freeze_payloads(flake(), None, None) == (None, None)
+
+
+def test_a_re_probe_mounts_no_fixture_where_the_replay_had_none() -> None:
+    assert fixture_to_mount(NULL_DIGEST, b"null") is None
+    assert fixture_to_mount(FIXTURE_DIGEST, b'{"n": 1}') == b'{"n": 1}'
 
 
 def test_a_flake_freeze_needs_the_one_assertion_the_patch_fails_at() -> None:

@@ -11,7 +11,9 @@
   statements they share; ``claims``: the thaw jobs' claims and transitions);
 - ``sqlite_reads``: the read commands' path on an up-to-date SQLite ledger, with the
   standard library's ``sqlite3`` (no SQLAlchemy); ``sqlite_writes``: a replay's recording
-  (its run, decisions and infra cases, not freezes) on such a ledger, the same way.
+  (its run, decisions and infra cases, not freezes) on such a ledger, the same way;
+- ``read_only``: the live freezes for the quarantine plugin, read without writing anything
+  (SQLite in ``mode=ro`` with the standard library, PostgreSQL in a READ ONLY transaction).
 
 Choosing the URL is ``orchestrator.adapters.ledger_location`` (no SQLAlchemy import).
 The names below are imported when first used, so that importing ``sqlite_reads`` or

@@ -35,7 +35,7 @@ _SQLITE_FILE_URL = re.compile(r"sqlite(?:\+pysqlite)?:///(?P<database>[^?]+)")
 # What SQLAlchemy's SQLite DATETIME stores (and compares as text).
 _STORED_DATETIME = "%04d-%02d-%02d %02d:%02d:%02d.%06d"
 
-_FREEZE_COLUMNS = ", ".join(
+FREEZE_COLUMNS = ", ".join(
     [
         *rows.FREEZE_SUMMARY_COLUMNS,
         *(
@@ -51,7 +51,7 @@ _DATETIME_COLUMNS = frozenset({"opened_at", "expires_at", "queued_at"})
 
 def live_freezes(url: str, *, expired_at: datetime | None = None) -> list[FreezeRow] | None:
     """``Ledger.live_freezes(expired_at=...)`` without payloads; None: ask the store."""
-    query = f"SELECT {_FREEZE_COLUMNS} FROM freezes"
+    query = f"SELECT {FREEZE_COLUMNS} FROM freezes"
     parameters: tuple[str, ...] = ()
     if expired_at is None:
         query += " ORDER BY id"
@@ -116,7 +116,7 @@ def _read(url: str, query: str, parameters: Sequence[Any]) -> list[dict[str, Any
                 return None
             cursor.execute(query, parameters)
             names = [column[0] for column in cursor.description]
-            return [_row(names, values) for values in cursor.fetchall()]
+            return [convert_row(names, values) for values in cursor.fetchall()]
     except sqlite3.Error:
         return None
 
@@ -149,7 +149,8 @@ def at_head(cursor: sqlite3.Cursor) -> bool:
     return revision is not None and revision[0] == HEAD
 
 
-def _row(names: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+def convert_row(names: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+    """A row by column name, its date-times read as the store reads them."""
     row = dict(zip(names, values, strict=True))
     for name in _DATETIME_COLUMNS & row.keys():
         if row[name] is not None:  # SQLAlchemy's SQLite DATETIME, then schema.UTCDateTime
