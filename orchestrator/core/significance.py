@@ -1,17 +1,17 @@
 """Evidence for a blocking verdict that rests on a mixed side (docs/lanes.md section 3b).
 Pure: values in, values out.
 
-The table of :mod:`orchestrator.core.lanes` blocks on patterns. Where a side is mixed,
-the pattern turns up by chance on a test that is flaky on both sides: base P and patch M
-is one failure in a few replays of a 10 % flake. A verdict that compares the sides (rows
-5, 6, 7, 10, and 11 with base M) therefore blocks once an exact test
+The table of :mod:`orchestrator.core.lanes` blocks on patterns. Where every replay of
+each side is alike (base P and patch F, base F at one assertion and the patch F at
+another, one call count on base and another on the patch) the pattern is deterministic
+and the verdict stands as the table gives it. Where a side is mixed, the pattern turns
+up by chance on a test that is flaky on both sides: base P and patch M is one failure in
+a few replays of a 10 % flake. Such a verdict (row 7; row 11 with base M; row 5 or row 10
+with a side that varies) blocks only once an exact test
 (:mod:`orchestrator.core.exact_tests`) says the patch differs at the run's level; until
-then the property is replayed more on both sides, in rounds, up to a cap. At the cap a
-verdict on a mixed side still without evidence is ``no_freeze`` / ``weak_evidence``, its
-first reason one line that says what could not be shown; a deterministic one (every
-replay of each side alike: base P and patch F, one call count on each side) keeps
-blocking: it is never made unblockable, it only costs a round when the run has other
-properties at stake.
+then the property is replayed more on both sides, in rounds, up to a cap; at the cap a
+verdict still without evidence is ``no_freeze`` / ``weak_evidence``, its first reason one
+line that says what could not be shown.
 
 The level: ``alpha`` is the false-block rate of a whole run (default 1 %), shared by
 Bonferroni over the properties *at stake* (those whose pooled replays vary at all: a
@@ -19,10 +19,7 @@ failure on either side unless every replay of both failed alike, or a call count
 same in every replay; a property whose pooled replays do not vary can reach no p-value
 below 1 under any deal of them, so it spends nothing: Tarone's argument for discrete
 tests; counted at the first look) and over the looks (the replay counts at which a
-property is judged: N, 2N, ..., the cap): the first look gets half of a property's
-share, the later looks the other half, equally. A deterministic regression at N = 5
-has p = 1/252 ~ 0.004, under the first look's 0.005 when it is the run's only property
-at stake.
+property is judged: N, 2N, ..., the cap), equally.
 """
 
 from __future__ import annotations
@@ -64,17 +61,9 @@ class EvidencePolicy:
             looks.append(min(self.cap, looks[-1] * 2))
         return tuple(looks)
 
-    def level(self, at_stake: int, replays: int | None = None) -> float:
-        """The p-value a verdict needs at the look of ``replays`` (the first when None or
-        not a look): half a property's share at the first look, the other half split
-        over the later ones (the whole share when there is one look)."""
-        share = self.alpha / max(1, at_stake)
-        looks = self.looks
-        if len(looks) == 1:
-            return share
-        if replays is None or replays not in looks or replays == looks[0]:
-            return share / 2
-        return share / 2 / (len(looks) - 1)
+    def level(self, at_stake: int) -> float:
+        """The p-value a verdict needs at any one look."""
+        return self.alpha / (len(self.looks) * max(1, at_stake))
 
     def next_look(self, replays: int) -> int | None:
         """The replay count of the look after ``replays`` (None: the cap is reached)."""
@@ -98,19 +87,15 @@ class Claim:
     p_value: float
     shown: str  # "patch failed 1 of 20, base 0 of 20"
     claim: str  # "a new instability"
-    deterministic: bool = False  # every replay of each side alike: blocks at the cap
 
 
 def _failed(replays: Sequence[Replay]) -> int:
     return sum(1 for replay in replays if replay.label == Label.ASSERT_FAIL)
 
 
-def _fisher(
-    base: Sequence[Replay], patch: Sequence[Replay], claim: str, *, deterministic: bool = False
-) -> Claim:
+def _fisher(base: Sequence[Replay], patch: Sequence[Replay], claim: str) -> Claim:
     patch_failed, base_failed = _failed(patch), _failed(base)
     return Claim(
-        deterministic=deterministic,
         test="fisher",
         p_value=fisher_one_sided(
             patch_failed=patch_failed,
@@ -134,11 +119,12 @@ def _outcomes(replays: Sequence[Replay], *, by_key: bool) -> list[str]:
 
 
 def _calls_claim(base: Sequence[Replay], patch: Sequence[Replay]) -> Claim | None:
-    """Row 5: the least likely moved dependency, Bonferroni over the dependencies whose
-    pooled counts vary (only they could move by chance). Deterministic when some moved
-    dependency has one count on each side."""
+    """Row 5 on a mixed side: the least likely moved dependency, Bonferroni over the
+    dependencies whose pooled counts vary (only they could move by chance). None when
+    some moved dependency has one count on each side: deterministic."""
     moved = budget_changes(base, patch)
-    deterministic = any(len(change.base) == 1 and len(change.patch) == 1 for change in moved)
+    if any(len(change.base) == 1 and len(change.patch) == 1 for change in moved):
+        return None
     pooled = call_sets((*base, *patch))
     varying = sum(1 for counts in pooled.values() if len(counts) > 1)
     best: tuple[float, str] | None = None
@@ -153,7 +139,6 @@ def _calls_claim(base: Sequence[Replay], patch: Sequence[Replay]) -> Claim | Non
     if best is None:
         return None
     return Claim(
-        deterministic=deterministic,
         test="split",
         p_value=min(1.0, best[0] * max(1, varying)),
         shown=f"{best[1]} in {len(base)} and {len(patch)} replays",
@@ -162,14 +147,15 @@ def _calls_claim(base: Sequence[Replay], patch: Sequence[Replay]) -> Claim | Non
 
 
 def _assertions_claim(base: Sequence[Replay], patch: Sequence[Replay]) -> Claim | None:
-    """Row 10: an assertion one side failed at and the other never did (deterministic
-    when each side failed one way every time)."""
+    """Row 10 on a mixed side: an assertion one side failed at and the other never did
+    (None when each side failed one way every time: deterministic)."""
     by_key = compare_by_key(base, patch)
     on_base, on_patch = _outcomes(base, by_key=by_key), _outcomes(patch, by_key=by_key)
+    if len(set(on_base)) == 1 and len(set(on_patch)) == 1:
+        return None
     failing = {*on_base, *on_patch} - {PASSED}
     only = sorted(({*on_patch} ^ {*on_base}) & failing)
     return Claim(
-        deterministic=len(set(on_base)) == 1 and len(set(on_patch)) == 1,
         test="split",
         p_value=split_test(on_base, on_patch, counted=failing),
         shown=(
@@ -181,17 +167,15 @@ def _assertions_claim(base: Sequence[Replay], patch: Sequence[Replay]) -> Claim 
 
 
 def claim_of(evidence: Evidence, decision: Decision) -> Claim | None:
-    """The claim a blocking verdict that compares the sides makes (None: the verdict is
-    not blocking, or a row this rule leaves as it is: a changed oracle, a test base
-    skips, a uniform failure on both sides)."""
+    """The claim a blocking verdict makes when it rests on a mixed side (None: the verdict
+    is not blocking, or deterministic, or a row this rule leaves as it is: a changed
+    oracle, a test base skips)."""
     if not decision.blocking:
         return None
     base, patch = ran(evidence.base), ran(evidence.patch)
     if not base or not patch:
         return None  # row 4a (fails_where_base_skips): nothing to compare with
     code = decision.code
-    if code == "assertion_regression":  # row 6: base P, patch F
-        return _fisher(base, patch, "a regression", deterministic=True)
     if code == "new_instability":  # row 7: base P, patch M
         return _fisher(base, patch, "a new instability")
     if code == "uniform_failure" and side_state(base) is SideState.MIXED:  # row 11, base M
@@ -245,7 +229,7 @@ def weigh(
     if claim is None:
         return Weighing(decision=decision)
     replays = evidence.replays or 0
-    level = policy.level(at_stake, replays)
+    level = policy.level(at_stake)
     if claim.p_value <= level:
         shown = f"evidence: {claim.shown}: p = {_p(claim.p_value)} <= {_p(level)}"
         return Weighing(
@@ -256,16 +240,6 @@ def weigh(
     following = policy.next_look(replays)
     if following is not None:
         return Weighing(decision=decision, more=following - replays, claim=claim, level=level)
-    if claim.deterministic:  # never unblockable: every replay of each side was alike
-        kept = (
-            f"evidence: {claim.shown}: p = {_p(claim.p_value)} > {_p(level)} at the cap,"
-            " but every replay of each side was alike: kept"
-        )
-        return Weighing(
-            decision=replace(decision, reasons=(*decision.reasons, kept)),
-            claim=claim,
-            level=level,
-        )
     return Weighing(
         decision=weak(decision, claim, level, policy, at_stake), claim=claim, level=level
     )
