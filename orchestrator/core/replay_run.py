@@ -21,7 +21,7 @@ from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
-from orchestrator.core.significance import DEFAULT_ALPHA, DEFAULT_CAP, EvidencePolicy
+from orchestrator.core.significance import DEFAULT_ALPHA, DEFAULT_CAP, WEAK, EvidencePolicy
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
@@ -457,6 +457,8 @@ def table_reasons(code: str, reasons: Sequence[str]) -> str:
     the other columns already say them."""
     if code in _SHOWN_ELSEWHERE or not reasons:
         return "-"
+    if code == WEAK:  # its first reason is the one line; the others are in the report
+        return reasons[0]
     return "; ".join(reasons)
 
 

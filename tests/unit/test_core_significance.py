@@ -428,3 +428,11 @@ def test_evidence_summary_and_line():
     )
     quiet = evidence_summary(POLICY, at_stake=0, rounds=(), outcomes=())
     assert evidence_line(quiet) is None
+
+
+def test_the_tables_cell_of_a_weak_verdict_is_its_one_line():
+    from orchestrator.core.replay_run import table_reasons
+
+    capped = evidence(side(0, 20), side(1, 20))
+    final = weigh(capped, decide(capped), policy=POLICY, at_stake=1).decision
+    assert table_reasons(final.code, final.reasons) == final.reasons[0]
