@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/flakes.py table [--cap 20] [--replays 5]
     .venv/bin/python bench/flakes.py simulate [--trials 400] [--seed 1]
-    .venv/bin/python bench/flakes.py docker [--tests 40] [--seed 7] [--keep]
+    .venv/bin/python bench/flakes.py docker [--tests 80] [--runs 10] [--seed 7] [--keep]
 
 - ``table``: what the rule costs and what it can detect, computed exactly (no sampling):
   for a property replayed without screening (N per side, then rounds up to the cap), the
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import cache
 from math import comb
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -420,27 +421,34 @@ def make_repo(root: Path, plan: dict[str, tuple[float, float]], seed: int) -> tu
     return revs[0], revs[1]
 
 
-def docker_run(tests: int, seed: int, keep: bool, image: str) -> None:
-    rng = random.Random(seed)
+REGRESSIONS = {
+    **{f"reg_always_{i}": (0.0, 1.0) for i in range(2)},
+    **{f"reg_m50_{i}": (0.0, 0.5) for i in range(4)},
+    **{f"reg_m80_{i}": (0.0, 0.8) for i in range(4)},
+}
+FLAKE_RATES = (0.01, 0.05, 0.2, 0.5)
+
+
+def docker_once(tests: int, seed: int, keep: bool, image: str) -> dict[str, Any]:
+    """One pull request of ``tests`` planted flakes and the planted regressions, replayed
+    by the CLI as a CI job would (screened, the default rule); what it decided."""
     plan: dict[str, tuple[float, float]] = {}
-    flakes = [0.01, 0.05, 0.2, 0.5]
     for index in range(tests):
-        flake = flakes[index % len(flakes)]
+        flake = FLAKE_RATES[index % len(FLAKE_RATES)]
         plan[f"flake{int(flake * 100):02d}_{index}"] = (flake, flake)
-    regressions = {"reg_always": (0.0, 1.0), "reg_m50": (0.0, 0.5), "reg_m80": (0.0, 0.8)}
-    plan.update(regressions)
-    rng.shuffle(order := list(plan))
+    plan.update(REGRESSIONS)
+    order = list(plan)
+    random.Random(seed).shuffle(order)
     root = Path(tempfile.mkdtemp(prefix="flakes-bench-"))
     try:
         base, patch = make_repo(root, {name: plan[name] for name in order}, seed)
-        out = root / "run"
         started = time.monotonic()
         completed = subprocess.run(
             [
                 sys.executable, "-m", "orchestrator", "replay",
                 "--repo", str(root / "repo"), "--base", base, "--patch", patch,
                 "--image", image, "--command", "pytest -q -p no:cacheprovider tests",
-                "--out", str(out), "--no-record", "--json",
+                "--out", str(root / "run"), "--no-record", "--json",
             ],
             capture_output=True, text=True, cwd=root, check=False,
         )  # fmt: skip
@@ -449,40 +457,63 @@ def docker_run(tests: int, seed: int, keep: bool, image: str) -> None:
             print(completed.stderr[-3000:])
             raise SystemExit(f"replay printed no report (exit {completed.returncode})")
         report = json.loads(completed.stdout)
-        decided = {
-            entry["property_id"].split("::")[-1].removeprefix("test_"): entry
-            for entry in report["decisions"]
-        }
-        false_blocks = [
-            name for name in plan if name not in regressions and decided[name]["blocking"]
-        ]
-        detected = [name for name in regressions if decided[name]["blocking"]]
-        weak = [name for name, entry in decided.items() if entry["code"] == "weak_evidence"]
-        evidence_doc = report.get("evidence", {})
-        print(f"exit status {report['exit_status']} in {seconds:.0f} s")
-        print(
-            f"tests: {len(plan)} ({len(plan) - len(regressions)} flakes,"
-            f" {len(regressions)} regressions)"
-        )
-        print(f"false blocks: {len(false_blocks)} {false_blocks}")
-        print(f"regressions blocked: {len(detected)} of {len(regressions)} {detected}")
-        print(f"set aside as weak_evidence: {len(weak)} {weak}")
-        print(
-            f"at stake: {evidence_doc.get('at_stake')},"
-            f" rounds: {len(evidence_doc.get('rounds', []))},"
-            f" replays spent by rounds: {evidence_doc.get('replays_spent')}"
-        )
-        for name in sorted(plan):
-            entry = decided[name]
-            print(
-                f"  {name:16} {plan[name]!s:12} {entry['lane']:22} {entry['code']:22}"
-                f" replays {entry['replays']} (+{entry.get('adaptive', 0)})"
-            )
     finally:
         if keep:
             print(f"kept {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+    decided = {
+        entry["property_id"].split("::")[-1].removeprefix("test_"): entry
+        for entry in report["decisions"]
+    }
+    evidence_doc = report.get("evidence", {})
+    return {
+        "seconds": seconds,
+        "exit_status": report["exit_status"],
+        "false_blocks": [n for n in plan if n not in REGRESSIONS and decided[n]["blocking"]],
+        "detected": [n for n in REGRESSIONS if decided[n]["blocking"]],
+        "weak": [n for n, entry in decided.items() if entry["code"] == "weak_evidence"],
+        "at_stake": evidence_doc.get("at_stake"),
+        "rounds": len(evidence_doc.get("rounds", [])),
+        "replayed_more": evidence_doc.get("replayed_more"),
+        "spent": evidence_doc.get("replays_spent"),
+        "replays": sum(2 * entry["replays"] for entry in report["decisions"]),
+    }
+
+
+def docker_run(tests: int, seed: int, keep: bool, image: str, runs: int) -> None:
+    print(
+        f"{runs} pull requests, each {tests} flakes ({', '.join(f'{r:.0%}' for r in FLAKE_RATES)}"
+        f" on both sides, in turn) and {len(REGRESSIONS)} regressions (2 always failing, 4"
+        " failing 50 % and 4 failing 80 % of the patch's replays); the default policy"
+    )
+    print()
+    print(
+        "| run | seconds | exit | false blocks | regressions blocked | weak_evidence |"
+        " at stake | rounds | replayed more | replays spent by rounds | replays in all |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    totals = {"false": 0, "detected": 0, "always": 0, "spent": 0, "replays": 0}
+    for run in range(1, runs + 1):
+        got = docker_once(tests, seed + run, keep, image)
+        totals["false"] += len(got["false_blocks"])
+        totals["detected"] += len(got["detected"])
+        totals["always"] += sum(name.startswith("reg_always") for name in got["detected"])
+        totals["spent"] += got["spent"] or 0
+        totals["replays"] += got["replays"]
+        print(
+            f"| {run} | {got['seconds']:.0f} | {got['exit_status']} | {len(got['false_blocks'])}"
+            f" | {len(got['detected'])}/{len(REGRESSIONS)} | {len(got['weak'])} |"
+            f" {got['at_stake']} | {got['rounds']} | {got['replayed_more']} | {got['spent']} |"
+            f" {got['replays']} |"
+        )
+    print()
+    print(
+        f"false blocks: {totals['false']} of {runs * tests} flaky tests replayed;"
+        f" regressions blocked: {totals['detected']} of {runs * len(REGRESSIONS)}"
+        f" (always failing: {totals['always']} of {runs * 2});"
+        f" replays spent by rounds: {totals['spent']} of {totals['replays']}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -495,11 +526,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim.add_argument("--trials", type=int, default=400)
     sim.add_argument("--seed", type=int, default=1)
     real = commands.add_parser("docker")
-    real.add_argument("--tests", type=int, default=40)
+    real.add_argument("--tests", type=int, default=80)
     real.add_argument("--seed", type=int, default=7)
     real.add_argument(
         "--image", default=os.environ.get("ORCHESTRATOR_IMAGE", "orchestrator-runner:latest")
     )
+    real.add_argument("--runs", type=int, default=10)
     real.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     if args.what == "table":
@@ -509,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.what == "simulate":
         simulate(args.trials, args.seed)
     else:
-        docker_run(args.tests, args.seed, args.keep, args.image)
+        docker_run(args.tests, args.seed, args.keep, args.image, args.runs)
     return 0
 
 
