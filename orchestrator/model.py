@@ -208,6 +208,9 @@ class Evidence:
     # the screening pass; ``signal`` says why the property got more (empty: it did not).
     screened: int = 0
     signal: tuple[str, ...] = ()
+    # Evidence rounds (lanes.md section 3b): the last ``adaptive`` replays of each side
+    # were replayed because a blocking verdict on a mixed side lacked evidence.
+    adaptive: int = 0
     # The container's environment, a pin like the image: the variables every replay got
     # (PYTHONPATH aside) and each side's PYTHONPATH entries. Empty when not recorded.
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -241,6 +244,8 @@ class Evidence:
         if self.screened:
             doc["screened"] = self.screened
             doc["signal"] = list(self.signal)
+        if self.adaptive:
+            doc["adaptive"] = self.adaptive
         return doc
 
 

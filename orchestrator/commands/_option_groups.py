@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.commands._options import DEFAULT_TIMEOUT_S, ISOLATIONS, REPRODUCE_SIDES
 from orchestrator.core.bounds import (
+    MAX_EVIDENCE_CAP,
     MAX_JOBS,
     MAX_REPLAYS,
     MAX_SHRINK_ATTEMPTS,
     MAX_SLOTS,
     MAX_TIMEOUT_S,
     count_problem,
+    false_block_rate_problem,
     screen_problem,
 )
 from orchestrator.errors import InputError
@@ -180,6 +182,8 @@ class Scheduling:
     replays: int = 5
     screen: int | None = None  # None: the default rule (core.screening)
     replays_all: bool = False
+    false_block_rate: float = 0.01  # the evidence rule (core.significance)
+    evidence_cap: int = 20
     jobs: int | None = None
     engines: tuple[str, ...] = ()
     slots: int | None = None
@@ -196,11 +200,14 @@ class Scheduling:
         for flag, count, maximum in (
             ("--replays", self.replays, MAX_REPLAYS),
             ("--screen", self.screen, MAX_REPLAYS),
+            ("--evidence-cap", self.evidence_cap, MAX_EVIDENCE_CAP),
             ("--jobs", self.jobs, MAX_JOBS),
             ("--slots", self.slots, MAX_SLOTS),
         ):
             _check_count(flag, count, maximum)
-        problem = screen_problem(self.screen, self.replays)
+        problem = screen_problem(self.screen, self.replays) or false_block_rate_problem(
+            "--false-block-rate", self.false_block_rate
+        )
         if problem is not None:
             raise InputError(problem)
         if self.screen is not None and self.replays_all:
@@ -430,6 +437,8 @@ class ReplayArguments:
             replays=scheduling.replays,
             screen=scheduling.screen,
             replays_all=scheduling.replays_all,
+            false_block_rate=scheduling.false_block_rate,
+            evidence_cap=scheduling.evidence_cap,
             jobs=scheduling.jobs,
             engines=scheduling.engines,
             slots=scheduling.slots,

@@ -26,6 +26,7 @@ from orchestrator.commands._ledger_option import (
     ledger_or_default,
 )
 from orchestrator.core.bounds import (
+    MAX_EVIDENCE_CAP,
     MAX_INPUT_BYTES,
     MAX_JOBS,
     MAX_REPLAYS,
@@ -297,6 +298,31 @@ ScreenOption = Annotated[
         "signal (a replay not assert_pass, call counts that differ between the sides, an "
         "oracle that changed) until it has --replays N (K <= N). Default: 1 when no "
         "--property is named, off when properties are named.",
+    ),
+]
+FalseBlockRateOption = Annotated[
+    float | None,
+    typer.Option(
+        "--false-block-rate",
+        min=0.0,
+        max=1.0,
+        help="A blocking verdict that rests on a side whose replays are mixed (base P and "
+        "patch M, a call count that varies) blocks only at this false-block rate per run, "
+        "by an exact test; until then it is replayed more (see --evidence-cap). 1 turns "
+        "the rule off. Default: the project's (pyproject.toml), else 0.01.",
+        show_default=False,
+    ),
+]
+EvidenceCapOption = Annotated[
+    int | None,
+    typer.Option(
+        "--evidence-cap",
+        min=1,
+        max=MAX_EVIDENCE_CAP,
+        help="Replays per side a verdict on a mixed side may get, in rounds (N, 2N, ..., "
+        "the cap), before it is set aside as weak_evidence (not blocking). Default: the "
+        "project's (pyproject.toml), else 20.",
+        show_default=False,
     ),
 ]
 ReplaysAllOption = Annotated[

@@ -15,7 +15,9 @@ from orchestrator.commands._options import (
     CommandOption,
     EnginesOption,
     EnvOption,
+    EvidenceCapOption,
     ExpiresOption,
+    FalseBlockRateOption,
     FixtureOption,
     FreezeOption,
     HtmlOption,
@@ -92,6 +94,8 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     replays: ReplaysOption = None,
     screen: ScreenOption = None,
     replays_all: ReplaysAllOption = False,
+    false_block_rate: FalseBlockRateOption = None,
+    evidence_cap: EvidenceCapOption = None,
     jobs: JobsOption = None,
     timeout: OptionalTimeoutOption = None,
     seed: SeedOption = 0,
@@ -126,6 +130,12 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     Without --property, every test is first screened (--screen, once per side), and
     only the tests with signal are replayed until they have --replays; the others are
     decided on their screening replays. --replays-all replays every test --replays times.
+
+    A blocking verdict that rests on a side whose replays are mixed (a new instability,
+    a call count that varies) blocks only when an exact test shows it at
+    --false-block-rate (per run, default 1 %); until then its test is replayed more on
+    both sides, in rounds up to --evidence-cap, and at the cap it is set aside as
+    weak_evidence, not blocking, with one line saying what was not shown.
 
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
@@ -169,7 +179,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         Selection,
     )
     from orchestrator.core.pool import check_engine_urls
-    from orchestrator.core.project_config import replay_settings
+    from orchestrator.core.project_config import EvidenceGiven, replay_settings
     from orchestrator.core.replay_env import check_pythonpath, parse_env
     from orchestrator.errors import Interrupted, OrchestratorError
     from orchestrator.services.project_config import load_config
@@ -186,6 +196,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         timeout_s=timeout,
         pythonpath=check_pythonpath(pythonpath) if pythonpath is not None else None,
         env=parse_env(env) if env is not None else None,
+        evidence=EvidenceGiven(false_block_rate=false_block_rate, cap=evidence_cap),
     )
     arguments = ReplayArguments(
         selection=Selection(
@@ -198,6 +209,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         ),
         scheduling=Scheduling(
             replays=settings.replays, screen=screen, replays_all=replays_all, jobs=jobs,
+            false_block_rate=settings.false_block_rate, evidence_cap=settings.evidence_cap,
             engines=check_engine_urls(engines or ()), slots=slots, isolation=isolation,
             runner_id=runner_id,
         ),
@@ -338,6 +350,7 @@ def _print_result(result: ReplayResult, outputs: Outputs) -> None:
     if not plan.nothing_selected:
         _print_table(result.deciding)
         _print_screening(result.report.get("screening"))
+        _print_evidence(result.report.get("evidence"))
     _print_ledger(result.report.get("ledger"))
     shrunk = result.shrink
     if shrunk is not None and not _shrink_stopped(shrunk):  # a stopped one's line ends the run
@@ -438,6 +451,14 @@ def _print_screening(summary: Mapping[str, Any] | None) -> None:
 
     if summary and summary.get("policy") == "screen":
         echo_line(screening_line(summary))
+
+
+def _print_evidence(summary: Mapping[str, Any] | None) -> None:
+    from orchestrator.core.evidence_rounds import evidence_line
+
+    line = evidence_line(summary) if summary else None
+    if line is not None:
+        echo_line(line)
 
 
 def _print_ledger(ledger: Mapping[str, Any] | None) -> None:

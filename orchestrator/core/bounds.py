@@ -11,6 +11,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 MAX_REPLAYS = 1000  # replays per side: --replays, --screen, thaw --replays, budget --samples
+# --evidence-cap: replays per side a round of evidence may reach (lanes.md section 3b);
+# the exact tests sum over every deal of that many replays.
+MAX_EVIDENCE_CAP = 200
 MAX_SHRINK_ATTEMPTS = 20  # shrink --attempts: each is a whole shrink
 MAX_JOBS = 1024  # --jobs: pytest workers per replay
 MAX_SLOTS = 1024  # --slots: sides an engine runs at once
@@ -33,6 +36,14 @@ def count_problem(flag: str, value: int, *, maximum: int, minimum: int = 1) -> s
     if minimum <= value <= maximum:
         return None
     return f"{flag} {value}: must be between {minimum} and {maximum}"
+
+
+def false_block_rate_problem(flag: str, value: float) -> str | None:
+    """Why ``value`` is no false-block rate (None: it is one, above 0 and at most 1; 1
+    turns the evidence rule off)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        return f"{flag} {value!r}: must be above 0 and at most 1 (1: no evidence rule)"
+    return None
 
 
 def screen_problem(screen: int | None, replays: int) -> str | None:

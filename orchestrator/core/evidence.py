@@ -208,6 +208,7 @@ def parse_evidence(doc: Any) -> Evidence:
         oracle_reasons=_strings(obj, "oracle_reasons"),
         screened=optional_int(obj, "screened") or 0,
         signal=_strings(obj, "signal"),
+        adaptive=optional_int(obj, "adaptive") or 0,
         environment=_environment(obj.get("environment")),
         pythonpath=_pythonpath(obj.get("pythonpath")),
         tests_from=optional_str(obj, "tests_from"),

@@ -11,6 +11,8 @@ value whole (a list or a table included).
     test-paths = ["tests"]               # appended to command (the paths it runs)
     image = "orchestrator-project/x:..." # --image (else the project's image, else runner)
     replays = 5                          # --replays
+    false-block-rate = 0.01              # --false-block-rate, per run (lanes.md 3b)
+    evidence-cap = 20                    # --evidence-cap, replays per side at most
     timeout = 60                         # --timeout, seconds
     pythonpath = ["src"]                 # --pythonpath
     env = { TZ = "UTC" }                 # --env KEY=VALUE
@@ -35,14 +37,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.core.bounds import MAX_REPLAYS, MAX_TIMEOUT_S
+from orchestrator.core.bounds import (
+    MAX_EVIDENCE_CAP,
+    MAX_REPLAYS,
+    MAX_TIMEOUT_S,
+    false_block_rate_problem,
+)
 from orchestrator.core.image_reference import reference_problem
 from orchestrator.core.replay_env import check_pythonpath, parse_env
+from orchestrator.core.significance import DEFAULT_ALPHA, DEFAULT_CAP
 from orchestrator.errors import InputError
 
 TABLE = "[tool.orchestrator]"
 MIN_TIMEOUT_S = 0.1  # as --timeout
-KEYS = ("command", "test-paths", "image", "replays", "timeout", "pythonpath", "env", "image-build")
+KEYS = (
+    "command",
+    "test-paths",
+    "image",
+    "replays",
+    "false-block-rate",
+    "evidence-cap",
+    "timeout",
+    "pythonpath",
+    "env",
+    "image-build",
+)
 IMAGE_BUILD_KEYS = ("requirements", "extras", "groups", "pip", "apt", "python-image")
 
 
@@ -66,6 +85,8 @@ class ProjectConfig:
     test_paths: tuple[str, ...] | None = None
     image: str | None = None
     replays: int | None = None
+    false_block_rate: float | None = None
+    evidence_cap: int | None = None
     timeout_s: float | None = None
     pythonpath: tuple[str, ...] | None = None
     env: tuple[tuple[str, str], ...] | None = None
@@ -78,6 +99,8 @@ class ProjectConfig:
             "test-paths": self.test_paths,
             "image": self.image,
             "replays": self.replays,
+            "false-block-rate": self.false_block_rate,
+            "evidence-cap": self.evidence_cap,
             "timeout": self.timeout_s,
             "pythonpath": self.pythonpath,
             "env": self.env,
@@ -122,6 +145,22 @@ def _replays(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPLAYS:
         raise InputError(
             f"{_where('replays')}: expected a whole number from 1 to {MAX_REPLAYS}, got {value!r}"
+        )
+    return value
+
+
+def _false_block_rate(value: Any) -> float:
+    problem = false_block_rate_problem(_where("false-block-rate"), value)
+    if problem is not None:
+        raise InputError(problem)
+    return float(value)
+
+
+def _evidence_cap(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_EVIDENCE_CAP:
+        raise InputError(
+            f"{_where('evidence-cap')}: expected a whole number from 1 to {MAX_EVIDENCE_CAP},"
+            f" got {value!r}"
         )
     return value
 
@@ -199,6 +238,8 @@ def parse_config(pyproject: str | None) -> ProjectConfig:
         test_paths=get("test-paths", lambda value: _strings(value, "test-paths")),
         image=get("image", lambda value: _image(value, "image")),
         replays=get("replays", _replays),
+        false_block_rate=get("false-block-rate", _false_block_rate),
+        evidence_cap=get("evidence-cap", _evidence_cap),
         timeout_s=get("timeout", _timeout),
         pythonpath=get("pythonpath", _pythonpath),
         env=get("env", _env),
@@ -224,6 +265,16 @@ class ReplaySettings:
     timeout_s: float
     pythonpath: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    false_block_rate: float = DEFAULT_ALPHA
+    evidence_cap: int = DEFAULT_CAP
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvidenceGiven:
+    """``--false-block-rate`` and ``--evidence-cap`` as given (None: not given)."""
+
+    false_block_rate: float | None = None
+    cap: int | None = None
 
 
 def replay_settings(
@@ -235,6 +286,7 @@ def replay_settings(
     timeout_s: float | None,
     pythonpath: tuple[str, ...] | None,
     env: tuple[tuple[str, str], ...] | None,
+    evidence: EvidenceGiven | None = None,
 ) -> ReplaySettings:
     """The command line (``None``: not given) wins over the table, the table over the
     defaults. ``test-paths`` go after the table's (or the default) command, never after
@@ -250,7 +302,18 @@ def replay_settings(
         timeout_s=timeout_s if timeout_s is not None else (config.timeout_s or DEFAULT_TIMEOUT_S),
         pythonpath=pythonpath if pythonpath is not None else (config.pythonpath or ()),
         env=env if env is not None else (config.env or ()),
+        false_block_rate=_given(
+            evidence and evidence.false_block_rate, config.false_block_rate, DEFAULT_ALPHA
+        ),
+        evidence_cap=_given(evidence and evidence.cap, config.evidence_cap, DEFAULT_CAP),
     )
+
+
+def _given(option: Any, table: Any, default: Any) -> Any:
+    """The command line's value, else the table's, else the default."""
+    if option is not None:
+        return option
+    return table if table is not None else default
 
 
 def image_build_inputs(config: ProjectConfig, given: ImageBuildInputs) -> ImageBuildInputs:

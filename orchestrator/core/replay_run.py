@@ -21,6 +21,7 @@ from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
+from orchestrator.core.significance import DEFAULT_ALPHA, DEFAULT_CAP, WEAK, EvidencePolicy
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.model import (
     REPORT_SCHEMA,
@@ -71,6 +72,9 @@ class ReplayOptions:
     isolation: str = "side"
     screen: int | None = None  # --screen K (None: the default rule, core.screening)
     replays_all: bool = False  # --replays-all: no screening
+    # The evidence a blocking verdict on a mixed side needs (lanes.md section 3b).
+    false_block_rate: float = DEFAULT_ALPHA  # --false-block-rate: per run
+    evidence_cap: int = DEFAULT_CAP  # --evidence-cap: replays per side at most
     env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, parsed
     pythonpath: tuple[str, ...] = ()  # --pythonpath, checked
     writable_tree: bool = False
@@ -186,6 +190,13 @@ class RunPlan:
     def screen_policy(self) -> ScreenPolicy:
         return ScreenPolicy(screen=self.scheduling.screen, replays=self.options.replays)
 
+    @property
+    def evidence_policy(self) -> EvidencePolicy:
+        options = self.options
+        return EvidencePolicy(
+            alpha=options.false_block_rate, cap=options.evidence_cap, replays=options.replays
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class PropertyOutcome:
@@ -222,6 +233,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "started_at": plan.started_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "repo": str(options.repo),
         "screening": plan.screen_policy.to_json(),
+        "evidence_rule": plan.evidence_policy.to_json(),
         "jobs": plan.scheduling.jobs,
         "engine_cpus": plan.scheduling.engine_cpus,
         "durations": {
@@ -266,12 +278,15 @@ def build_evidence(
     oracle: OracleChange | None = None,
     screening: Screening | None = None,
     runner_id: str | None = None,
+    adaptive: int = 0,
 ) -> Evidence:
     """records.md "Evidence" for one property, with its oracle slice digests; with
     ``screening``, the replays it got (K, or N with signal) and why; ``runner_id`` names
-    the engine that ran both its sides (default: the run's ``--runner-id``)."""
+    the engine that ran both its sides (default: the run's ``--runner-id``); ``adaptive``
+    more replays per side came from evidence rounds."""
     pins, options = plan.pins, plan.options
     screened = screening is not None and screening.policy.enabled
+    replays = screening.replays_of(property_id) if screening and screened else options.replays
     return Evidence(
         base_rev=pins.base_rev,
         patch_rev=pins.patch_rev,
@@ -284,7 +299,7 @@ def build_evidence(
         origin_digest=pins.origin_digest,
         oracle_changed=oracle is not None and oracle.changed,
         shrink=pins.shrink,
-        replays=screening.replays_of(property_id) if screening and screened else options.replays,
+        replays=replays + adaptive,
         base=tuple(base),
         patch=tuple(patch),
         base_oracle_digest=None if oracle is None else oracle.base_digest,
@@ -292,6 +307,7 @@ def build_evidence(
         oracle_reasons=() if oracle is None else oracle.reason_texts,
         screened=screening.policy.screen if screening and screened else 0,
         signal=tuple(screening.signals.get(property_id, ())) if screening and screened else (),
+        adaptive=adaptive,
         environment=dict(plan.environment),
         pythonpath=dict(plan.pythonpath),
         tests_from=plan.tests_from,
@@ -307,11 +323,12 @@ def decide_all(
     only: Collection[str] | None = None,
     runners: Mapping[str, str] | None = None,
     raw_dirs: Mapping[str, str] | None = None,
+    adaptive: Mapping[str, int] | None = None,
 ) -> tuple[PropertyOutcome, ...]:
     """Evidence and a decision per property, in the order the properties were named
     (``only``: just these, each keeping its index among all); ``runners`` and
     ``raw_dirs`` say which engine ran each one and where its raw files are (a run on a
-    pool of engines)."""
+    pool of engines); ``adaptive``: the replays per side evidence rounds added."""
     outcomes = []
     chosen = None if only is None else set(only)
     if plan.tests_from:
@@ -336,6 +353,7 @@ def decide_all(
             oracle=change,
             screening=screening,
             runner_id=(runners or {}).get(property_id),
+            adaptive=(adaptive or {}).get(property_id, 0),
         )
         outcomes.append(
             PropertyOutcome(
@@ -383,6 +401,7 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "replays": evidence.replays,
         "screened": evidence.screened,
         "signal": list(evidence.signal),
+        "adaptive": evidence.adaptive,
         "tests_from": evidence.tests_from,
         "evidence_file": f"evidence-{item.index}.json",
         "decision_file": f"decision-{item.index}.json",
@@ -438,6 +457,8 @@ def table_reasons(code: str, reasons: Sequence[str]) -> str:
     the other columns already say them."""
     if code in _SHOWN_ELSEWHERE or not reasons:
         return "-"
+    if code == WEAK:  # its first reason is the one line; the others are in the report
+        return reasons[0]
     return "; ".join(reasons)
 
 

@@ -14,7 +14,7 @@ replays too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,14 +187,21 @@ def combine(
 ) -> dict[str, dict[str, tuple[Replay, ...]]]:
     """Side -> property -> its replays: the K screening replays, then, for a property with
     signal, the N - K of the second phase. Properties keep the screening order."""
+    return extend(screened, replayed, screening.signals)
+
+
+def extend(
+    earlier: Labelled, later: Labelled, property_ids: Collection[str]
+) -> dict[str, dict[str, tuple[Replay, ...]]]:
+    """Side -> property -> its replays: the earlier ones, then, for ``property_ids``, the
+    later ones (a second phase, or a round of evidence). Properties keep their order."""
     combined: dict[str, dict[str, tuple[Replay, ...]]] = {}
-    for side, per_property in screened.items():
-        more = replayed.get(side, {})
+    wanted = set(property_ids)
+    for side, per_property in earlier.items():
+        more = later.get(side, {})
         combined[side] = {
             property_id: (
-                (*replays, *more.get(property_id, ()))
-                if property_id in screening.signals
-                else tuple(replays)
+                (*replays, *more.get(property_id, ())) if property_id in wanted else tuple(replays)
             )
             for property_id, replays in per_property.items()
         }
@@ -219,16 +226,21 @@ class RawLink:
     upto: int | None = None
 
 
-def second_phase_dir(raw_dir: str) -> str:
+def second_phase_dir(raw_dir: str, phase: str = SECOND_PHASE) -> str:
     """Where a second-phase folder that ``run_sides`` named ``raw`` or ``raw/<batch>``
-    (relative to its own root) is in the run folder: ``raw/replays[/<batch>]``."""
+    (relative to its own root) is in the run folder: ``raw/replays[/<batch>]`` (a round
+    of evidence: ``raw/<phase>[/<batch>]``)."""
     rest = raw_dir.removeprefix(RAW)
-    return f"{RAW}/{SECOND_PHASE}{rest}"
+    return f"{RAW}/{phase}{rest}"
 
 
 def _folder_key(raw_dir: str, whole: str) -> str:
-    """``raw/e1-b2`` -> ``e1-b2``; a phase's single folder -> ``whole``."""
+    """``raw/e1-b2`` -> ``e1-b2``; a phase's single folder -> ``whole``; a batch of a
+    round of evidence, ``raw/round-1/e1-b2`` -> ``round-1-e1-b2`` (rounds never share a
+    folder)."""
     parts = raw_dir.split("/")
+    if len(parts) > 2 and parts[1] != SECOND_PHASE:
+        return f"{parts[1]}-{parts[-1]}"
     return parts[-1] if len(parts) > 1 and parts[-1] != SECOND_PHASE else whole
 
 

@@ -37,6 +37,7 @@ PINS = (
     "fixture_digest",
     "replays",
     "screening",  # K then N where there is signal, or N for all: the same for every shard
+    "evidence_rule",  # the false-block rate and the cap (lanes.md section 3b)
     "environment",
 )
 BY_DURATIONS = "durations"

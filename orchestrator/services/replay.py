@@ -47,9 +47,10 @@ from orchestrator.core.screening import (
     RAW,
     Screening,
 )
-from orchestrator.errors import InputError
+from orchestrator.errors import InputError, Interrupted
 from orchestrator.model import Decision, Evidence
 from orchestrator.services.engines import Pool, open_pool
+from orchestrator.services.evidence_rounds import gather_evidence
 from orchestrator.services.oracle import (
     property_oracles,
 )
@@ -68,11 +69,14 @@ from orchestrator.services.replay_plan import (
     sides_plan,
     unknown_message,
 )
-from orchestrator.services.screening import screen_and_replay
+from orchestrator.services.run_writer import RUN_LOG, write_json
+from orchestrator.services.screening import Replaying, screen_and_replay
 from orchestrator.services.sides import (
     NO_TEST_REPORTED,
+    SidesOutcome,
     run_sides,
 )
+from orchestrator.services.warm import WarmPool
 
 if TYPE_CHECKING:
     from orchestrator.services.replay_shrink import ShrinkingReplay
@@ -156,7 +160,7 @@ def execute(
 ) -> ReplayOutcome:
     """Replay both sides at once, decide every property, write the run folder (and the
     ledger, when asked)."""
-    options, pins = plan.options, plan.pins
+    options = plan.options
     if ledger is not None:
         import_in_background("orchestrator.services.ledger_jobs")
     properties: tuple[PropertyOutcome, ...] = ()
@@ -165,41 +169,22 @@ def execute(
     if not plan.nothing_selected:
         # Batches are cut and ordered by the run's one record of durations.
         pool = replace(pool, durations=plan.scheduling.durations)
-        sides = (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev))
-        settled: tuple[PropertyOutcome, ...] = ()
-        if plan.screen_policy.enabled:
-            outcome, oracle, screening, settled = screen_and_replay(
-                plan, sides, pool=pool, progress=progress
+        rule = plan.evidence_policy
+        # A screening's containers serve its second phase, then the rounds of evidence.
+        warm = (
+            WarmPool(
+                reuse=options.isolation != "container",
+                repark=rule.enabled and len(rule.looks) > 1,
             )
-        else:
-            outcome = run_sides(
-                sides_plan(plan),
-                sides,
-                progress=progress,
-                run_id=plan.run_id,
-                keep_raw=plan.run_dir / RAW,
-                pool=pool,
-            )
-            named = [p for p in outcome.labelled[BASE] if p != NO_TEST_REPORTED]
-            oracle = property_oracles(
-                options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+            if plan.screen_policy.enabled
+            else None
+        )
+        with warm if warm is not None else nullcontext():
+            properties, screening, outcome, gathered = _replay_and_decide(
+                plan, pool=pool, progress=progress, warm=warm
             )
         labelled = outcome.labelled
-        never = never_collected(labelled)
-        if never:  # the user's typo, not the runner's: no evidence, no infra row
-            raise InputError(unknown_message(never))
-        done = {item.evidence.property_id for item in settled}
-        rest = decide_all(
-            plan,
-            labelled,
-            oracle,
-            screening,
-            only=[p for p in labelled[BASE] if p not in done],
-            runners=outcome.runners,
-            raw_dirs=outcome.raw_dirs,
-        )
-        write_outcomes(plan, rest)
-        properties = tuple(sorted((*settled, *rest), key=lambda item: item.index))
+        extra["evidence"] = dict(gathered)
         if plan.engines:
             extra["engines"] = [dict(engine) for engine in outcome.engines]
         if outcome.attempts:
@@ -208,6 +193,8 @@ def execute(
         # ledger. A shard keeps its own: its siblings must cut the selection from the same
         # record (``orchestrator merge`` folds the shards' durations in).
         record_run_durations(plan, labelled, keep=ledger is not None and plan.shard is None)
+        # The run log says what the rounds spent, beside the rule it pinned.
+        write_json(plan.run_dir, RUN_LOG, {**plan.run_log(), "evidence": extra["evidence"]})
     report = report_document(plan, properties, screening)
     report.update(extra)
     report, recording_error = complete_and_record(plan, properties, report, ledger)
@@ -218,6 +205,63 @@ def execute(
         exit_status=report["exit_status"],
         recording_error=recording_error,
     )
+
+
+def _replay_and_decide(
+    plan: RunPlan, *, pool: Pool, progress: Progress | None, warm: WarmPool | None
+) -> tuple[tuple[PropertyOutcome, ...], Screening | None, SidesOutcome, Mapping[str, Any]]:
+    """Replay both sides (screened, with ``warm``), decide every property, replay more
+    where a verdict on a mixed side lacks evidence (lanes.md section 3b), write each
+    property's documents. Returns the decided properties, the screening, the replays and
+    what the rounds of evidence did."""
+    options, pins = plan.options, plan.pins
+    sides = (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev))
+    settled: tuple[PropertyOutcome, ...] = ()
+    screening: Screening | None = None
+    if warm is not None:
+        outcome, oracle, screening, settled = screen_and_replay(
+            plan, sides, pool=pool, progress=progress, warm=warm
+        )
+    else:
+        outcome = run_sides(
+            sides_plan(plan),
+            sides,
+            progress=progress,
+            run_id=plan.run_id,
+            keep_raw=plan.run_dir / RAW,
+            pool=pool,
+        )
+        named = [p for p in outcome.labelled[BASE] if p != NO_TEST_REPORTED]
+        oracle = property_oracles(
+            options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay
+        )
+    labelled = outcome.labelled
+    never = never_collected(labelled)
+    if never:  # the user's typo, not the runner's: no evidence, no infra row
+        raise InputError(unknown_message(never))
+    done = {item.evidence.property_id for item in settled}
+    first_look = decide_all(
+        plan,
+        labelled,
+        oracle,
+        screening,
+        only=[p for p in labelled[BASE] if p not in done],
+        runners=outcome.runners,
+        raw_dirs=outcome.raw_dirs,
+    )
+    gathered = gather_evidence(
+        plan,
+        first_look,
+        outcome,
+        oracle=oracle,
+        screening=screening,
+        via=Replaying(sides=sides, pool=pool, progress=progress, warm=warm),
+    )
+    if warm is not None and warm.close():  # nothing left to run in them
+        raise Interrupted("interrupted; containers and sources removed")
+    write_outcomes(plan, gathered.properties)
+    properties = tuple(sorted((*settled, *gathered.properties), key=lambda item: item.index))
+    return properties, screening, gathered.outcome, gathered.summary
 
 
 def run_replay(

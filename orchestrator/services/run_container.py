@@ -142,7 +142,8 @@ def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
     (and after the phase in a second phase whose first kept its containers: the names of
     both live at once)."""
     part = side.name if run.one_batch and batch.attempt == 1 else f"{batch.key}-{side.name}"
-    return f"{SECOND_PHASE_NAME}-{part}" if run.serving else part
+    phase = run.warm.phase if run.warm is not None else SECOND_PHASE_NAME
+    return f"{phase}-{part}" if run.serving else part
 
 
 def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
@@ -215,14 +216,16 @@ def _observe_parked(
     numbers: tuple[int, ...],
     tail: Callable[[str], None],
 ) -> tuple[ContainerFacts, ResultsRead] | None:
-    """Run the driver again in a container the first phase kept, then remove it; None
-    (and removed) when it no longer runs: the batch then gets a fresh container.
+    """Run the driver again in a container the first phase kept, then remove it (or park
+    it again for the next round of evidence, when it ended well); None (and removed)
+    when it no longer runs: the batch then gets a fresh container.
 
     The first phase's reader emptied the results folder once it had read it (all but the
     rewrite cache, :func:`_reusable`), and the results now go to a new folder of a random
     name in it, so nothing the first phase's replays left there can pass for the
     second's."""
     started = time.monotonic()
+    kept = False
     try:
         out = f"{OUT}/{SECOND_PHASE_NAME}-{os.urandom(8).hex()}"
         try:
@@ -234,6 +237,7 @@ def _observe_parked(
                 interpreter=run.plan.interpreter or "python3",
                 out=out,
                 environment=driver_exec_environment(run.plan),
+                keep=KEPT_AFTER_READ if run.parks else None,
             )
         except EngineError as error:
             if _still_runs(parked.container):
@@ -248,9 +252,12 @@ def _observe_parked(
             reused=True,
             run_ms=round((time.monotonic() - started) * 1000),
         )
+        if run.warm is not None and run.parks and _reusable(facts, read):
+            kept = run.warm.park(parked)
         return facts, read
     finally:
-        parked.remove()
+        if not kept:
+            parked.remove()
 
 
 def _warn_without_result(side: str, files: Sequence[ReplayFile]) -> None:

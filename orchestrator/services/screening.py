@@ -12,7 +12,7 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from orchestrator.core.screening import (
     RawLink,
     Screening,
     combine,
+    extend,
     in_suite_order,
     raw_layout,
     replay_targets,
@@ -73,6 +74,7 @@ def screen_and_replay(
     *,
     pool: Pool,
     progress: Progress | None,
+    warm: WarmPool,
 ) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
     """Screen every property K times per side, then replay those with signal until they
     have N replays per side, each on the engine of its screening.
@@ -81,21 +83,10 @@ def screen_and_replay(
     property; its raw folder), every property's oracle, the screening, and the properties
     without signal already decided and written: their evidence is complete after
     screening, so they are settled (their oracle digests computed, decided, written) while
-    the ones with signal replay.
+    the ones with signal replay. ``warm`` (the caller's, who closes it) keeps the
+    screening's containers for the second phase; with its ``repark`` they are kept on for
+    the rounds of evidence that may follow, else removed as soon as the phase is over.
     """
-    # One container per replay leaves nothing to keep: the pool then only keeps the inputs.
-    with WarmPool(reuse=plan.options.isolation != "container") as warm:
-        return _screen_and_replay(plan, sides, pool=pool, progress=progress, warm=warm)
-
-
-def _screen_and_replay(
-    plan: RunPlan,
-    sides: Sequence[SideSpec],
-    *,
-    pool: Pool,
-    progress: Progress | None,
-    warm: WarmPool,
-) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
     options, pins = plan.options, plan.pins
     policy = plan.screen_policy
     first = run_sides(
@@ -137,7 +128,9 @@ def _screen_and_replay(
         outcome = replay_signals(
             plan, screening, first, sides, pool=pool, progress=progress, warm=warm
         )
-        if warm.close():  # nothing left to run in them: not kept while the last ones settle
+        # Nothing left to run in them (unless rounds of evidence may follow): not kept
+        # while the last ones settle.
+        if not warm.repark and warm.close():
             raise Interrupted("interrupted; containers and sources removed")
         digests, settled = settling.result()
     finally:
@@ -186,18 +179,55 @@ def replay_signals(
     progress: Progress | None,
     warm: WarmPool | None = None,
 ) -> SidesOutcome:
-    """The second phase: N - K replays of the properties with signal, longest first (their
-    screening replays and the recorded durations say how long), each on the engine that
-    screened it (in a container the screening kept there, with ``warm``), after their K.
-    Its raw files join the screening's (:func:`raw_layout`)."""
+    """The second phase: N - K replays of the properties with signal (:func:`replay_more`,
+    in containers the screening kept with ``warm``), after their K."""
     screened = first.labelled
     if not screening.signals or screening.more == 0:
         return replace(first, labelled=combine(screened, {}, screening))
+    return replay_more(
+        plan,
+        list(screening.signals),
+        replays=screening.more,
+        offset=screening.policy.screen,
+        previous=first,
+        phase=SECOND_PHASE,
+        via=Replaying(sides=sides, pool=pool, progress=progress, warm=warm),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replaying:
+    """What a later phase replays with: the sides, the pool of engines, the live progress
+    and the containers an earlier phase kept (None: fresh ones)."""
+
+    sides: Sequence[SideSpec]
+    pool: Pool
+    progress: Progress | None
+    warm: WarmPool | None = None
+
+
+def replay_more(
+    plan: RunPlan,
+    property_ids: Sequence[str],
+    *,
+    replays: int,
+    offset: int,
+    previous: SidesOutcome,
+    phase: str,
+    via: Replaying,
+) -> SidesOutcome:
+    """``replays`` more replays per side of ``property_ids``, which have ``offset`` each in
+    ``previous``: longest first (their replays so far and the recorded durations say how
+    long), each on the engine that ran it before (in a container kept there, with
+    ``warm``). Their raw files join the earlier ones (:func:`raw_layout`) from the
+    phase's folder ``raw/<phase>``; the replays are appended to theirs."""
+    sides, pool, warm = via.sides, via.pool, via.warm
+    screened = previous.labelled
     known = {**plan.scheduling.durations, **measured_durations(screened)}
     # Longest first cuts the batches evenly; pytest is still handed each batch in the
     # suite's own order (the order screening ran it), so that a test leaning on what an
     # earlier test left behind meets the same predecessors as in the first phase.
-    ordered = order_longest_first(list(screening.signals), known)
+    ordered = order_longest_first(list(property_ids), known)
     suite = in_suite_order(ordered, [screened[side.name] for side in sides])
     rank = {property_id: index for index, property_id in enumerate(suite)}
     targeted = tuple(
@@ -206,14 +236,14 @@ def replay_signals(
     engine_of_runner: dict[str, int] = {}
     for engine in pool.engines:
         engine_of_runner.setdefault(engine.runner_id, engine.index)
-    engine_of = {p: engine_of_runner.get(first.runners.get(p, ""), 0) for p in ordered}
+    engine_of = {p: engine_of_runner.get(previous.runners.get(p, ""), 0) for p in ordered}
     slots = [engine.slots for engine in pool.engines]
     second = run_sides(
-        sides_plan(plan, replays=screening.more, property_ids=suite),
+        sides_plan(plan, replays=replays, property_ids=suite),
         targeted,
-        progress=progress,
+        progress=via.progress,
         run_id=plan.run_id,
-        keep_raw=plan.run_dir / RAW / SECOND_PHASE,
+        keep_raw=plan.run_dir / RAW / phase,
         pool=replace(pool, durations=known),
         batches=tuple(
             replace(batch, property_ids=tuple(sorted(batch.property_ids, key=rank.__getitem__)))
@@ -222,20 +252,21 @@ def replay_signals(
         warm=warm,
     )
     attempts = tuple(
-        replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir)) for attempt in second.attempts
+        replace(attempt, raw_dir=second_phase_dir(attempt.raw_dir, phase))
+        for attempt in second.attempts
     )
-    later = {p: second_phase_dir(raw_dir) for p, raw_dir in second.raw_dirs.items()}
+    later = {p: second_phase_dir(raw_dir, phase) for p, raw_dir in second.raw_dirs.items()}
     dirs, links = raw_layout(
-        {p: first.raw_dirs.get(p, RAW) for p in later}, later, screen=screening.policy.screen
+        {p: previous.raw_dirs.get(p, RAW) for p in later}, later, screen=offset
     )
     link_raw(plan.run_dir, links, sides=[side.name for side in sides])
-    drop_second_phase(plan.run_dir, keep=[attempt.raw_dir for attempt in attempts])
+    drop_second_phase(plan.run_dir, keep=[attempt.raw_dir for attempt in attempts], phase=phase)
     return SidesOutcome(
-        labelled=combine(screened, second.labelled, screening),
-        runners=first.runners,
-        raw_dirs={**first.raw_dirs, **dirs},
-        attempts=(*first.attempts, *attempts),
-        engines=combined_engines(first.engines, second.engines),
+        labelled=extend(screened, second.labelled, property_ids),
+        runners=previous.runners,
+        raw_dirs={**previous.raw_dirs, **dirs},
+        attempts=(*previous.attempts, *attempts),
+        engines=combined_engines(previous.engines, second.engines, phase=phase),
     )
 
 
@@ -262,10 +293,11 @@ def link_raw(run_dir: Path, links: Sequence[RawLink], *, sides: Sequence[str]) -
                     shutil.copyfile(path, dest)
 
 
-def drop_second_phase(run_dir: Path, *, keep: Sequence[str]) -> None:
-    """Remove ``raw/replays`` once its files were linked where they belong, but for the
-    folders of attempts (an engine that went away) that the run folder names."""
-    root = run_dir / RAW / SECOND_PHASE
+def drop_second_phase(run_dir: Path, *, keep: Sequence[str], phase: str = SECOND_PHASE) -> None:
+    """Remove ``raw/replays`` (``raw/<phase>``) once its files were linked where they
+    belong, but for the folders of attempts (an engine that went away) that the run folder
+    names."""
+    root = run_dir / RAW / phase
     if not root.is_dir():
         return
     kept = {(run_dir / folder).resolve() for folder in keep}
@@ -281,7 +313,10 @@ def drop_second_phase(run_dir: Path, *, keep: Sequence[str]) -> None:
 
 
 def combined_engines(
-    first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]
+    first: Sequence[Mapping[str, Any]],
+    second: Sequence[Mapping[str, Any]],
+    *,
+    phase: str = SECOND_PHASE,
 ) -> tuple[Mapping[str, Any], ...]:
     """Each engine as both phases saw it: its batches of both (the second's under
     ``replays/``), the first phase's properties (it decided them), and the second phase's
@@ -294,7 +329,7 @@ def combined_engines(
         if again is not None:
             merged["batches"] = [
                 *(entry.get("batches") or ()),
-                *(f"{SECOND_PHASE}/{key}" for key in again.get("batches") or ()),
+                *(f"{phase}/{key}" for key in again.get("batches") or ()),
             ]
             if merged.get("status") == "ok" and again.get("status") != "ok":
                 merged["status"], merged["detail"] = again.get("status"), again.get("detail")

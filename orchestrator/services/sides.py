@@ -174,7 +174,7 @@ class _Run:
         return (
             self.warm is not None
             and self.warm.reuse
-            and not self.warm.serving
+            and (not self.warm.serving or self.warm.repark)
             and self.plan.isolation != "container"
         )
 

@@ -68,10 +68,15 @@ class Parked:
 class WarmPool:
     """The first phase's containers and inputs, kept for the second (see the module)."""
 
-    def __init__(self, *, reuse: bool = True) -> None:
+    def __init__(self, *, reuse: bool = True, repark: bool = False) -> None:
         # With ``reuse`` false nothing is parked (a container per replay): the pool still
         # keeps the inputs, so the second phase exports and stages nothing again.
         self.reuse = reuse
+        # Rounds of evidence may follow the second phase (lanes.md section 3b): its
+        # containers whose exec ended well are parked again, for the rounds to run in.
+        self.repark = repark
+        # In the names of the containers a later phase makes: ``replays``, ``round-<n>``.
+        self.phase = "replays"
         self.cancelled = threading.Event()
         self.live = docker_adapter.LiveContainers()
         self.release = threading.Event()  # the exported trees may go
@@ -131,10 +136,10 @@ class WarmPool:
         return staged
 
     def park(self, parked: Parked) -> bool:
-        """Keep a container for the second phase; False (it is not kept) once that started
-        or the pool is closing."""
+        """Keep a container for the second phase (or, with ``repark``, for the next round
+        of evidence); False (it is not kept) once that started or the pool is closing."""
         with self._lock:
-            if not self.reuse or self.serving or self._closed:
+            if not self.reuse or (self.serving and not self.repark) or self._closed:
                 return False
             self._parked.append(parked)
         log.debug("container.parked", container=parked.container.name, side=parked.side)

@@ -512,3 +512,18 @@ def test_markdown_and_html_show_and_count_skipped_tests() -> None:
     page = render_html([run])
     assert page.count('class="c skip"') == 4 + 1  # a cell per skipped replay, and the legend
     assert "skipped 2" in page
+
+
+def test_a_verdict_set_aside_for_want_of_evidence_needs_a_look_in_the_summary() -> None:
+    """weak_evidence is not blocking, but what the run could not judge is shown with its
+    one line, never folded into "behaved alike" (lanes.md section 3b)."""
+    line = "patch failed 1 of 20, base 0 of 20: p = 0.5 > 0.0033, not evidence of a new instability"
+    items = [
+        ("t.py::test_weak", "no_freeze", "weak_evidence", [line], {}),
+        ("t.py::test_same", "no_freeze", "not_reproduced", ["base P, patch P"], {}),
+    ]
+    text = render_markdown([read_run(run_docs(items))])
+    assert "#### 1 property needs a look" in text
+    assert "`t.py::test_weak`" in text.split("#### 1 property needs a look", 1)[1]
+    assert line.replace(">", "&gt;") in text  # as a table cell writes it
+    assert "1 more property behaved alike" in text

@@ -12,6 +12,7 @@ from orchestrator.core.project_config import (
     DEFAULT_COMMAND,
     DEFAULT_REPLAYS,
     DEFAULT_TIMEOUT_S,
+    EvidenceGiven,
     ImageBuildInputs,
     ProjectConfig,
     image_build_inputs,
@@ -98,6 +99,12 @@ def test_no_file_or_no_table_is_an_empty_configuration(text):
         ("image-build = 'x'", "image-build"),
         ("image-build = { extra = ['x'] }", "'extra'"),
         ("image-build = { apt = 'libxml2' }", "apt"),
+        ("false-block-rate = 0", "false-block-rate"),
+        ("false-block-rate = 1.5", "false-block-rate"),
+        ("false-block-rate = 'low'", "false-block-rate"),
+        ("evidence-cap = 0", "evidence-cap"),
+        ("evidence-cap = 201", "evidence-cap"),  # bounded as --evidence-cap is
+        ("evidence-cap = 2.5", "evidence-cap"),
     ],
 )
 def test_a_bad_key_is_refused_in_one_line_naming_it(body, named):
@@ -231,3 +238,21 @@ def test_image_build_options_replace_the_tables_keys_one_by_one():
     assert merged.requirements == ("requirements/tests.txt",)
     assert merged.python_image == "python:3.12-slim"
     assert image_build_inputs(ProjectConfig(), ImageBuildInputs()) == ImageBuildInputs()
+
+
+def test_the_evidence_rule_is_read_and_the_command_line_wins():
+    config = parse_config("[tool.orchestrator]\nfalse-block-rate = 0.05\nevidence-cap = 40\n")
+    assert (config.false_block_rate, config.evidence_cap) == (0.05, 40)
+    assert config.keys() == ("false-block-rate", "evidence-cap")
+    common = {
+        "command": None, "image": None, "replays": None, "timeout_s": None,
+        "pythonpath": None, "env": None,
+    }  # fmt: skip
+    table = replay_settings(config, **common)
+    assert (table.false_block_rate, table.evidence_cap) == (0.05, 40)
+    given = replay_settings(
+        config, **common, evidence=EvidenceGiven(false_block_rate=0.001, cap=10)
+    )
+    assert (given.false_block_rate, given.evidence_cap) == (0.001, 10)
+    default = replay_settings(ProjectConfig(), **common)
+    assert (default.false_block_rate, default.evidence_cap) == (0.01, 20)

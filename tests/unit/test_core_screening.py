@@ -266,3 +266,34 @@ def test_suite_order_is_a_permutation_that_follows_the_sides(wanted, sides):
     seen = [p for side in sides for p in side if p in wanted]
     first_seen = list(dict.fromkeys(seen))
     assert list(ordered[: len(first_seen)]) == first_seen
+
+
+def test_rounds_of_evidence_join_the_earlier_folders_numbered_after_them() -> None:
+    """A round's folder is raw/round-<n>[/<batch>]; its files follow the replays the
+    property had (its offset), in the folder the earlier phases left it in, and a round's
+    batches never share a folder name with the second phase's."""
+    assert screening.second_phase_dir("raw", "round-1") == "raw/round-1"
+    assert screening.second_phase_dir("raw/e1-b2", "round-2") == "raw/round-2/e1-b2"
+    dirs, links = screening.raw_layout({PROP: "raw"}, {PROP: "raw/round-1"}, screen=5)
+    assert dirs == {PROP: "raw"}
+    assert links == (screening.RawLink(source="raw/round-1", target="raw", offset=5),)
+    dirs, _ = screening.raw_layout(
+        {PROP: "raw/screen+e1-b1", OTHER: "raw/screen+e1-b1"},
+        {PROP: "raw/round-1/e1-b1", OTHER: "raw/round-1/e2-b1"},
+        screen=10,
+    )
+    assert dirs == {
+        PROP: "raw/screen+e1-b1+round-1-e1-b1",
+        OTHER: "raw/screen+e1-b1+round-1-e2-b1",
+    }
+
+
+def test_extend_appends_the_later_replays_of_the_named_properties_only() -> None:
+    p, f = Replay(label="assert_pass"), Replay(label="assert_fail")
+    earlier = {"base": {PROP: (p,), OTHER: (p,)}, "patch": {PROP: (f,), OTHER: (p,)}}
+    later = {"base": {PROP: (p, p)}, "patch": {PROP: (f, p), OTHER: (f,)}}
+    extended = screening.extend(earlier, later, [PROP])
+    assert extended == {
+        "base": {PROP: (p, p, p), OTHER: (p,)},
+        "patch": {PROP: (f, f, p), OTHER: (p,)},
+    }

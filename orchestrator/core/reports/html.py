@@ -59,7 +59,7 @@ LANE_MEANING: dict[str, str] = {
     Lane.RERUN_SHRINK: "the shrunk fixture is not stable",
     Lane.FLAKE_QUEUE_ELIGIBLE: "flaky on both sides, same assertion",
     Lane.FIX_CANDIDATE: "fails on base, passes on the patch",
-    Lane.NO_FREEZE: "alike on both sides, or skipped by the project",
+    Lane.NO_FREEZE: "alike on both sides, skipped by the project, or without evidence at the cap",
 }
 
 STYLE_TEMPLATE = """\

@@ -16,6 +16,7 @@ from orchestrator.core.reports.view import (
     BASE,
     GREEN_LANES,
     PATCH,
+    WEAK_EVIDENCE,
     PropertyView,
     RunView,
     exit_meaning,
@@ -157,10 +158,13 @@ def render_markdown(runs: Sequence[RunView], *, max_bytes: int = DEFAULT_MAX_BYT
     """The job summary, at most ``max_bytes`` of UTF-8 (the top block always fits a
     sensible limit; the tables are what gets cut)."""
     properties = sorted_properties(runs)
-    flagged = [item for item in properties if item.lane not in GREEN_LANES]
+    flagged = [
+        item for item in properties if item.lane not in GREEN_LANES or item.code == WEAK_EVIDENCE
+    ]
+    green = [item for item in properties if item not in flagged]
     # A test the project skips on the patch is shown, not folded into "behaved alike".
-    skipped = [item for item in properties if item.lane in GREEN_LANES and item.skipped]
-    rest = [item for item in properties if item.lane in GREEN_LANES and not item.skipped]
+    skipped = [item for item in green if item.skipped]
+    rest = [item for item in green if not item.skipped]
     show_run = len(runs) > 1
     head = [f"## Replay: {exit_meaning(worst_exit(runs))}", ""]
     head += [run_block(run) for run in runs]

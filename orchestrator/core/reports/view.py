@@ -42,6 +42,9 @@ LANE_ORDER: tuple[str, ...] = (
 )
 # The one lane that means "nothing to look at": the property behaved alike on both sides.
 GREEN_LANES = frozenset({Lane.NO_FREEZE.value})
+# ...but for a verdict set aside for want of evidence (lanes.md section 3b): not blocking,
+# yet what the run could not judge is worth a look.
+WEAK_EVIDENCE = "weak_evidence"
 
 SKIPPED = "skipped"  # the project skipped the test (lanes.md row 4a)
 
