@@ -236,6 +236,7 @@ def replay_signals(
         raw_dirs={**first.raw_dirs, **dirs},
         attempts=(*first.attempts, *attempts),
         engines=combined_engines(first.engines, second.engines),
+        neutralised=tuple(dict.fromkeys((*first.neutralised, *second.neutralised))),
     )
 
 
