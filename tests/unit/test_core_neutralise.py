@@ -176,7 +176,8 @@ def test_the_run_logs_record_and_the_one_line():
     # The cache provider has no entry point: said when a configuration asks for it.
     cached = Neutralisation(seed=0, sides={"base": side_config(("--lf",), "tox.ini", (), ())})
     said = neutralised_fields((), cached.asked())
-    assert said is not None and said["plugins"] == "cacheprovider"
+    assert said is not None
+    assert said["plugins"] == "cacheprovider"
 
 
 def test_what_the_replays_had_comes_from_their_results():
@@ -254,7 +255,8 @@ def test_a_stand_in_never_takes_a_name_already_registered():
     assert {"--reruns-delay", "-n", "--cov", "--lf"} <= set(added)
     namespace = parser.parse(["--reruns", "4"])
     assert namespace.own_reruns == 4
-    assert "reruns" in parser._inidict and "cache_dir" in parser._inidict
+    assert "reruns" in parser._inidict
+    assert "cache_dir" in parser._inidict
 
 
 def test_the_table_reads_options_as_argparse_does():
