@@ -313,7 +313,9 @@ def read_only_replay(entry: Mapping[str, Any]) -> Replay | None:
     """A failure the read-only file system caused (the probe's ``read_only`` fact) is no
     verdict on the code: ``harness_error`` with ``read_only_tree`` (a write into the
     tested tree, which ``--writable-tree`` allows) or ``read_only_fs`` (a write elsewhere
-    on the image's read-only root; HOME and TMPDIR are writable)."""
+    on the image's read-only root; HOME and TMPDIR are writable). The write may be a
+    test's, or the session's at any moment (the ``<session>`` entry: a plugin or a
+    conftest at its start, a hook at its end)."""
     fact = entry.get("read_only")
     if not isinstance(fact, Mapping) or entry.get("label") == Label.ASSERT_PASS:
         return None
@@ -321,15 +323,16 @@ def read_only_replay(entry: Mapping[str, Any]) -> Replay | None:
     where = path if isinstance(path, str) else "a file"
     message = entry.get("message")
     detail = f" ({message})" if isinstance(message, str) and message else ""
+    who = "the pytest session" if entry.get("nodeid") in SESSION_NODES else "the test"
     if fact.get("in_rootdir") is False:
         return _harness(
             READ_ONLY_FS,
-            f"the test wrote {where} on the image's read-only file system{detail}; "
+            f"{who} wrote {where} on the image's read-only file system{detail}; "
             "write under $TMPDIR or $HOME",
         )
     return _harness(
         READ_ONLY_TREE,
-        f"the test wrote {where} in its read-only tree{detail}; {WRITABLE_TREE_HINT}",
+        f"{who} wrote {where} in its read-only tree{detail}; {WRITABLE_TREE_HINT}",
     )
 
 

@@ -33,6 +33,8 @@ HOME = "/tmp/home"
 HYPOTHESIS_DIR = "/tmp/hypothesis"
 # Made by the driver when missing (the tmpfs at TMP starts empty).
 MADE_DIRS = (HOME,)
+# Emptied by the driver before each replay: no replay starts from another's examples.
+FRESH_DIRS = (HYPOTHESIS_DIR,)
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {
@@ -155,6 +157,11 @@ def _toml(text: str | None) -> dict[str, Any]:
         return {}
 
 
+def split_words(value: str) -> tuple[str, ...]:
+    """A shell-like option string as words (``PYTEST_ADDOPTS``), as pytest splits it."""
+    return _words(value)
+
+
 def _words(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         try:
@@ -166,33 +173,45 @@ def _words(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def pytest_pythonpath(files: Mapping[str, bytes | None]) -> tuple[tuple[str, ...], str | None]:
-    """pytest's ``pythonpath`` ini option from the file pytest would take as its
+def pytest_ini_option(
+    files: Mapping[str, bytes | None], key: str
+) -> tuple[tuple[str, ...], str | None]:
+    """The words of pytest's ini option ``key`` in the file pytest would take as its
     configuration at the tree's root (pytest.ini, .pytest.ini, pyproject.toml, tox.ini,
-    setup.cfg, first match), and that file's name."""
+    setup.cfg, first match), and that file's name (None: no configuration file)."""
     for name in ("pytest.ini", ".pytest.ini"):
         text = _text(files, name)
         if text is not None:  # pytest takes pytest.ini even without a [pytest] section
             parser = _ini(text)
-            if parser is None or not parser.has_option("pytest", "pythonpath"):
+            if parser is None or not parser.has_option("pytest", key):
                 return (), name
-            return _words(parser.get("pytest", "pythonpath")), name
+            return _words(parser.get("pytest", key)), name
     tool = _toml(_text(files, "pyproject.toml")).get("tool", {})
     pytest_table = tool.get("pytest") if isinstance(tool, dict) else None
     if isinstance(pytest_table, dict):
         ini_options = pytest_table.get("ini_options")
         if isinstance(ini_options, dict):
-            return _words(ini_options.get("pythonpath")), "pyproject.toml"
+            return _words(ini_options.get(key)), "pyproject.toml"
         if pytest_table:  # pytest 9's native [tool.pytest] table
-            return _words(pytest_table.get("pythonpath")), "pyproject.toml"
+            return _words(pytest_table.get(key)), "pyproject.toml"
     for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         text = _text(files, name)
         parser = _ini(text) if text is not None else None
         if parser is not None and parser.has_section(section):
-            if not parser.has_option(section, "pythonpath"):
+            if not parser.has_option(section, key):
                 return (), name
-            return _words(parser.get(section, "pythonpath")), name
+            return _words(parser.get(section, key)), name
     return (), None
+
+
+def pytest_pythonpath(files: Mapping[str, bytes | None]) -> tuple[tuple[str, ...], str | None]:
+    """pytest's ``pythonpath`` ini option (:func:`pytest_ini_option`), and its file's name."""
+    return pytest_ini_option(files, "pythonpath")
+
+
+def pytest_addopts(files: Mapping[str, bytes | None]) -> tuple[tuple[str, ...], str | None]:
+    """pytest's ``addopts`` ini option (:func:`pytest_ini_option`), and its file's name."""
+    return pytest_ini_option(files, "addopts")
 
 
 def _declared_package_dirs(files: Mapping[str, bytes | None]) -> tuple[tuple[str, str], ...]:

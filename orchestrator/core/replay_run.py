@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.changed import Selection
 from orchestrator.core.lanes import decide
+from orchestrator.core.neutralise import Neutralisation
 from orchestrator.core.one_sided_imports import one_sided_imports
 from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
@@ -153,6 +154,13 @@ class RunPlan:
     engines: tuple[Mapping[str, Any], ...] = ()  # the pool: url, runner_id, slots
     # The containers' limits: memory, pids, cpus, tmp_size (empty: not known when planned).
     limits: Mapping[str, Any] = field(default_factory=dict)
+    # What the replays neutralise and what each side's configuration asks of those plugins
+    # (None: planned without reading the configuration; the run's seed alone).
+    neutralisation: Neutralisation | None = None
+
+    @property
+    def neutralise(self) -> Neutralisation:
+        return self.neutralisation or Neutralisation(seed=self.options.seed)
 
     @property
     def kept_fixture(self) -> Path | None:
@@ -251,6 +259,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "interpreter": pins.interpreter,
         "image_labels": dict(pins.image_labels),
         "writable_tree": options.writable_tree,
+        "neutralise": plan.neutralise.to_json(),
         **(plan.overlay.to_json() if plan.overlay is not None else NO_OVERLAY),
         "test_paths": list(options.test_paths),
         "selection": None if plan.selection is None else plan.selection.to_json(),

@@ -74,6 +74,9 @@ class RecordedRun:
     pythonpath: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     interpreter: str | None = None
     writable_tree: bool = False
+    # Whether its replays neutralised the plugins that change what a replay observes
+    # (the run log's `neutralise`; absent in a run folder older than that).
+    neutralised: bool = False
 
     @property
     def has_fixture(self) -> bool:
@@ -191,6 +194,7 @@ def parse_run_log(doc: Any) -> RecordedRun:
         pythonpath=_pythonpath(doc.get("pythonpath")),
         interpreter=optional_str(doc, "interpreter"),
         writable_tree=bool(optional_bool(doc, "writable_tree")),
+        neutralised=isinstance(doc.get("neutralise"), dict),
     )
 
 

@@ -26,6 +26,7 @@ from orchestrator.core.labels import (
     mark_image_mismatch,
     nodeids_seen,
 )
+from orchestrator.core.neutralise import neutraliser_args
 from orchestrator.core.pool import Batch, narrow_targets
 from orchestrator.core.pytest_command import expand_parametrized
 from orchestrator.errors import InputError
@@ -115,21 +116,34 @@ class ReplayPlan:
     env: tuple[tuple[str, str], ...] = ()  # --env KEY=VALUE, after the replay's own
     extra_pythonpath: tuple[str, ...] = ()  # --pythonpath, for sides found in their tree
     writable_tree: bool = False
+    # The plugins that change what a replay observes are neutralised (core.neutralise);
+    # False only to reproduce a run recorded before that.
+    neutralise: bool = True
+
+    @property
+    def neutralise_seed(self) -> int | None:
+        """The seed the neutralisers pin randomness to; None: nothing is neutralised."""
+        return self.seed if self.neutralise else None
 
 
-def pytest_arguments(pytest_args: Sequence[str], property_ids: Sequence[str]) -> tuple[str, ...]:
+def pytest_arguments(
+    pytest_args: Sequence[str], property_ids: Sequence[str], *, seed: int | None
+) -> tuple[str, ...]:
     """What follows ``--`` on the driver's command line.
 
     The cache provider is off (the sources are read-only); a module that does not import
     on one side (the fix's tests naming what only the fix adds) is a property of its own,
-    and the other modules still run there (pytest would stop the whole session); the
-    property node ids are appended.
+    and the other modules still run there (pytest would stop the whole session); after
+    the command's own options, with a ``seed``, the arguments that neutralise what changes
+    what a replay observes (core.neutralise: last, so they win over the project's
+    ``addopts`` and the command); the property node ids are appended.
     """
     return (
         "-p",
         "no:cacheprovider",
         "--continue-on-collection-errors",
         *pytest_args,
+        *(neutraliser_args(seed) if seed is not None else ()),
         *property_ids,
     )
 
@@ -163,6 +177,8 @@ def driver_command(
     container), HOME made in the tmpfs (and, with ``writable_tree``, a fresh copy of the
     tree before each replay)."""
     made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
+    # Hypothesis's example database: emptied before each replay (core.neutralise).
+    fresh = [arg for folder in replay_env.FRESH_DIRS for arg in ("--fresh-dir", folder)]
     copy = ["--copy-tree", f"{tree}:{SRC}"] if plan.writable_tree else []
     return [
         plan.interpreter or "python3",
@@ -179,10 +195,13 @@ def driver_command(
         *(("--workers", str(plan.jobs)) if plan.jobs > 1 else ()),
         *(("--rewrite-cache", rewrite_cache) if rewrite_cache is not None else ()),
         *made,
+        *(fresh if plan.neutralise else ()),
         *copy,
         "--",
         *pytest_arguments(
-            plan.pytest_args, plan.property_ids if property_ids is None else property_ids
+            plan.pytest_args,
+            plan.property_ids if property_ids is None else property_ids,
+            seed=plan.neutralise_seed,
         ),
     ]
 
@@ -203,7 +222,7 @@ def collect_command(plan: ReplayPlan) -> list[str]:
         "--collect-only",
         "-p",
         COLLECT_PLUGIN,
-        *pytest_arguments(plan.pytest_args, ()),
+        *pytest_arguments(plan.pytest_args, (), seed=plan.neutralise_seed),
     ]
 
 

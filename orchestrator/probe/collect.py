@@ -12,8 +12,12 @@ is never parsed). Standard library and pytest only.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from typing import Any
 
+import pytest
+
+from orchestrator.probe import neutral
 from orchestrator.probe.atomic import write_json_atomic
 
 COLLECT_SCHEMA = "replay-collect/1"
@@ -21,6 +25,18 @@ OUT_VARIABLE = "REPLAY_COLLECT_OUT"
 
 _errors: list[str] = []
 _skipped: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_load_initial_conftests(parser: Any) -> Generator[None, Any, None]:
+    """The replay's neutralising arguments parse here too (orchestrator/probe/neutral.py)."""
+    outcome = yield
+    if outcome.excinfo is None:
+        neutral.register_stand_ins(parser)
+
+
+def pytest_configure(config: Any) -> None:
+    neutral.register_markers(config)
 
 
 def pytest_collectreport(report: Any) -> None:

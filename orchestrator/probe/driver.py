@@ -27,9 +27,10 @@ N independent replays. How the process is made (`--spawn`):
 
 Before each replay (and outside its measured time) the driver creates every `--make-dir`
 that is missing (HOME, in the container's /tmp; like /tmp it is shared by the replays of
-one container, as a machine's are by test runs); with `--copy-tree FROM:TO` it empties TO
-and copies FROM's contents into it, so a suite that writes into its tree gets a private
-writable copy that no earlier replay touched.
+one container, as a machine's are by test runs), empties every `--fresh-dir` (Hypothesis's
+example database: no replay starts from examples another found); with `--copy-tree
+FROM:TO` it empties TO and copies FROM's contents into it, so a suite that writes into its
+tree gets a private writable copy that no earlier replay touched.
 
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
@@ -100,7 +101,7 @@ needs several pytest runs in one container can speak it.
 Where the parts live: the command line in `options.py`; the job, its environment and the
 wire formats in `jobs.py`; one job's run (`run_job`, for both loops here) in `runner.py`;
 forking and exec'ing a session in `spawn.py`; the deadline in `deadline.py`; the
-`--make-dir` and `--copy-tree` folders in `workspace.py`; a split replay's merge in
+`--make-dir`, `--fresh-dir` and `--copy-tree` folders in `workspace.py`; a split replay's merge in
 `workers.py`.
 """
 
@@ -167,7 +168,9 @@ def _spawners(
 
 
 def _workspace(options: DriverOptions) -> Workspace:
-    return Workspace(make_dirs=options.make_dirs, copy_tree=options.copy_tree)
+    return Workspace(
+        make_dirs=options.make_dirs, fresh_dirs=options.fresh_dirs, copy_tree=options.copy_tree
+    )
 
 
 def run_batch(options: DriverOptions) -> int:

@@ -27,6 +27,7 @@ class DriverOptions:
     spawn: str = FORK
     workers: int = 1  # pytest sessions per replay, each running its share (probe/workers.py)
     make_dirs: tuple[Path, ...] = ()
+    fresh_dirs: tuple[Path, ...] = ()  # emptied before each replay (Hypothesis's database)
     copy_tree: tuple[Path, Path] | None = None
     serve: bool = False
     jobs: str | None = None
@@ -63,6 +64,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         spawn=options.spawn,
         workers=options.workers,
         make_dirs=tuple(options.make_dir),
+        fresh_dirs=tuple(options.fresh_dir),
         copy_tree=options.copy_tree,
         serve=options.serve,
         jobs=options.jobs,
@@ -105,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="created before each replay when missing (repeatable)",
+    )
+    parser.add_argument(
+        "--fresh-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="emptied (or made) before each replay (repeatable): no replay sees what "
+        "another left there",
     )
     parser.add_argument(
         "--copy-tree",

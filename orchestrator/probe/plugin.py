@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import pytest
 
-from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA
+from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, neutral
 from orchestrator.probe.atomic import write_bytes_atomic
 from orchestrator.probe.deps import Deps
 from orchestrator.probe.meter import METER, install
@@ -482,6 +482,8 @@ class ProbeSession:
             "fixture": self.fixture_path,
             "exit_status": exit_status,
             "skipped": self.skipped,
+            # The plugins of orchestrator/probe/neutral.py this session had (neutralised).
+            "neutralised": neutral.present(self.config),
         }
         # "tests" sorts after every other key, so appending it to the encoded rest gives
         # the bytes `json.dumps(..., sort_keys=True)` of the whole document would.
@@ -561,8 +563,32 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 _SESSION_KEY = pytest.StashKey[ProbeSession]()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser
+) -> Generator[None, Any, None]:
+    """Once the initial conftests are in: inert stand-ins for what a replay switched off
+    or blocked (orchestrator/probe/neutral.py). A session that died here (a plugin or an
+    initial conftest writing into the read-only tree: pytest-cov erasing .coverage) never
+    reaches the probe's session: its result is written here, when a read-only write was
+    the cause."""
+    outcome = yield
+    if outcome.excinfo is None:
+        neutral.register_stand_ins(parser)
+        return
+    error = outcome.excinfo[1]
+    if read_only_write(error, early_config.rootpath) is not None:
+        probe = ProbeSession(early_config)
+        probe._session_failed(error)
+        probe.write(None)
+
+
+# First of every plugin's configure: a session another plugin's configure breaks (an
+# INTERNALERROR) still has its probe, and says why.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     install()  # idempotent; covers a module imported before a previous session ended
+    neutral.register_markers(config)
     probe = ProbeSession(config)
     config.stash[_SESSION_KEY] = probe
     config.pluginmanager.register(probe, "replay-probe-session")

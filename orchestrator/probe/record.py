@@ -173,18 +173,36 @@ def read_only_write(value: BaseException | None, rootdir: Path) -> dict[str, Any
     """The fact behind a failure that the read-only file system caused, or None.
 
     Looks through the exception and what it was raised from (``__cause__``,
-    ``__context__``) for an ``OSError`` with ``EROFS``: ``path`` is the file it names
-    (absolute, None when it names none), ``in_rootdir`` whether that lies in the tested
-    tree (a write without a path is taken to be there: the tree is where tests write).
+    ``__context__``) for an ``OSError`` with ``EROFS``, or with ``EACCES``/``EPERM`` on a
+    path in a tested tree this process may not write (a tree staged read-only by
+    ownership rather than by its mount): ``path`` is the file it names (absolute, None when
+    it names none), ``in_rootdir`` whether that lies in the tested tree (a write without a
+    path is taken to be there: the tree is where tests write).
     """
     seen: set[int] = set()
+    root = str(rootdir)
     while value is not None and id(value) not in seen:
         seen.add(id(value))
-        if isinstance(value, OSError) and value.errno == errno.EROFS:
+        if isinstance(value, OSError) and value.errno in _REFUSED:
             filename = value.filename
             path = None if filename is None else os.path.abspath(os.fsdecode(filename))
-            root = str(rootdir)
             inside = path is None or path == root or path.startswith(root.rstrip("/") + "/")
-            return {"path": path, "in_rootdir": inside}
+            if value.errno == errno.EROFS:
+                return {"path": path, "in_rootdir": inside}
+            if path is not None and inside and not _writable(root):
+                return {"path": path, "in_rootdir": True}
         value = value.__cause__ or value.__context__
     return None
+
+
+_REFUSED = frozenset((errno.EROFS, errno.EACCES, errno.EPERM))
+
+
+def _writable(folder: str) -> bool:
+    """May this process write into ``folder`` (a read-only mount, or another owner's)?"""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return False
+    except OSError:
+        return True  # cannot tell: an access refusal is then not called the tree's
+    return os.access(folder, os.W_OK)

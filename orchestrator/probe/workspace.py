@@ -1,4 +1,5 @@
-"""The folders a replay finds ready: `--make-dir` folders and a fresh `--copy-tree` copy.
+"""The folders a replay finds ready: `--make-dir` folders, empty `--fresh-dir` folders and
+a fresh `--copy-tree` copy.
 
 Standard library only.
 """
@@ -42,15 +43,20 @@ def copy_contents(source: Path, dest: Path) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Workspace:
-    """HOME and the like (``make_dirs``) and the writable copy of a tree (``copy_tree``)."""
+    """HOME and the like (``make_dirs``), folders each replay finds empty (``fresh_dirs``:
+    Hypothesis's example database) and the writable copy of a tree (``copy_tree``)."""
 
     make_dirs: tuple[Path, ...] = ()
+    fresh_dirs: tuple[Path, ...] = ()
     copy_tree: tuple[Path, Path] | None = None
 
     def reset(self) -> None:
-        """HOME there, and (with --copy-tree) a fresh tree, for the next replay."""
+        """HOME there, the fresh folders empty, and (with --copy-tree) a fresh tree, for
+        the next replay."""
         for folder in self.make_dirs:
             folder.mkdir(parents=True, exist_ok=True)
+        for folder in self.fresh_dirs:
+            empty_dir(folder)
         if self.copy_tree is None:
             return
         source, dest = self.copy_tree

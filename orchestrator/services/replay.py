@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core.neutralise import neutralised_fields
 from orchestrator.core.replay_run import (
     BASE,
     PATCH,
@@ -48,6 +49,7 @@ from orchestrator.core.screening import (
     Screening,
 )
 from orchestrator.errors import InputError, Interrupted
+from orchestrator.log import get_logger
 from orchestrator.model import Decision, Evidence
 from orchestrator.services.engines import Pool, open_pool
 from orchestrator.services.evidence_rounds import gather_evidence
@@ -82,6 +84,8 @@ if TYPE_CHECKING:
     from orchestrator.services.replay_shrink import ShrinkingReplay
     from orchestrator.services.shrink import CandidateProgress
     from orchestrator.services.sides import Progress
+
+log = get_logger(__name__)
 
 # A shrink replays one property: its two sides at once on one engine.
 SHRINK_SLOTS = 2
@@ -185,6 +189,10 @@ def execute(
             )
         labelled = outcome.labelled
         extra["evidence"] = dict(gathered)
+        extra["neutralised"] = list(outcome.neutralised)
+        said = neutralised_fields(outcome.neutralised, plan.neutralise.asked())
+        if said is not None:  # once per run: what its replays had, and what they did to it
+            log.info("replay.neutralised", **said)
         if plan.engines:
             extra["engines"] = [dict(engine) for engine in outcome.engines]
         if outcome.attempts:

@@ -7,7 +7,7 @@ screening policy, the workers per side and the recorded durations it schedules b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -18,9 +18,16 @@ from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.docker import engine_cpus, resolve_image
 from orchestrator.core.digest import NULL_DIGEST, canonical_json, digest
 from orchestrator.core.evidence import parse_shrink_report
+from orchestrator.core.neutralise import Neutralisation, installed_from_packages, side_config
 from orchestrator.core.pool import lanes_for, narrow_targets, sides_at_once
 from orchestrator.core.pytest_command import pytest_args
-from orchestrator.core.replay_env import interpreter_from_labels, replay_variables
+from orchestrator.core.replay_env import (
+    INI_FILES,
+    interpreter_from_labels,
+    pytest_addopts,
+    replay_variables,
+    split_words,
+)
 from orchestrator.core.replay_run import (
     BASE,
     PATCH,
@@ -210,10 +217,38 @@ def plan_replay(
         selection=tests.selection,
         targets=tests.targets,
         scheduling=scheduling,
+        neutralisation=plan_neutralisation(
+            options, repo, {BASE: base_rev, PATCH: patch_rev}, args, image.labels
+        ),
     )
     if before_containers is not None:
         before_containers()
     return start_run(plan, fixture.data, replace(pool, durations=scheduling.durations))
+
+
+PACKAGES_LABEL = "orchestrator.packages"  # a project image's pinned packages
+
+
+def plan_neutralisation(
+    options: ReplayOptions,
+    repo: Path,
+    revs: Mapping[str, str],
+    command_args: Sequence[str],
+    image_labels: Mapping[str, str],
+) -> Neutralisation:
+    """What the replays neutralise (core.neutralise), with what each side's configuration
+    asks of those plugins: its ini file's ``addopts`` at its revision, ``PYTEST_ADDOPTS``
+    (``--env``) and the command; and, for a project image, which of them it installed."""
+    env_addopts = split_words(dict(options.env).get("PYTEST_ADDOPTS", ""))
+    sides = {}
+    for side, rev in revs.items():
+        addopts, ini_file = pytest_addopts(git_adapter.read_blobs(repo, rev, INI_FILES))
+        sides[side] = side_config(addopts, ini_file, env_addopts, command_args)
+    return Neutralisation(
+        seed=options.seed,
+        sides=sides,
+        installed=installed_from_packages(image_labels.get(PACKAGES_LABEL)),
+    )
 
 
 def start_run(plan: RunPlan, fixture_bytes: bytes | None, pool: Pool) -> RunPlan:

@@ -138,7 +138,7 @@ def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
         repo=options.repo,
         rev=plan.pins.patch_rev,
         image_id=plan.pins.image_id,
-        pytest_args=pytest_arguments(plan.pytest_args, (test,)),
+        pytest_args=pytest_arguments(plan.pytest_args, (test,), seed=options.seed),
         tests=tests,
     )
 

@@ -279,6 +279,8 @@ def replay_plan(plan: ReproducePlan, side: SideReplay, fixture: Path | None) -> 
         # A run folder older than these pins ran python3 on a read-only tree.
         interpreter=run.interpreter or INTERPRETER,
         writable_tree=run.writable_tree,
+        # A run folder older than the neutralisers ran the project's plugins as they were.
+        neutralise=run.neutralised,
     )
     limits = run.limits
     return replace(
@@ -297,7 +299,7 @@ def commands_for(plan: ReproducePlan, side: SideReplay) -> tuple[list[str], str]
     driver = with_driver_flags(driver_command(sides_plan, 1, (plan.property_id,)), [ATTACH])
     alone = pytest_alone(
         sides_plan.interpreter or INTERPRETER,
-        pytest_arguments(plan.pytest_args, (plan.property_id,)),
+        pytest_arguments(plan.pytest_args, (plan.property_id,), seed=sides_plan.neutralise_seed),
     )
     return driver, alone
 

@@ -267,6 +267,7 @@ def replay_more(
         raw_dirs={**previous.raw_dirs, **dirs},
         attempts=(*previous.attempts, *attempts),
         engines=combined_engines(previous.engines, second.engines, phase=phase),
+        neutralised=tuple(dict.fromkeys((*previous.neutralised, *second.neutralised))),
     )
 
 

@@ -89,12 +89,15 @@ def serve_command(
     """The container's command: the probe driver in serve mode (HOME made, and with
     ``writable_tree`` a fresh copy of the tree before each job, as in a replay). Pure."""
     made = [arg for folder in replay_env.MADE_DIRS for arg in ("--make-dir", folder)]
+    # Hypothesis's example database, emptied before each job (core.neutralise).
+    fresh = [arg for folder in replay_env.FRESH_DIRS for arg in ("--fresh-dir", folder)]
     copy = ["--copy-tree", f"{TREE}:{SRC}"] if writable_tree else []
     return [
         interpreter,
         "-m",
         "orchestrator.probe.replay",
         *made,
+        *fresh,
         *copy,
         "--serve",
         "--jobs",

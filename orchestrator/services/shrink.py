@@ -152,7 +152,9 @@ def plan_test_shrink(request: ShrinkTestRequest, *, client: DockerClient) -> Shr
     if git_adapter.read_blobs(repo, tests_rev, [test_file])[test_file] is None:
         raise InputError(f"--test {request.test!r}: no file {test_file} at {tests_rev[:12]}")
     image = resolve_image(client, request.image)  # never pulled: exit 3 when absent
-    args = pytest_arguments(pytest_args(request.command, (request.test,)), (request.test,))
+    args = pytest_arguments(
+        pytest_args(request.command, (request.test,)), (request.test,), seed=request.seed
+    )
     return ShrinkTestPlan(
         request=request, repo=repo, rev=rev, image_id=image.id, pytest_args=args, tests=tests
     )

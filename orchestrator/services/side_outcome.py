@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from orchestrator.core.neutralise import present_in
 from orchestrator.core.side_spec import ReplayPlan, SideSpec, label_sides
 from orchestrator.model import Replay
 from orchestrator.services.dispatch import Dispatched
@@ -24,6 +25,8 @@ class SidesOutcome:
     raw_dirs: Mapping[str, str]  # property id -> its raw folder in the run folder
     attempts: tuple[AttemptRecord, ...] = ()
     engines: tuple[Mapping[str, Any], ...] = ()
+    # The plugins the replays had and neutralised (core.neutralise.present_in).
+    neutralised: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +127,12 @@ def outcome(
         raw_dirs=raw_dirs,
         attempts=attempts,
         engines=tuple(described),
+        neutralised=present_in(
+            replay_file.doc
+            for _, results in finals
+            for side in sides
+            for replay_file, _ in results[side.name]
+        ),
     )
 
 

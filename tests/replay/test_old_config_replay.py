@@ -133,3 +133,33 @@ def test_a_session_end_that_writes_into_the_tree_is_the_runners_fault_with_the_w
     assert writable.returncode == 0, writable.stderr
     decisions = json.loads(writable.stdout)["decisions"]
     assert [e["property_id"] for e in decisions] == ["tests/test_one.py::test_one"]
+
+
+def test_a_session_start_that_writes_into_the_tree_is_read_only_tree_with_the_way_out(
+    tmp_path,
+):
+    """The root conftest writes a log as it is imported (as pytest-cov erases .coverage
+    at the session's start): the session dies before any test, pytest says "ImportError
+    while loading conftest" (its usage error's exit status), and no usage error is what
+    it is: every replay is read_only_tree, the run's warning names --writable-tree, and
+    with it the run decides."""
+    repo = init(tmp_path / "repo")
+    started = 'open("started.log", "w").write("session started")\n'
+    base = commit(
+        repo,
+        {"conftest.py": started, "pkg/__init__.py": "def one():\n    return 2\n",
+         "tests/test_one.py": "import pkg\n\n\ndef test_one():\n    assert pkg.one() == 1\n"},
+        "one, with a start log",
+    )  # fmt: skip
+    patch = commit(repo, {"pkg/__init__.py": "def one():\n    return 1\n"}, "one is one")
+    done = _replay(tmp_path, repo, base, patch, "--json")
+    assert done.returncode == 3, done.stderr
+    (decision,) = json.loads(done.stdout)["decisions"]
+    assert (decision["lane"], decision["code"]) == ("infra_queue", "harness_error")
+    assert decision["base_reasons"] == decision["patch_reasons"] == ["read_only_tree"]
+    assert "--writable-tree" in done.stderr
+    assert "replay.no_result" not in done.stderr  # not pytest's usage error
+    writable = _replay(tmp_path, repo, base, patch, "--json", "--writable-tree")
+    assert writable.returncode == 0, writable.stderr
+    (fixed,) = json.loads(writable.stdout)["decisions"]
+    assert (fixed["property_id"], fixed["lane"]) == ("tests/test_one.py::test_one", "fix_candidate")

@@ -12,6 +12,7 @@ from orchestrator.adapters import host as host_adapter
 from orchestrator.commands import _option_groups as groups
 from orchestrator.core import side_spec as sides
 from orchestrator.core.durations import parse_expiry
+from orchestrator.core.neutralise import neutraliser_args
 from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError
 from orchestrator.services import replay_plan as service
@@ -44,6 +45,7 @@ def test_driver_command_runs_the_probe_driver_with_the_plan():
         "no:cacheprovider",
         "--continue-on-collection-errors",
         "-q",
+        *neutraliser_args(11),  # after the command's options (lanes.md section 12)
         "tests/test_x.py::test_y",
     ]
 

@@ -25,6 +25,8 @@ import pexpect
 import pytest
 from support.polling import wait_for
 
+from orchestrator.core.neutralise import neutraliser_args
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -531,8 +533,11 @@ def test_a_shell_in_the_replays_container_runs_the_printed_command(recorded, cli
         child.expect(r"the replay, labelled:  (\S[^\r\n]*)\r\n")
         command = child.match.group(1)
         assert command.startswith("python3 -m orchestrator.probe.replay --replays 1")
+        # The run was recorded with its neutralisers (run-log.json's neutralise): the same.
+        neutralised = " ".join(neutraliser_args(0))
         assert command.endswith(
-            f"-- -p no:cacheprovider --continue-on-collection-errors -q {BUDGET_PROPERTY}"
+            f"-- -p no:cacheprovider --continue-on-collection-errors -q {neutralised} "
+            f"{BUDGET_PROPERTY}"
         )
         child.expect(r"pytest alone: +([^\r\n]*)\r\n")
         child.expect(PROMPT)

@@ -9,9 +9,17 @@ from hypothesis import strategies as st
 
 from orchestrator.core import replay_env
 from orchestrator.core.evidence import parse_evidence
-from orchestrator.core.labels import READ_ONLY_FS, READ_ONLY_TREE, read_only_replay
+from orchestrator.core.labels import (
+    READ_ONLY_FS,
+    READ_ONLY_TREE,
+    ContainerFacts,
+    ReplayFile,
+    label_replay,
+    read_only_replay,
+)
 from orchestrator.errors import InputError
 from orchestrator.model import Evidence, Replay
+from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
 
 
 def test_the_variables_suites_expect_and_no_tz_unless_asked():
@@ -155,6 +163,32 @@ def test_a_write_elsewhere_on_the_image_is_read_only_fs():
     assert replay is not None
     assert (replay.label, replay.reason) == ("harness_error", READ_ONLY_FS)
     assert "$TMPDIR" in (replay.message or "")
+
+
+def test_a_session_that_died_on_the_read_only_tree_labels_every_property():
+    """The session's own entry (a plugin erasing .coverage at its start, a conftest
+    writing as it is imported): every property of the replay is read_only_tree."""
+    session = {
+        "nodeid": "<session>",
+        "label": "harness_error",
+        "reason": "session_error",
+        "message": "the pytest session failed: OSError: [Errno 30] Read-only file system",
+        "calls": {},
+        "read_only": {"path": "/src/.coverage", "in_rootdir": True},
+    }
+    doc = {
+        "schema": RUN_SCHEMA,
+        "status": "completed",
+        "exit_code": 1,
+        "result": {"schema": RESULT_SCHEMA, "tests": [session], "skipped": []},
+    }
+    for property_id in ("tests/t.py::test_a", "<no test reported>"):
+        replay = label_replay(
+            ReplayFile(replay=1, state="ok", doc=doc), ContainerFacts(exit_code=0), property_id
+        )
+        assert (replay.label, replay.reason) == ("harness_error", READ_ONLY_TREE)
+        assert (replay.message or "").startswith("the pytest session wrote /src/.coverage in")
+        assert "--writable-tree" in (replay.message or "")
 
 
 @pytest.mark.parametrize("fact", [None, "yes", 1])
