@@ -56,7 +56,13 @@ def driver_command(
 
 
 def driver_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("REPLAY_")}
+    # Nothing of this test session's own pytest (PYTEST_XDIST_WORKER under `make test-fast`,
+    # PYTEST_CURRENT_TEST): a replay's container never has it.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("REPLAY_", "PYTEST_"))
+    }
     env.pop("PYTHONHASHSEED", None)
     env["PYTHONPATH"] = PACKAGE_ROOT
     env.update(extra)
