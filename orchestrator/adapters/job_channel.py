@@ -33,6 +33,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core import bounded_json
+
 JOBS = "jobs"
 RESULTS = "results"
 # Readable and writable by the container's user (uid 1000), whoever runs the host side.
@@ -128,8 +130,8 @@ class JobChannel:
                 return CLOSED
         line, self._pending = self._pending.split(b"\n", 1)
         try:
-            document = json.loads(line.decode("utf-8"))
-        except ValueError as error:
+            document = bounded_json.loads(line)
+        except bounded_json.JsonRefused as error:
             return Received(document=None, problem=f"result line is not JSON: {error}")
         if not isinstance(document, dict):
             return Received(document=None, problem="result line is not a JSON object")

@@ -24,13 +24,12 @@ This module then turns ``replay-<k>.json`` bytes into :class:`ReplayFile` values
 from __future__ import annotations
 
 import io
-import json
 import tarfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.core import result_files
+from orchestrator.core import bounded_json, result_files
 from orchestrator.core.labels import ReplayFile, run_doc_problem
 from orchestrator.core.result_files import ResultEntry
 
@@ -224,12 +223,12 @@ def read_results_stream(chunks: Iterable[bytes], *, cap: int | None = None) -> R
                 source = archive.extractfile(member)
                 data = source.read() if source is not None else b""
                 if member.name == REPORT:
-                    report = json.loads(data.decode("utf-8"))
+                    report = bounded_json.loads(data)
                 elif member.name.startswith("out/"):
                     bodies[member.name[4:]] = data
     except _OverCap:
         return ResultsRead(problem="the results folder is over its size cap")
-    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError, ValueError) as error:
+    except (tarfile.TarError, EOFError, OSError, ValueError) as error:  # JsonRefused too
         return ResultsRead(problem=f"the results stream is not readable ({type(error).__name__})")
     return _judge(report, bodies)
 
@@ -284,9 +283,9 @@ def replay_file_name(replay: int) -> str:
 def parse_replay_bytes(raw: bytes, replay: int) -> ReplayFile:
     """One result file's bytes as a :class:`ReplayFile` (``ok`` or ``corrupt``)."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        return ReplayFile(replay=replay, state="corrupt", problem=f"not JSON: {error}")
+        doc = bounded_json.loads(raw)
+    except bounded_json.JsonRefused as error:
+        return ReplayFile(replay=replay, state="corrupt", problem=str(error))
     problem = run_doc_problem(doc)
     if problem is not None:
         return ReplayFile(replay=replay, state="corrupt", problem=problem)

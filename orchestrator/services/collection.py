@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.input_file import read_input
 from orchestrator.adapters.results import ResultsRead
+from orchestrator.core import bounded_json
 from orchestrator.core.side_spec import (
     COLLECT_FILE,
     ReplayPlan,
@@ -181,7 +181,7 @@ def _collected_doc(read: ResultsRead) -> Mapping[str, Any] | None:
     if raw is None:
         return None
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        doc = bounded_json.loads(raw)
+    except bounded_json.JsonRefused:
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("items"), list) else None
