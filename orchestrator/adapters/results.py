@@ -35,14 +35,90 @@ from orchestrator.core.result_files import ResultEntry
 
 REPORT = "report.json"
 _REPORT_BYTES = 1024 * 1024
+# The reaper's and emptier's output (a line each) and how long the reaper may take.
+_STATUS_BYTES = 4096
+REAP_S = 10.0
+# The user the reader runs as: not the tree's (1000), so that no process of the tree can
+# open its descriptors (/proc/<pid>/fd), signal it or trace it. The container drops every
+# capability, so this root reads no more than any user: the results folder is 1777 and
+# the driver's files 0644.
+READER_USER = "0:0"
 
-# Runs in the container with the image's Python (stdlib only). argv: folder, file cap,
-# entry limit, wanted names, [names to keep: empty the rest after reading].
-# Kept small: it is read by a reviewer, not imported.
-READER_SCRIPT = r"""
-import io, json, os, re, shutil, stat, sys, tarfile
+# What the reaper and the reader agree on: the live processes of the container but
+# pid 1 (its init) and the caller, and which of them is the container's own idle
+# process: the earliest-started child of the init. A process of the tree cannot start
+# before it (the tree starts in an exec, after the container), so its command line,
+# which it can copy, is never what tells them apart.
+_PROCESSES = r"""
+import os
+INITS = ("docker-init", "tini", "catatonit", "dumb-init", "init")
+def stat_of(pid):
+    with open("/proc/%d/stat" % pid, "rb") as handle:
+        data = handle.read()
+    fields = data[data.rindex(b")") + 2:].split()
+    return fields[0], int(fields[1]), int(fields[19])
+def live_others():
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (1, os.getpid()):
+            continue
+        try:
+            state, ppid, start = stat_of(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            found[int(name)] = (ppid, start)
+    return found
+def idle_of(found):
+    try:
+        with open("/proc/1/comm") as handle:
+            if handle.read().strip() not in INITS:
+                return None
+    except OSError:
+        return None
+    children = sorted((start, pid) for pid, (ppid, start) in found.items() if ppid == 1)
+    return children[0][1] if children else None
+def strays():
+    found = live_others()
+    idle = idle_of(found)
+    return sorted(pid for pid in found if pid != idle)
+"""
+
+# Runs in the container as its user (the tree's), before the reader: kills every process
+# but the init, the idle process and itself, again and again until none is left (a
+# process may fork while its siblings die) or REAP_S passes; prints how many it killed
+# and how many it could not. The reader checks for itself.
+REAPER_SCRIPT = (
+    _PROCESSES
+    + r"""
+import json, signal, sys, time
+deadline = time.monotonic() + float(sys.argv[1])
+killed, left = 0, []
+while time.monotonic() < deadline:
+    left = strays()
+    if not left:
+        break
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:
+            pass
+    time.sleep(0.002)
+print(json.dumps({"killed": killed, "left": len(left)}))
+"""
+)
+
+# Runs in the container with the image's Python (stdlib only) as READER_USER. argv:
+# folder, file cap, entry limit, wanted names, [check processes]. Kept small: it is
+# read by a reviewer, not imported.
+READER_SCRIPT = (
+    _PROCESSES
+    + r"""
+import io, json, re, stat, sys, tarfile
 out, cap, limit, wanted = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-keep = sys.argv[5] if len(sys.argv) > 5 else None
+check = len(sys.argv) > 5 and sys.argv[5] == "processes"
+alive = len(strays()) if check else None
 KINDS = ((stat.S_ISREG, "file"), (stat.S_ISLNK, "symlink"), (stat.S_ISFIFO, "fifo"),
          (stat.S_ISDIR, "directory"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"),
          (stat.S_ISSOCK, "socket"))
@@ -96,22 +172,6 @@ for name in sorted(names):
                 member.size = size
                 tar.addfile(member, io.BytesIO(data))
     entries.append({"name": name, "kind": kind, "size": size})
-emptied = None
-if keep is not None:
-    emptied = True
-    try:
-        with os.scandir(out) as found:
-            doomed = [entry for entry in found if not re.fullmatch(keep, entry.name)]
-        for entry in doomed:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                emptied = False
-    except OSError:
-        emptied = False
 oom = None
 for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
     try:
@@ -124,12 +184,36 @@ for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_c
         if key == "oom_kill" and value.strip().isdigit():
             oom = int(value.strip())
     break
-report = {"entries": entries, "oom_kill": oom, "more": len(names) > limit, "emptied": emptied}
+report = {"entries": entries, "oom_kill": oom, "more": len(names) > limit, "alive": alive}
 report = json.dumps(report).encode()
 member = tarfile.TarInfo("report.json")
 member.size = len(report)
 tar.addfile(member, io.BytesIO(report))
 tar.close()
+"""
+)
+
+# Runs in the container as its user, after the reader, for a container kept for a
+# second phase: empties the folder but for the names it is told to keep; prints
+# "emptied" when nothing else is left. argv: folder, names to keep.
+EMPTIER_SCRIPT = r"""
+import os, re, shutil, sys
+out, keep = sys.argv[1], sys.argv[2]
+emptied = True
+try:
+    with os.scandir(out) as found:
+        doomed = [entry for entry in found if not re.fullmatch(keep, entry.name)]
+    for entry in doomed:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            emptied = False
+except OSError:
+    emptied = False
+print("emptied" if emptied else "not emptied")
 """
 
 
@@ -139,10 +223,11 @@ WANTED = r"replay-[0-9]{3}\.json|collected\.json"
 
 
 def reader_command(
-    interpreter: str, folder: str, wanted: str = WANTED, *, keep: str | None = None
+    interpreter: str, folder: str, wanted: str = WANTED, *, processes: bool = False
 ) -> list[str]:
-    """The reader's command line in the container; with ``keep`` (a pattern of names) it
-    empties the folder but for those after reading it. Pure."""
+    """The reader's command line in the container (run it as :data:`READER_USER`); with
+    ``processes`` its report says how many processes other than the container's init
+    and idle process were alive when it started. Pure."""
     return [
         interpreter,
         "-I",
@@ -153,8 +238,28 @@ def reader_command(
         str(result_files.FILE_BYTES),
         str(result_files.ENTRIES),
         wanted,
-        *(() if keep is None else (keep,)),
+        *(("processes",) if processes else ()),
     ]
+
+
+def reaper_command(interpreter: str, seconds: float = REAP_S) -> list[str]:
+    """The reaper's command line (run it as the container's user). Pure."""
+    return [interpreter, "-I", "-S", "-c", REAPER_SCRIPT, f"{seconds:g}"]
+
+
+def emptier_command(interpreter: str, folder: str, keep: str) -> list[str]:
+    """The emptier's command line (run it as the container's user). Pure."""
+    return [interpreter, "-I", "-S", "-c", EMPTIER_SCRIPT, folder, keep]
+
+
+def status_line(chunks: Iterable[bytes]) -> str:
+    """The first line of a small helper's output, read to at most a few KiB."""
+    taken = b""
+    for chunk in chunks:
+        taken += chunk
+        if len(taken) > _STATUS_BYTES:
+            break
+    return taken[:_STATUS_BYTES].decode("utf-8", "replace").partition("\n")[0].strip()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,8 +269,8 @@ class ResultsRead:
     ``files``: name -> bytes of the entries the host accepts; ``unsafe``: name -> why an
     entry was refused; ``problem``: why the whole folder was refused (nothing in
     ``files`` then); ``oom_kill``: the container's OOM-kill count, when it could tell;
-    ``emptied``: whether the reader emptied the folder after reading it (None: it was
-    not asked to, or gave no report).
+    ``emptied``: whether the emptier emptied the folder after it was read (None: it was
+    not asked to).
     """
 
     files: Mapping[str, bytes] = field(default_factory=dict)
@@ -238,11 +343,13 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
         return ResultsRead(problem="the results reader gave no report")
     oom = report.get("oom_kill")
     oom_kill = oom if isinstance(oom, int) and not isinstance(oom, bool) else None
-    emptied = report.get("emptied")
     raw_entries = report["entries"]
+    alive = report.get("alive")
     # The reader stops listing past the limit, wanted names or not: refused whole.
     seen = result_files.ENTRIES + 1 if report.get("more") is True else len(raw_entries)
     problem = result_files.folder_problem(seen)
+    if problem is None and alive is not None:
+        problem = result_files.stray_problem(alive)
     if problem is not None:
         return ResultsRead(problem=problem, oom_kill=oom_kill)
     files: dict[str, bytes] = {}
@@ -259,12 +366,7 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
             unsafe[entry.name] = refused
         elif body is not None:
             files[entry.name] = body
-    return ResultsRead(
-        files=files,
-        unsafe=unsafe,
-        oom_kill=oom_kill,
-        emptied=emptied if isinstance(emptied, bool) else None,
-    )
+    return ResultsRead(files=files, unsafe=unsafe, oom_kill=oom_kill)
 
 
 def _entry(raw: Any) -> ResultEntry | None:

@@ -58,3 +58,16 @@ def folder_problem(entries: int, *, limit: int = ENTRIES) -> str | None:
     if entries > limit:
         return f"the results folder holds more than {limit} entries"
     return None
+
+
+def stray_problem(alive: object) -> str | None:
+    """Why the whole folder is refused when the reader found processes of the tree still
+    alive (the reaper kills every one before it reads; one that survived could have
+    written the reader's output): ``alive`` as its report says it."""
+    if isinstance(alive, int) and not isinstance(alive, bool) and alive == 0:
+        return None
+    if isinstance(alive, int) and not isinstance(alive, bool) and alive > 0:
+        return (
+            f"{alive} processes the tests left behind were still alive when the results were read"
+        )
+    return "the results report is malformed"

@@ -34,7 +34,16 @@ from typing import TYPE_CHECKING, Protocol
 from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.results import ResultsRead, read_results_stream, reader_command
+from orchestrator.adapters.results import (
+    READER_USER,
+    REAP_S,
+    ResultsRead,
+    emptier_command,
+    read_results_stream,
+    reader_command,
+    reaper_command,
+    status_line,
+)
 from orchestrator.core import replay_env
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
@@ -52,10 +61,13 @@ from orchestrator.core.side_spec import (
     replay_environment,
 )
 from orchestrator.errors import EngineError, InputError
+from orchestrator.log import get_logger
 from orchestrator.services.engines import probe_package
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+log = get_logger(__name__)
 
 # Reading a results folder back: a tmpfs of a few MiB, one small process.
 READ_BACK_S = 60.0
@@ -97,7 +109,12 @@ class SideContainer(Protocol):
     ) -> docker_adapter.Exit: ...
 
     def exec_chunks(
-        self, command: Sequence[str], *, deadline: float
+        self,
+        command: Sequence[str],
+        *,
+        deadline: float,
+        user: str | None = None,
+        workdir: str | None = None,
     ) -> tuple[Iterator[bytes], Callable[[], int | None]]: ...
 
     def exec_terminal(
@@ -153,23 +170,48 @@ def read_back(
     """The engine's facts about the container and the results its command left.
 
     While the container still runs (also past our deadline, before it is killed) the
-    results folder is read back by a small reader run in it; one that ended by itself
-    (its init killed from inside, or OOM) has nothing to read and its own exit code is
-    the command's. An OOM kill counts whether the engine saw it or the container's
-    memory cgroup did. ``out``: the results folder the command wrote to; with ``keep``
-    (a pattern of names) the reader empties it but for those once it has read it."""
+    results folder is read back in it, in two steps (three for a kept container): a
+    reaper, as the container's user, kills every process but the container's init and
+    idle process (what the tree left behind, and a driver still running at the
+    deadline); then the reader, as another user (:data:`READER_USER`: no process of the
+    tree could reach its output even if one survived), checks that none did and
+    streams the results (:mod:`orchestrator.adapters.results`); with ``keep`` (a pattern
+    of names) an emptier, as the container's user, then empties the folder but for
+    those. A container that ended by itself (its init killed from inside, or OOM) has
+    nothing to read and its own exit code is the command's. An OOM kill counts whether
+    the engine saw it or the container's memory cgroup did. ``out``: the results folder
+    the command wrote to."""
     facts, running = container.settled(exit_)
     read = ResultsRead()
     status = exit_.status_code
     if not exit_.cancelled and running:
         chunks, _ = container.exec_chunks(
-            reader_command(interpreter, out, keep=keep), deadline=time.monotonic() + READ_BACK_S
+            reaper_command(interpreter),
+            deadline=time.monotonic() + REAP_S + READ_BACK_S,
+            workdir="/",
+        )
+        reaped = status_line(chunks)  # the reader checks for itself; this is for the log
+        chunks, _ = container.exec_chunks(
+            reader_command(interpreter, out, processes=True),
+            deadline=time.monotonic() + READ_BACK_S,
+            user=READER_USER,
+            workdir="/",
         )
         read = read_results_stream(chunks)
         if read.problem:  # the container may have ended under the reader: why counts
+            log.info(
+                "results.refused", container=container.name, problem=read.problem, reaper=reaped
+            )
             after, still = container.settled(exit_)
             if not still and after.engine_error:
                 facts = after
+        elif keep is not None:
+            chunks, _ = container.exec_chunks(
+                emptier_command(interpreter, out, keep),
+                deadline=time.monotonic() + READ_BACK_S,
+                workdir="/",
+            )
+            read = replace(read, emptied=status_line(chunks) == "emptied")
     else:
         status = facts.exit_code
     oom = facts.oom_killed or bool(read.oom_kill)
