@@ -23,10 +23,12 @@ This module then turns ``replay-<k>.json`` bytes into :class:`ReplayFile` values
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.core import bounded_json, result_files
@@ -367,6 +369,22 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
         elif body is not None:
             files[entry.name] = body
     return ResultsRead(files=files, unsafe=unsafe, oom_kill=oom_kill)
+
+
+def checked_against(read: ResultsRead, announced: Mapping[str, AbstractSet[str]]) -> ResultsRead:
+    """``read`` with every replay file whose bytes the driver did not announce (exactly
+    one version of) moved to ``unsafe``."""
+    files = dict(read.files)
+    unsafe = dict(read.unsafe)
+    for name, data in read.files.items():
+        if result_files.ANNOUNCED_NAME.fullmatch(name):
+            problem = result_files.announced_problem(
+                name, hashlib.sha256(data).hexdigest(), announced
+            )
+            if problem is not None:
+                del files[name]
+                unsafe[name] = problem
+    return replace(read, files=files, unsafe=unsafe)
 
 
 def _entry(raw: Any) -> ResultEntry | None:

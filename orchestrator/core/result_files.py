@@ -13,6 +13,7 @@ regular files with a plain name, each under :data:`FILE_BYTES`, at most
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Final
 
@@ -71,3 +72,27 @@ def stray_problem(alive: object) -> str | None:
             f"{alive} processes the tests left behind were still alive when the results were read"
         )
     return "the results report is malformed"
+
+
+# The driver's line after it wrote a result: ``result <name> <sha256 of the bytes>``. A
+# process the tree left behind may rewrite the file after that; the host takes a replay
+# file only when the driver announced exactly those bytes, and only one version.
+_ANNOUNCED: Final = re.compile(r"result (replay-[0-9]{3}\.json) ([0-9a-f]{64})")
+ANNOUNCED_NAME: Final = re.compile(r"replay-[0-9]{3}\.json")
+
+
+def announcement(line: str) -> tuple[str, str] | None:
+    """``(name, digest)`` of a driver's result line, None for any other line."""
+    found = _ANNOUNCED.fullmatch(line.strip())
+    return None if found is None else (found.group(1), found.group(2))
+
+
+def announced_problem(name: str, digest: str, announced: Mapping[str, Set[str]]) -> str | None:
+    """Why a replay file's bytes (``digest``, their SHA-256) are not the driver's:
+    ``announced`` holds every digest the container's output announced for each name."""
+    said = announced.get(name, frozenset())
+    if len(said) > 1:
+        return f"{name} was announced with {len(said)} different contents"
+    if digest not in said:
+        return f"{name} is not the file the driver wrote (changed after it, or not by it)"
+    return None

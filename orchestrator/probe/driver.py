@@ -34,7 +34,8 @@ writable copy that no earlier replay touched.
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
 DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
-`replay <k>/<N> <status>`; DIR/driver.json (replay-driver/1) is written last. SIGTERM or
+`result replay-<k:03d>.json <sha256 of its bytes>` (the host takes only those bytes)
+and `replay <k>/<N> <status>`; DIR/driver.json (replay-driver/1) is written last. SIGTERM or
 SIGINT kills the running replay's group, writes driver.json with "finished": false, and
 exits 128 + signal.
 
@@ -107,6 +108,7 @@ forking and exec'ing a session in `spawn.py`; the deadline in `deadline.py`; the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
@@ -198,8 +200,12 @@ def run_batch(options: DriverOptions) -> int:
         for k in range(1, options.replays + 1):
             job = _batch_job(options, k)
             run, result = run_job(runner, job, out / f"replay-{k:03d}.log")
-            write_bytes_atomic(out / f"replay-{k:03d}.json", encode_run(run, result))
+            data = encode_run(run, result)
+            write_bytes_atomic(out / f"replay-{k:03d}.json", data)
             if not options.attach:
+                # What it wrote, for the host to check it is what it reads back.
+                digest = hashlib.sha256(data).hexdigest()
+                print(f"result replay-{k:03d}.json {digest}", flush=True)
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
     except Terminated as stop:
         kill_and_reap(running)

@@ -189,6 +189,7 @@ def _observe(
             environment=driver_exec_environment(run.plan),
             # A container that may serve the second phase is emptied as it is read.
             keep=KEPT_AFTER_READ if run.parks else None,
+            announced=True,
         )
         log.debug(
             "container.timing",
@@ -234,6 +235,7 @@ def _observe_parked(
                 interpreter=run.plan.interpreter or "python3",
                 out=out,
                 environment=driver_exec_environment(run.plan),
+                announced=True,
             )
         except EngineError as error:
             if _still_runs(parked.container):

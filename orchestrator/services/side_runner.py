@@ -38,6 +38,7 @@ from orchestrator.adapters.results import (
     READER_USER,
     REAP_S,
     ResultsRead,
+    checked_against,
     emptier_command,
     read_results_stream,
     reader_command,
@@ -47,6 +48,7 @@ from orchestrator.adapters.results import (
 from orchestrator.core import replay_env
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
+from orchestrator.core.result_files import announcement
 from orchestrator.core.side_spec import (
     DURATIONS,
     FIXTURE,
@@ -218,7 +220,7 @@ def read_back(
     return replace(facts, exit_code=status, oom_killed=oom), read
 
 
-def run_and_read(
+def run_and_read(  # noqa: PLR0913 - one keyword per part of a side's run
     container: SideContainer,
     *,
     command: Sequence[str],
@@ -228,12 +230,16 @@ def run_and_read(
     out: str = OUT,
     environment: Mapping[str, str] | None = None,
     keep: str | None = None,
+    announced: bool = False,
 ) -> tuple[ContainerFacts, ResultsRead]:
     """The one way a side's command runs: an exec in the idling container (``environment``
     added to the container's), its output line by line (each line capped) to ``on_line``,
     left running at ``deadline`` so that :func:`read_back` still finds its results (in
-    ``out``, where the command wrote them; ``keep``: see there)."""
-    lines = docker_adapter.BoundedLines(on_line)
+    ``out``, where the command wrote them; ``keep``: see there). With ``announced`` (the
+    command is the replay driver) a replay file is taken only when the driver's output
+    announced exactly its bytes (:func:`~orchestrator.core.result_files.announcement`):
+    one a leftover process rewrote after the driver is refused."""
+    lines = docker_adapter.BoundedLines(_announcements(on_line, said := Announced()))
     exit_ = container.exec_stream(
         command,
         environment=environment or {},
@@ -242,7 +248,37 @@ def run_and_read(
         kill_at_deadline=False,
     )
     lines.close()
-    return read_back(container, exit_, interpreter=interpreter, out=out, keep=keep)
+    facts, read = read_back(container, exit_, interpreter=interpreter, out=out, keep=keep)
+    return facts, checked_against(read, said.snapshot()) if announced else read
+
+
+class Announced:
+    """The digests a driver announced for each result file (several threads feed it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._said: dict[str, set[str]] = {}
+
+    def add(self, name: str, digest: str) -> None:
+        with self._lock:
+            said = self._said.setdefault(name, set())
+            if len(said) < 2:  # two already make the file refused
+                said.add(digest)
+
+    def snapshot(self) -> dict[str, frozenset[str]]:
+        with self._lock:
+            return {name: frozenset(digests) for name, digests in self._said.items()}
+
+
+def _announcements(on_line: Callable[[str], None], said: Announced) -> Callable[[str], None]:
+    def take(line: str) -> None:
+        found = announcement(line)
+        if found is None:
+            on_line(line)
+        else:
+            said.add(*found)
+
+    return take
 
 
 class LineTail:
