@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import tarfile
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from orchestrator.core import bounded_json, result_files
-from orchestrator.core.labels import ReplayFile, run_doc_problem
+from orchestrator.core import bounded_json, result_files, run_limits
+from orchestrator.core.labels import ReplayFile, run_doc_problem, tests_named
 from orchestrator.core.result_files import ResultEntry
+from orchestrator.core.run_limits import RunCaps
 
 REPORT = "report.json"
 _REPORT_BYTES = 1024 * 1024
@@ -400,16 +402,31 @@ def replay_file_name(replay: int) -> str:
     return f"replay-{replay:03d}.json"
 
 
-def parse_replay_bytes(raw: bytes, replay: int) -> ReplayFile:
-    """One result file's bytes as a :class:`ReplayFile` (``ok`` or ``corrupt``)."""
+def parse_replay_bytes(raw: bytes, replay: int, *, max_tests: int | None = None) -> ReplayFile:
+    """One result file's bytes as a :class:`ReplayFile` (``ok`` or ``corrupt``): JSON
+    within bounds (:mod:`orchestrator.core.bounded_json`), a ``replay-run/1`` document,
+    naming at most ``max_tests`` tests (default: the cap of tests per side,
+    :mod:`orchestrator.core.run_limits`)."""
     try:
         doc = bounded_json.loads(raw)
     except bounded_json.JsonRefused as error:
         return ReplayFile(replay=replay, state="corrupt", problem=str(error))
     problem = run_doc_problem(doc)
+    if problem is None:
+        caps = RunCaps(max_tests=max_tests) if max_tests is not None else host_caps()
+        problem = run_limits.too_many_tests(tests_named(doc), caps)
     if problem is not None:
         return ReplayFile(replay=replay, state="corrupt", problem=problem)
     return ReplayFile(replay=replay, state="ok", doc=doc)
+
+
+def host_caps() -> RunCaps:
+    """The caps the CI owner set (checked when the run folder was started), else the
+    defaults."""
+    try:
+        return run_limits.run_caps(os.environ)
+    except ValueError:
+        return RunCaps()
 
 
 def replay_file_from(read: ResultsRead, replay: int) -> ReplayFile:

@@ -104,6 +104,17 @@ def probe_doc_problem(result: Any) -> str | None:
     return None
 
 
+def tests_named(doc: Mapping[str, Any]) -> int:
+    """How many test entries a ``replay-run/1`` document holds (run and skipped)."""
+    result = doc.get("result")
+    if not isinstance(result, Mapping):
+        return 0
+    tests, skipped = result.get("tests"), result.get("skipped")
+    return (len(tests) if isinstance(tests, list) else 0) + (
+        len(skipped) if isinstance(skipped, list) else 0
+    )
+
+
 def _tests(doc: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     if doc is None or doc.get("status") != "completed":
         return []

@@ -31,6 +31,7 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import EngineError
 from orchestrator.log import get_logger
+from orchestrator.services import run_writer
 from orchestrator.services.docker_sides import DockerSides
 from orchestrator.services.engines import (
     DockerEngine,
@@ -287,4 +288,4 @@ def _keep_raw(read: ResultsRead, dest: Path, numbers: tuple[int, ...]) -> None:
     for index, number in enumerate(numbers, start=1):
         data = read.files.get(replay_file_name(index))
         if data is not None:
-            (dest / replay_file_name(number)).write_bytes(data)
+            run_writer.write_raw(dest / replay_file_name(number), data)
