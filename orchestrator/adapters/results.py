@@ -274,7 +274,7 @@ class ResultsRead:
     entry was refused; ``problem``: why the whole folder was refused (nothing in
     ``files`` then); ``oom_kill``: the container's OOM-kill count, when it could tell;
     ``emptied``: whether the emptier emptied the folder after it was read (None: it was
-    not asked to).
+    not asked to); ``full``: the results the driver said it had no room to write.
     """
 
     files: Mapping[str, bytes] = field(default_factory=dict)
@@ -282,6 +282,7 @@ class ResultsRead:
     problem: str | None = None
     oom_kill: int | None = None
     emptied: bool | None = None
+    full: frozenset[str] = frozenset()
 
 
 class _CappedStream(io.RawIOBase):
@@ -373,9 +374,14 @@ def _judge(report: Any, bodies: Mapping[str, bytes]) -> ResultsRead:
     return ResultsRead(files=files, unsafe=unsafe, oom_kill=oom_kill)
 
 
-def checked_against(read: ResultsRead, announced: Mapping[str, AbstractSet[str]]) -> ResultsRead:
+def checked_against(
+    read: ResultsRead,
+    announced: Mapping[str, AbstractSet[str]],
+    full: AbstractSet[str] = frozenset(),
+) -> ResultsRead:
     """``read`` with every replay file whose bytes the driver did not announce (exactly
-    one version of) moved to ``unsafe``."""
+    one version of) moved to ``unsafe``, and the names the driver said it had no room
+    to write (``full``)."""
     files = dict(read.files)
     unsafe = dict(read.unsafe)
     for name, data in read.files.items():
@@ -386,7 +392,7 @@ def checked_against(read: ResultsRead, announced: Mapping[str, AbstractSet[str]]
             if problem is not None:
                 del files[name]
                 unsafe[name] = problem
-    return replace(read, files=files, unsafe=unsafe)
+    return replace(read, files=files, unsafe=unsafe, full=frozenset(full))
 
 
 def _entry(raw: Any) -> ResultEntry | None:
@@ -437,7 +443,7 @@ def replay_file_from(read: ResultsRead, replay: int) -> ReplayFile:
         return ReplayFile(replay=replay, state="unsafe", problem=problem)
     raw = read.files.get(name)
     if raw is None:
-        return ReplayFile(replay=replay, state="missing")
+        return ReplayFile(replay=replay, state="full" if name in read.full else "missing")
     return parse_replay_bytes(raw, replay)
 
 

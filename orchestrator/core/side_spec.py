@@ -42,7 +42,7 @@ TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC
 # The results folder: a size-capped tmpfs in the container, on every engine. The host
 # never mounts a folder of its own there: results come back through the reader
 # (orchestrator.adapters.results), so nothing the tree leaves behind is ever followed.
-OUT = "/replay-out"
+OUT = result_files.RESULTS_FOLDER
 # mode=1777 rather than uid=1000: Podman refuses a tmpfs uid option.
 RESULTS_TMPFS = f"rw,nosuid,nodev,noexec,size={result_files.TMPFS_BYTES},mode=1777"
 FIXTURE = "/replay/fixture.json"

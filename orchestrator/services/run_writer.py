@@ -11,8 +11,8 @@ lived to say it. The ledger only ever holds runs whose folders are complete (it 
 written after the marker goes).
 
 A write that fails once the run is under way is one :class:`LocalWriteError` (exit 3),
-``disk_full`` when the file system has no space left, ``internal_error`` otherwise, and
-``run_folder_cap`` when it would take the folder past its cap of bytes
+``disk_full`` when the file system has no space left, ``internal_error`` otherwise; one
+that would take the folder past its cap of bytes is a :class:`CapError` (exit 3)
 (:mod:`orchestrator.core.run_limits`, ``ORCHESTRATOR_MAX_RUN_BYTES``): every write here
 (and the raw results, :func:`write_raw`) is counted against it before a byte of it is
 written, so the folder is never half-written past it; it stays ``INCOMPLETE``, the
@@ -32,7 +32,7 @@ from typing import Any
 
 from orchestrator import files
 from orchestrator.core.run_limits import RUN_FOLDER_CAP, RunCaps, bytes_problem, run_caps
-from orchestrator.errors import InputError, LocalWriteError
+from orchestrator.errors import CapError, InputError, LocalWriteError
 
 INCOMPLETE = "INCOMPLETE"  # the marker file (services/run_folders.py reads it)
 RUN_LOG = "run-log.json"
@@ -64,8 +64,8 @@ def _budget_of(path: Path) -> _Budget | None:
 
 def charge(path: Path, size: int) -> None:
     """Count ``size`` bytes about to be written at ``path`` (a run folder or a file in
-    one) against its folder's cap; over it, one :class:`LocalWriteError`
-    (``run_folder_cap``) and nothing is counted."""
+    one) against its folder's cap; over it, one :class:`CapError` naming the cap, and
+    nothing is counted."""
     budget = _budget_of(path)
     if budget is None:
         return
@@ -74,7 +74,7 @@ def charge(path: Path, size: int) -> None:
         if problem is None:
             budget.used += size
             return
-    raise LocalWriteError(RUN_FOLDER_CAP, f"{problem}; nothing more was written")
+    raise CapError(f"{problem}; nothing more was written ({RUN_FOLDER_CAP})")
 
 
 def write_raw(path: Path, data: bytes) -> None:
@@ -155,8 +155,10 @@ def start_run_folder(
 def write_run_log(run_dir: Path, run_log: dict[str, Any], *, option: str = "--out") -> None:
     """``run-log.json``, into a folder :func:`start_run_folder` made (exit 2 when that
     fails: no replay has run yet)."""
+    data = (files.dumps(run_log) + "\n").encode("utf-8")
+    charge(run_dir, len(data))
     try:
-        files.write_json_atomic(run_dir / RUN_LOG, run_log)
+        files.write_atomic(run_dir / RUN_LOG, data)
     except OSError as error:
         raise InputError(
             f"{option} {run_dir}: cannot write the run folder ({error.strerror or error})"

@@ -48,7 +48,7 @@ from orchestrator.adapters.results import (
 from orchestrator.core import replay_env
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
-from orchestrator.core.result_files import announcement
+from orchestrator.core.result_files import announcement, full_announcement
 from orchestrator.core.side_spec import (
     DURATIONS,
     FIXTURE,
@@ -249,7 +249,9 @@ def run_and_read(  # noqa: PLR0913 - one keyword per part of a side's run
     )
     lines.close()
     facts, read = read_back(container, exit_, interpreter=interpreter, out=out, keep=keep)
-    return facts, checked_against(read, said.snapshot()) if announced else read
+    if not announced:
+        return facts, read
+    return facts, checked_against(read, said.snapshot(), said.full())
 
 
 class Announced:
@@ -258,6 +260,15 @@ class Announced:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._said: dict[str, set[str]] = {}
+        self._full: set[str] = set()
+
+    def add_full(self, name: str) -> None:
+        with self._lock:
+            self._full.add(name)
+
+    def full(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._full)
 
     def add(self, name: str, digest: str) -> None:
         with self._lock:
@@ -273,10 +284,13 @@ class Announced:
 def _announcements(on_line: Callable[[str], None], said: Announced) -> Callable[[str], None]:
     def take(line: str) -> None:
         found = announcement(line)
-        if found is None:
-            on_line(line)
-        else:
+        full = full_announcement(line) if found is None else None
+        if found is not None:
             said.add(*found)
+        elif full is not None:
+            said.add_full(full)
+        else:
+            on_line(line)
 
     return take
 

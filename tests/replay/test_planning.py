@@ -44,6 +44,7 @@ def test_driver_command_runs_the_probe_driver_with_the_plan():
         "no:cacheprovider",
         "--continue-on-collection-errors",
         "-q",
+        "--",  # node ids are never read as options
         "tests/test_x.py::test_y",
     ]
 

@@ -35,7 +35,7 @@ FORGED_RUN = {
 READER_HIJACK = """\
 import io, json, os, tarfile, time
 
-FORGED = json.dumps(%(forged)s).encode()
+FORGED = json.dumps(@FORGED@).encode()
 
 
 def forged_tar():
@@ -67,13 +67,13 @@ def daemon():
             if not name.isdigit() or name == me:
                 continue
             try:
-                with open("/proc/%%s/cmdline" %% name, "rb") as handle:
+                with open("/proc/%s/cmdline" % name, "rb") as handle:
                     command = handle.read()
             except OSError:
                 continue
             if b"report.json" in command:  # the reader's script
                 try:
-                    fd = os.open("/proc/%%s/fd/1" %% name, os.O_WRONLY)
+                    fd = os.open("/proc/%s/fd/1" % name, os.O_WRONLY)
                     os.write(fd, payload)
                     os.close(fd)
                     open("/tmp/hijacked", "w").close()
@@ -93,14 +93,14 @@ def run():
         os._exit(0)
     os.wait()
     raise AssertionError("the true result: this test fails")
-""" % {"forged": repr(FORGED_RUN)}
+""".replace("@FORGED@", repr(FORGED_RUN))
 
 
 # A daemon that keeps putting a forged pass in place of the driver's result file.
 REWRITER = """\
 import json, os, time
 
-FORGED = json.dumps(%(forged)s)
+FORGED = json.dumps(@FORGED@)
 
 
 def daemon():
@@ -135,7 +135,7 @@ def run():
         os._exit(0)
     os.wait()
     raise AssertionError("the true result: this test fails")
-""" % {"forged": repr(FORGED_RUN)}
+""".replace("@FORGED@", repr(FORGED_RUN))
 
 
 def swap_in(document_text: str) -> str:
@@ -150,7 +150,8 @@ TEXT = {document_text!r}
 
 def run():
     digest = hashlib.sha256(TEXT.encode()).hexdigest()
-    os.write(int(os.environ["REPLAY_PROGRESS_FD"]), f"result replay-001.json {{digest}}\\n".encode())
+    line = f"result replay-001.json {{digest}}\\n"
+    os.write(int(os.environ["REPLAY_PROGRESS_FD"]), line.encode())
     for folder in ("/replay-out", "/replay/out"):
         if os.path.isdir(folder):
             with open(os.path.join(folder, ".swap"), "w") as handle:
@@ -162,4 +163,88 @@ def run():
 
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
-HUGE_INT = json.dumps({**FORGED_RUN, "wall_ms": 0}).replace('"wall_ms": 0', '"wall_ms": ' + "7" * 5000)
+HUGE_INT = json.dumps({**FORGED_RUN, "wall_ms": 0}).replace(
+    '"wall_ms": 0', '"wall_ms": ' + "7" * 5000
+)
+
+
+# The patch's conftest rewrites the collection's document once the plugin wrote it:
+# ids that pytest would take for options (deselect the real test, load a plugin that
+# is not there, which ends the session), ahead of the real one.
+FORGED_IDS = ("--deselect", "-p", "-pevil", "--deselect=tests/test_attack.py::test_attack")
+FORGE_COLLECTION = {
+    "conftest.py": f"""\
+import json, os
+
+FORGED = {list(FORGED_IDS)!r}
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("REPLAY_COLLECT_OUT")
+    if not path or not os.path.exists(path):
+        return
+    with open(path) as handle:
+        doc = json.load(handle)
+    doc["items"] = FORGED + doc["items"]
+    with open(path + ".x", "w") as handle:
+        json.dump(doc, handle)
+    os.chmod(path + ".x", 0o644)
+    os.replace(path + ".x", path)
+"""
+}
+
+
+def forged_suite(tests: int) -> str:
+    """An attack that puts a result listing ``tests`` passing tests where the driver's
+    goes (its digest announced as the driver would) and kills the driver."""
+    return f"""\
+import hashlib, json, os, signal
+
+
+def run():
+    entries = [
+        {{"nodeid": "tests/test_forged.py::test_%06d" % i, "label": "assert_pass",
+          "calls": {{}}, "duration_ms": 1.0}}
+        for i in range({tests})
+    ]
+    doc = {{"schema": "replay-run/1", "probe_version": "1", "replay": 1,
+           "status": "completed", "exit_code": 0, "wall_ms": 1.0, "seed": 0,
+           "result": {{"schema": "replay-probe/1", "probe_version": "1", "seed": 0,
+                      "tests": entries}}}}
+    data = json.dumps(doc).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    line = f"result replay-001.json {{digest}}\\n"
+    os.write(int(os.environ["REPLAY_PROGRESS_FD"]), line.encode())
+    for folder in ("/replay-out", "/replay/out"):
+        if os.path.isdir(folder):
+            with open(os.path.join(folder, ".swap"), "wb") as handle:
+                handle.write(data)
+            os.chmod(os.path.join(folder, ".swap"), 0o644)
+            os.rename(os.path.join(folder, ".swap"), os.path.join(folder, "replay-001.json"))
+    os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+# Fills the results folder to the last byte and stops there: the probe and the driver
+# then find no room for the replay's result.
+FILL_RESULTS = """\
+import os
+
+
+def run():
+    chunk = b"x" * (1024 * 1024)
+    for folder in ("/replay-out", "/replay/out"):
+        if not os.path.isdir(folder):
+            continue
+        with open(os.path.join(folder, "fill"), "wb", buffering=0) as handle:
+            try:
+                while True:
+                    handle.write(chunk)
+            except OSError:
+                pass
+            try:
+                while True:
+                    handle.write(b"x")
+            except OSError:
+                pass
+"""
