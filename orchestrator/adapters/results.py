@@ -2,23 +2,41 @@
 
 The results folder is a tmpfs inside the container (``/replay-out``): the tree under
 test can write into it, so the host must not follow what it finds there. After the
-driver ends, the tool runs :data:`READER_SCRIPT` in the same container (``docker exec``,
-``python -I -S``: no ``PYTHONPATH``, no ``site``, nothing of the tree imported). The
-reader ``lstat``s every top-level entry, opens regular files with ``O_NOFOLLOW |
-O_NONBLOCK`` (a FIFO never blocks it, a symlink is never followed) and writes a tar
-to its standard output: one member ``out/<name>`` per regular file under the cap, and
-a last member ``report.json`` listing every entry of a wanted name
-(name, kind, size) and the
-container's OOM-kill count. Asked to (a container kept for the screening's second phase),
-it then empties the folder but for the entries whose names it was told to keep, and says
-in the report whether that worked. The host reads that stream with byte caps
-(:func:`read_results_stream`) and decides with :mod:`orchestrator.core.result_files`.
+driver ends (or at our deadline, before the container is killed) the tool runs three
+small scripts in the same container (``docker exec``, ``python -I -S``: no
+``PYTHONPATH``, no ``site``, nothing of the tree imported), each kept small for a
+reviewer:
 
-Whatever the tree did to the reader (it runs as the same user), the worst it can win
-is its own verdict: the host only ever takes bytes from a capped stream.
+1. :data:`REAPER_SCRIPT`, as the container's user (the tree's): kills every process of
+   the container but its init (pid 1) and its idle process, again and again until
+   ``/proc`` shows none, so that nothing the tree left behind (a daemon in its own
+   session, a driver still running at the deadline) is alive when the results are read.
+   The idle process is the earliest-started child of the init: a process of the tree
+   starts later (in an exec) whatever command line it copies.
+2. :data:`READER_SCRIPT`, as :data:`READER_USER` (not the tree's user: no process of the
+   tree can open its ``/proc/<pid>/fd/1``, signal it or trace it, even one that
+   survived): counts the processes still alive besides the init, the idle process and
+   itself (any: the folder is refused), ``lstat``s every top-level entry, opens regular
+   files with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks it, a symlink is never
+   followed) and writes a tar to its standard output: one member ``out/<name>`` per
+   regular file under the cap, and a last member ``report.json`` listing every entry of
+   a wanted name (name, kind, size), the container's OOM-kill count and the count of
+   processes alive.
+3. :data:`EMPTIER_SCRIPT`, as the container's user, only for a container kept for the
+   screening's second phase: empties the folder but for the entries whose names it was
+   told to keep, and says whether that worked.
+
+The host reads the reader's stream with byte caps (:func:`read_results_stream`), its
+JSON within bounds (:mod:`orchestrator.core.bounded_json`), and decides with
+:mod:`orchestrator.core.result_files`; a replay file is taken only when its bytes are
+the one version the driver announced on its output (:func:`checked_against`).
+
+Whatever the tree did in its container, the worst it can win is its own verdict: the
+host only ever takes bytes from a capped stream written by a process the tree cannot
+reach.
 
 This module then turns ``replay-<k>.json`` bytes into :class:`ReplayFile` values
-(``ok``, ``missing``, ``corrupt`` or ``unsafe``) and never raises for one.
+(``ok``, ``missing``, ``corrupt``, ``unsafe`` or ``full``) and never raises for one.
 """
 
 from __future__ import annotations
