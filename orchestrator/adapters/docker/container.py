@@ -308,7 +308,6 @@ class Container:
         user: str | None = None,
         workdir: str | None = None,
     ) -> str:
-        extra = {} if user is None else {"user": user}
         try:
             with translated(self._client):
                 created = self._client.api.exec_create(
@@ -320,7 +319,7 @@ class Container:
                     tty=tty,
                     environment=dict(environment),
                     workdir=self._exec_dir if workdir is None else workdir,
-                    **extra,
+                    user=user or "",  # "": the container's own
                 )
         except EngineError as error:
             self._reraise(error)
