@@ -60,11 +60,13 @@ _REPORT_BYTES = 1024 * 1024
 # The reaper's and emptier's output (a line each) and how long the reaper may take.
 _STATUS_BYTES = 4096
 REAP_S = 10.0
-# The user the reader runs as: not the tree's (1000), so that no process of the tree can
-# open its descriptors (/proc/<pid>/fd), signal it or trace it. The container drops every
-# capability, so this root reads no more than any user: the results folder is 1777 and
-# the driver's files 0644.
-READER_USER = "0:0"
+# The user the reader runs as: not the tree's (uid 1000), so that no process of the tree
+# can open its descriptors (/proc/<pid>/fd), signal it or trace it (the kernel checks the
+# uid for each). The container drops every capability, so this root reads no more than
+# any user: the results folder is 1777 and the driver's files 0644. Its group is the
+# container's user's, so an image whose interpreter only that group may reach still
+# runs it.
+READER_USER = "0:1000"
 
 # What the reaper and the reader agree on: the live processes of the container but
 # pid 1 (its init) and the caller, and which of them is the container's own idle

@@ -532,7 +532,7 @@ def test_a_shell_in_the_replays_container_runs_the_printed_command(recorded, cli
         command = child.match.group(1)
         assert command.startswith("python3 -m orchestrator.probe.replay --replays 1")
         assert command.endswith(
-            f"-- -p no:cacheprovider --continue-on-collection-errors -q {BUDGET_PROPERTY}"
+            f"-- -p no:cacheprovider --continue-on-collection-errors -q -- {BUDGET_PROPERTY}"
         )
         child.expect(r"pytest alone: +([^\r\n]*)\r\n")
         child.expect(PROMPT)

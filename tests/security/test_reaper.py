@@ -33,26 +33,38 @@ for name in sorted(os.listdir("/proc"), key=lambda n: (len(n), n)):
             print(name, fields["PPid"].strip(), fields["Uid"].split()[0], command, sep="|")
 """
 
-# Left behind by "a test": copies of the idle process's command line in their own
-# sessions (their parent gone, so the init's children, as the idle process is), a busy
-# forker, and a process that waits to write into whatever reads the results.
-STRAYS = r"""
-setsid sleep infinity </dev/null >/dev/null 2>&1 &
-setsid sleep infinity </dev/null >/dev/null 2>&1 &
-setsid sh -c 'while :; do sleep 1 & done' </dev/null >/dev/null 2>&1 &
+# Waits for the results reader (an interpreter run with -I -S whose script names
+# report.json: not the shell that starts this) and writes into its standard output.
+WRITER = r"""
 setsid python3 -c '
 import os, time
 while True:
     for name in os.listdir("/proc"):
         try:
-            if b"report.json" in open("/proc/%s/cmdline" % name, "rb").read():
+            if name == str(os.getpid()):
+                continue
+            command = open("/proc/%s/cmdline" % name, "rb").read()
+            if command.startswith(b"python3\0-I\0-S\0") and b"report.json" in command:
                 fd = os.open("/proc/%s/fd/1" % name, os.O_WRONLY)
                 os.write(fd, b"forged" * 1000)
+                open("/tmp/wrote", "w").close()
         except (OSError, ValueError):
             pass
     time.sleep(0.001)
 ' </dev/null >/dev/null 2>&1 &
 """
+
+# Left behind by "a test": copies of the idle process's command line in their own
+# sessions (their parent gone, so the init's children, as the idle process is), a busy
+# forker, and the writer.
+STRAYS = (
+    r"""
+setsid sleep infinity </dev/null >/dev/null 2>&1 &
+setsid sleep infinity </dev/null >/dev/null 2>&1 &
+setsid sh -c 'while :; do sleep 1 & done' </dev/null >/dev/null 2>&1 &
+"""
+    + WRITER
+)
 
 
 def processes(container: Container) -> list[tuple[int, int, int, str]]:
@@ -115,7 +127,7 @@ def test_the_reaper_leaves_only_the_init_and_the_idle_process(docker_client, run
         )[1]  # still running: a kept container serves the second phase
 
 
-def test_a_stray_the_reaper_missed_makes_the_reader_refuse_the_folder(
+def test_a_stray_the_reaper_missed_cannot_reach_the_reader_which_refuses_the_folder(
     docker_client, runner_image_id
 ):
     owner = docker_adapter.Owner.current(f"test-reaper-{os.urandom(4).hex()}")
@@ -132,18 +144,26 @@ def test_a_stray_the_reaper_missed_makes_the_reader_refuse_the_folder(
     )
     with Container(docker_client, config) as container:
         container.exec_stream(
-            ["sh", "-c", "setsid sleep infinity </dev/null >/dev/null 2>&1 &"],
+            ["sh", "-c", WRITER],
             environment={},
             on_output=lambda _chunk: None,
             deadline=time.monotonic() + 60,
         )
+        # No reaper: the writer is alive, and still cannot write into the reader's output
+        # (another user's), so the stream is whole and says it is alive.
+        for _ in range(3):
+            chunks, _ = container.exec_chunks(
+                results.reader_command("python3", OUT, processes=True),
+                deadline=time.monotonic() + 60,
+                user=results.READER_USER,
+                workdir="/",
+            )
+            read = results.read_results_stream(chunks)
+            assert read.problem == (
+                "1 processes the tests left behind were still alive when the results were read"
+            )
         chunks, _ = container.exec_chunks(
-            results.reader_command("python3", OUT, processes=True),
+            ["sh", "-c", "test -e /tmp/wrote && echo wrote || echo never"],
             deadline=time.monotonic() + 60,
-            user=results.READER_USER,
-            workdir="/",
         )
-        read = results.read_results_stream(chunks)
-        assert read.problem == (
-            "1 processes the tests left behind were still alive when the results were read"
-        )
+        assert results.status_line(chunks) == "never"  # every open of the fd was refused
