@@ -248,3 +248,21 @@ def run():
             except OSError:
                 pass
 """
+
+
+# The patch's conftest replaces its collection's document with JSON 100,000 levels deep.
+DEEP_COLLECTION = {
+    "conftest.py": """\
+import os
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("REPLAY_COLLECT_OUT")
+    if not path or not os.path.exists(path):
+        return
+    with open(path + ".x", "w") as handle:
+        handle.write("[" * 100_000 + "]" * 100_000)
+    os.chmod(path + ".x", 0o644)
+    os.replace(path + ".x", path)
+"""
+}

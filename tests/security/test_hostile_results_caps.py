@@ -14,7 +14,13 @@ from hostile_repo import (
     hostile_repo,
     replay,
 )
-from hostile_results import FILL_RESULTS, FORGE_COLLECTION, FORGED_IDS, forged_suite
+from hostile_results import (
+    DEEP_COLLECTION,
+    FILL_RESULTS,
+    FORGE_COLLECTION,
+    FORGED_IDS,
+    forged_suite,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -89,4 +95,36 @@ def test_a_test_that_fills_the_results_folder_is_labelled_with_that_cause(tmp_pa
     evidence = (run.run_dir / "evidence-1.json").read_text()
     assert "/replay-out, 64 MiB) is full" in evidence
     assert b"Traceback" not in run.stderr
+    assert_no_host_bytes(run)
+
+
+def test_a_collection_past_the_cap_of_tests_ends_the_run_naming_it(tmp_path):
+    """The patch's collection names five ids (its forged four and the real one) against
+    a cap of two tests per side: exit 3 naming the cap, before any replay."""
+    repo = hostile_repo(tmp_path, "def run():\n    return 3\n", extra=FORGE_COLLECTION)
+    caps = {"ORCHESTRATOR_MAX_TESTS": "2"}
+    run = replay(tmp_path, repo, "--shard", "1/1", select=False, json_out=False, env=caps)
+    assert run.code == 3, run.stderr.decode()[-2000:]
+    assert b"the patch side's collection names 5 tests" in run.stderr
+    assert b"ORCHESTRATOR_MAX_TESTS" in run.stderr
+    assert b"internal error" not in run.stderr
+    assert not (run.run_dir / "raw").exists()  # no replay ran
+
+
+def test_a_hostile_collection_document_fails_that_sides_collection_only(tmp_path):
+    """The patch's collection document is 100,000 levels deep: that side's collection is
+    refused (corrupt_result, with the reason in the log), the base side's names the
+    tests, and they are replayed and decided on both sides."""
+    repo = hostile_repo(tmp_path, "def run():\n    return 3\n", extra=DEEP_COLLECTION)
+    run = replay(tmp_path, repo, "--shard", "1/1", select=False)
+    # The patch adds a conftest: its oracle changed (reject_run, exit 1), labels decided.
+    assert run.code == 1, run.stderr.decode()[-2000:]
+    assert b"internal error" not in run.stderr
+    (decision,) = run.report()["decisions"]
+    assert decision["property_id"] == PROPERTY
+    assert decision["base_labels"] == decision["patch_labels"] == ["assert_pass"]
+    logged = [json.loads(line) for line in run.stderr.splitlines() if line.startswith(b"{")]
+    (failed,) = [event for event in logged if event["event"] == "collect.failed"]
+    assert failed["side"] == "patch"
+    assert failed["results_problem"].startswith("corrupt_result: nested deeper")
     assert_no_host_bytes(run)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
+import time
 
 import pytest
 
-from orchestrator.adapters.job_channel import CONTAINER_UID, JobChannel
+from orchestrator.adapters.job_channel import CONTAINER_UID, JobChannel, Received
 
 
 def test_the_fifos_live_in_a_private_folder_and_are_the_containers_users(tmp_path):
@@ -74,5 +76,33 @@ def test_a_fixtures_temporary_name_taken_by_a_link_is_refused(tmp_path):
         with pytest.raises(FileExistsError):
             channel.put_file("fixture.json", b"{}")
         assert not (tmp_path / "target").exists()
+    finally:
+        channel.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),
+        (b'{"exit_code": ' + b"9" * 5000 + b"}", "digits"),
+        (b'{"wall_ms": NaN}', "not a number"),
+    ],
+)
+def test_a_hostile_result_line_is_refused_not_raised(tmp_path, line, said):
+    channel = JobChannel(tmp_path / "channel")
+    try:
+        channel.open()
+        writer = os.open(channel.results_path, os.O_WRONLY)  # the host's end is open
+        # Longer than the pipe's buffer: written while the channel reads.
+        sending = threading.Thread(target=os.write, args=(writer, line + b"\n"))
+        sending.start()
+        try:
+            received = channel.receive(time.monotonic() + 30)
+        finally:
+            sending.join()
+            os.close(writer)
+        assert isinstance(received, Received)
+        assert received.document is None
+        assert said in (received.problem or "")
     finally:
         channel.close()
