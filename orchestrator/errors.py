@@ -131,6 +131,13 @@ class LedgerLocationError(InputError):
     cannot be written (exit 2, found before anything runs)."""
 
 
+class CapError(OrchestratorError):
+    """What came back from the containers passed a documented cap (tests per side, bytes
+    per run folder: ``orchestrator.core.run_limits``); the message names it (exit 3)."""
+
+    exit_code = ExitCode.UNDECIDED
+
+
 class InternalError(OrchestratorError):
     """The tool itself failed: a bug or a local fault (say, a full disk under the run
     folder), neither the engine nor the input (exit 3). The traceback is kept."""

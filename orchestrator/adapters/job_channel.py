@@ -1,10 +1,15 @@
-"""The host's end of a serving probe driver's job protocol: two FIFOs in a folder.
+"""The host's end of a serving probe driver's job protocol: two FIFOs in a private folder.
 
 A driver started with ``--serve`` (``orchestrator/probe/driver.py``, whose docstring is
 the protocol) reads ``replay-job/1`` lines and writes one ``replay-run/1`` line per job.
-Here both streams are named pipes in one folder the container mounts (read-only: a FIFO
-on a read-only mount can still be opened for writing), beside the files the jobs name
-(fixtures):
+Here both streams are named pipes in a private folder (0700: no other user of the host
+can open them), each FIFO bind-mounted into the container by itself (:meth:`JobChannel.
+mounts`; read-only: a FIFO on a read-only mount can still be opened for writing) and
+readable and writable by the container's user only (0600, its owner, when the host runs
+as root; else 0666, reachable through no path but the private folder's). The files the
+jobs name (fixtures) are in a folder of their own inside it, mounted read-only. Every
+open here is ``O_NOFOLLOW`` and never blocks; the FIFOs are made with ``mkfifo``, which
+fails on anything already there.
 
 - ``jobs``: opened here read-write, so opening never blocks and the pipe exists before
   the driver opens it; closing it is the driver's end of input.
@@ -26,6 +31,7 @@ import contextlib
 import json
 import os
 import select
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -33,10 +39,17 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core import bounded_json
+
 JOBS = "jobs"
 RESULTS = "results"
-# Readable and writable by the container's user (uid 1000), whoever runs the host side.
-_FIFO_MODE = 0o666
+FILES = "files"
+# The container's user (docker/config.py runs every container as 1000:1000).
+CONTAINER_UID = 1000
+# Readable and writable by the container's user: its own and private when the host can
+# give it (root), else everyone's, behind the private folder.
+_FIFO_MODE_OWNED = 0o600
+_FIFO_MODE_SHARED = 0o666
 _FILE_MODE = 0o644
 _READ_CHUNK = 1 << 20
 # One result line at most (a replay-run/1 document of a whole suite is a few MiB): a
@@ -61,6 +74,14 @@ class Received:
     problem: str | None = None
 
 
+def _fifo(fd: int) -> int:
+    """``fd`` when it is a FIFO; closed and refused otherwise."""
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"the job channel holds something that is not a FIFO (fd {fd})")
+    return fd
+
+
 class JobChannel:
     """Two FIFOs and the job files in ``folder`` (created here, empty or absent)."""
 
@@ -68,29 +89,55 @@ class JobChannel:
         self.folder = folder
         self.jobs_path = folder / JOBS
         self.results_path = folder / RESULTS
+        self.files = folder / FILES
         self._jobs_fd: int | None = None
         self._results_fd: int | None = None
         self._wake_read, self._wake_write = os.pipe()
         self._pending = b""
         self._closed = False
         self._lock = threading.Lock()  # wake() comes from another thread
-        folder.mkdir(parents=True, exist_ok=True)
-        folder.chmod(0o755)
+        folder.mkdir(mode=0o700)  # new: never a folder someone else made
+        folder.chmod(0o700)  # mkdir's mode is cut by the umask
+        self.files.mkdir(mode=0o755)
+        self.files.chmod(0o755)
+        owned = os.geteuid() == 0
         for path in (self.jobs_path, self.results_path):
-            os.mkfifo(path)
-            path.chmod(_FIFO_MODE)  # mkfifo's mode is cut by the umask
+            os.mkfifo(path, 0o600)
+            if owned:
+                os.chown(path, CONTAINER_UID, CONTAINER_UID)
+            path.chmod(_FIFO_MODE_OWNED if owned else _FIFO_MODE_SHARED)
+
+    def mounts(self, target: str) -> tuple[tuple[Path, str], ...]:
+        """(host path, container path) of each thing the container mounts under ``target``:
+        each FIFO by itself, and the files' folder."""
+        return (
+            (self.jobs_path, f"{target}/{JOBS}"),
+            (self.results_path, f"{target}/{RESULTS}"),
+            (self.files, f"{target}/{FILES}"),
+        )
 
     def open(self) -> None:
-        """Open both ends on the host side (before the driver starts)."""
-        self._results_fd = os.open(self.results_path, os.O_RDONLY | os.O_NONBLOCK)
-        self._jobs_fd = os.open(self.jobs_path, os.O_RDWR)
+        """Open both ends on the host side (before the driver starts): never following a
+        link, never blocking, and only ever a FIFO."""
+        flags = os.O_NOFOLLOW | os.O_CLOEXEC
+        self._results_fd = _fifo(os.open(self.results_path, os.O_RDONLY | os.O_NONBLOCK | flags))
+        self._jobs_fd = _fifo(os.open(self.jobs_path, os.O_RDWR | os.O_NONBLOCK | flags))
+        os.set_blocking(self._jobs_fd, True)  # a job line is written whole
 
     def put_file(self, name: str, data: bytes) -> Path:
-        """A file the jobs can name (a fixture), readable by the container's user."""
-        path = self.folder / name
-        temporary = self.folder / f".{name}.part"
-        temporary.write_bytes(data)
-        temporary.chmod(_FILE_MODE)
+        """A file the jobs can name (a fixture, in :data:`FILES`), readable by the
+        container's user; made new (``O_EXCL``), never through a link."""
+        path = self.files / name
+        temporary = self.files / f".{name}.part"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, _FILE_MODE)
+        try:
+            os.fchmod(fd, _FILE_MODE)  # the umask cut the mode
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         temporary.replace(path)  # a job never sees half a file
         return path
 
@@ -128,8 +175,8 @@ class JobChannel:
                 return CLOSED
         line, self._pending = self._pending.split(b"\n", 1)
         try:
-            document = json.loads(line.decode("utf-8"))
-        except ValueError as error:
+            document = bounded_json.loads(line)
+        except bounded_json.JsonRefused as error:
             return Received(document=None, problem=f"result line is not JSON: {error}")
         if not isinstance(document, dict):
             return Received(document=None, problem="result line is not a JSON object")

@@ -2,8 +2,9 @@
 
 :func:`label_replay` combines what a ``replay-<k>.json`` file says (read by
 ``orchestrator.adapters.results`` into a :class:`ReplayFile`: ``ok``, ``missing``,
-``corrupt``, or ``unsafe``: not a regular file, or over its cap, see
-:mod:`orchestrator.core.result_files`) with what the engine says about the container that ran it
+``corrupt``, ``unsafe``: not a regular file, or over its cap, see
+:mod:`orchestrator.core.result_files`, or ``full``: the driver had no room left in the
+results folder to write it) with what the engine says about the container that ran it
 (:class:`ContainerFacts`) into one :class:`~orchestrator.model.Replay` for one
 property. Labels come from facts, never from an exit status alone. The documents'
 schema ids are the probe's own (``orchestrator.probe``), never copied.
@@ -19,11 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from orchestrator.core.result_files import UNSAFE_RESULT
+from orchestrator.core.result_files import RESULTS_FULL, UNSAFE_RESULT, results_full_message
 from orchestrator.model import KNOWN_LABELS, Label, Replay
 from orchestrator.probe import RESULT_SCHEMA, RUN_SCHEMA
 
-FileState = Literal["ok", "missing", "corrupt", "unsafe"]
+FileState = Literal["ok", "missing", "corrupt", "unsafe", "full"]
 RUN_STATUSES = ("completed", "timeout", "no_result", "corrupt_result")
 SESSION_NODES = ("", "<session>")
 
@@ -102,6 +103,17 @@ def probe_doc_problem(result: Any) -> str | None:
         if duration is not None and not isinstance(duration, int | float):
             return f"{entry['nodeid']}: duration_ms is not a number"
     return None
+
+
+def tests_named(doc: Mapping[str, Any]) -> int:
+    """How many test entries a ``replay-run/1`` document holds (run and skipped)."""
+    result = doc.get("result")
+    if not isinstance(result, Mapping):
+        return 0
+    tests, skipped = result.get("tests"), result.get("skipped")
+    return (len(tests) if isinstance(tests, list) else 0) + (
+        len(skipped) if isinstance(skipped, list) else 0
+    )
 
 
 def _tests(doc: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
@@ -372,6 +384,8 @@ def label_replay(
     is :class:`EntryIndex` of the replay's entries, when the caller labels many."""
     if replay_file.state == "unsafe":  # never followed, never copied: no verdict
         return _harness(UNSAFE_RESULT, replay_file.problem)
+    if replay_file.state == "full":  # the driver had no room left to write it
+        return _harness(RESULTS_FULL, results_full_message())
     if replay_file.state == "corrupt":
         if facts.oom_killed:
             return _harness("oom", "the container hit its memory limit and was OOM-killed")
@@ -384,6 +398,8 @@ def label_replay(
         return Replay(
             label=Label.TIMEOUT, reason="replay_timeout", message="the replay passed --timeout"
         )
+    if status != "completed" and doc.get("results_full") is True:
+        return _harness(RESULTS_FULL, results_full_message())
     if status != "completed":
         return _unfinished(facts, status, doc.get("exit_code"), doc.get("output_tail"))
     if index is None:

@@ -47,6 +47,26 @@ def pytest_args(command: str, property_ids: Sequence[str]) -> tuple[str, ...]:
     return _split(args)[0]
 
 
+# A node id longer than any a suite writes (pytest's own are paths plus parameters).
+NODE_ID_CHARS = 4096
+
+
+def node_id_problem(node_id: str) -> str | None:
+    """Why ``node_id`` (a test's id as a collection or a result named it) must not be
+    handed to pytest, or None. An id starting with ``-`` would be read as an option
+    (``--deselect x``, ``-p evil``: pytest's early scan for ``-p`` reads past ``--``);
+    an empty or over-long id, or one with a NUL, is no id pytest writes. Pure."""
+    if not node_id.strip():
+        return "an empty node id"
+    if node_id.startswith("-"):
+        return f"{node_id[:80]!r} starts with '-': pytest would take it for an option"
+    if len(node_id) > NODE_ID_CHARS:
+        return f"a node id of {len(node_id)} characters (at most {NODE_ID_CHARS})"
+    if "\0" in node_id:
+        return f"{node_id[:80]!r} holds a NUL, which no command line can"
+    return None
+
+
 def pytest_paths(command: str) -> tuple[str, ...]:
     """The paths and node ids ``--command`` names (``pytest -q tests/ -k x`` -> ``tests/``)."""
     return _split(_command_words(command))[1]

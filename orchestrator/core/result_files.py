@@ -13,10 +13,13 @@ regular files with a plain name, each under :data:`FILE_BYTES`, at most
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Final
 
 MIB: Final = 1024 * 1024
+# Where the results folder is in the container.
+RESULTS_FOLDER: Final = "/replay-out"
 # The results folder is a tmpfs of this size in the container (charged to its memory).
 TMPFS_BYTES: Final = 64 * MIB
 # One result file (a replay of a whole suite of some ten thousand tests is a few MiB).
@@ -29,6 +32,7 @@ STREAM_BYTES: Final = TMPFS_BYTES + 2 * MIB
 _PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 UNSAFE_RESULT: Final = "unsafe_result"
+RESULTS_FULL: Final = "results_full"
 KINDS: Final = ("file", "symlink", "fifo", "directory", "device", "socket", "other")
 
 
@@ -57,4 +61,57 @@ def folder_problem(entries: int, *, limit: int = ENTRIES) -> str | None:
     """Why the whole folder is refused: more entries than any run writes."""
     if entries > limit:
         return f"the results folder holds more than {limit} entries"
+    return None
+
+
+def stray_problem(alive: object) -> str | None:
+    """Why the whole folder is refused when the reader found processes of the tree still
+    alive (the reaper kills every one before it reads; one that survived could have
+    written the reader's output): ``alive`` as its report says it."""
+    if isinstance(alive, int) and not isinstance(alive, bool) and alive == 0:
+        return None
+    if isinstance(alive, int) and not isinstance(alive, bool) and alive > 0:
+        return (
+            f"{alive} processes the tests left behind were still alive when the results were read"
+        )
+    return "the results report is malformed"
+
+
+# The driver's line after it wrote a result: ``result <name> <sha256 of the bytes>``. A
+# process the tree left behind may rewrite the file after that; the host takes a replay
+# file only when the driver announced exactly those bytes, and only one version.
+_ANNOUNCED: Final = re.compile(r"result (replay-[0-9]{3}\.json) ([0-9a-f]{64})")
+# The driver's line when the folder had no room left for a result: ``results-full <name>``.
+_FULL: Final = re.compile(r"results-full (replay-[0-9]{3}\.json)")
+ANNOUNCED_NAME: Final = re.compile(r"replay-[0-9]{3}\.json")
+
+
+def announcement(line: str) -> tuple[str, str] | None:
+    """``(name, digest)`` of a driver's result line, None for any other line."""
+    found = _ANNOUNCED.fullmatch(line.strip())
+    return None if found is None else (found.group(1), found.group(2))
+
+
+def full_announcement(line: str) -> str | None:
+    """The name of the result the driver had no room to write, or None."""
+    found = _FULL.fullmatch(line.strip())
+    return None if found is None else found.group(1)
+
+
+def results_full_message() -> str:
+    """Why a replay has no result when its folder filled up (the tests share it)."""
+    return (
+        f"the results folder ({RESULTS_FOLDER}, {TMPFS_BYTES // MIB} MiB) is full: a test "
+        "wrote into it, and its result had no room left"
+    )
+
+
+def announced_problem(name: str, digest: str, announced: Mapping[str, Set[str]]) -> str | None:
+    """Why a replay file's bytes (``digest``, their SHA-256) are not the driver's:
+    ``announced`` holds every digest the container's output announced for each name."""
+    said = announced.get(name, frozenset())
+    if len(said) > 1:
+        return f"{name} was announced with {len(said)} different contents"
+    if digest not in said:
+        return f"{name} is not the file the driver wrote (changed after it, or not by it)"
     return None

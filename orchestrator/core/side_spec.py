@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.core import replay_env, result_files
 from orchestrator.core.labels import (
+    SESSION_NODES,
     ContainerFacts,
     ReplayFile,
     label_replays,
@@ -28,7 +29,7 @@ from orchestrator.core.labels import (
 )
 from orchestrator.core.neutralise import neutraliser_args
 from orchestrator.core.pool import Batch, narrow_targets
-from orchestrator.core.pytest_command import expand_parametrized
+from orchestrator.core.pytest_command import expand_parametrized, node_id_problem
 from orchestrator.errors import InputError
 from orchestrator.model import Replay
 from orchestrator.probe.jobs import hash_seed
@@ -42,7 +43,7 @@ TREE = "/replay/tree"  # the read-only export, with writable_tree (copied to SRC
 # The results folder: a size-capped tmpfs in the container, on every engine. The host
 # never mounts a folder of its own there: results come back through the reader
 # (orchestrator.adapters.results), so nothing the tree leaves behind is ever followed.
-OUT = "/replay-out"
+OUT = result_files.RESULTS_FOLDER
 # mode=1777 rather than uid=1000: Podman refuses a tmpfs uid option.
 RESULTS_TMPFS = f"rw,nosuid,nodev,noexec,size={result_files.TMPFS_BYTES},mode=1777"
 FIXTURE = "/replay/fixture.json"
@@ -136,7 +137,10 @@ def pytest_arguments(
     and the other modules still run there (pytest would stop the whole session); after
     the command's own options, with a ``seed``, the arguments that neutralise what changes
     what a replay observes (core.neutralise: last, so they win over the project's
-    ``addopts`` and the command); the property node ids are appended.
+    ``addopts`` and the command); the property node ids are appended after ``--``, so
+    that none is ever read as an option (a collected id is refused on the host when it
+    looks like one, see :func:`~orchestrator.core.pytest_command.node_id_problem`:
+    pytest's early scan for ``-p`` does not stop at ``--``).
     """
     return (
         "-p",
@@ -144,7 +148,7 @@ def pytest_arguments(
         "--continue-on-collection-errors",
         *pytest_args,
         *(neutraliser_args(seed) if seed is not None else ()),
-        *property_ids,
+        *(("--", *property_ids) if property_ids else ()),
     )
 
 
@@ -300,18 +304,54 @@ def collected_selection(found: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     items: dict[str, None] = {}
     for doc in found:
         for item in doc.get("items") or ():
-            if isinstance(item, str):
+            if isinstance(item, str) and node_id_problem(item) is None:
                 items.setdefault(item, None)
     for doc in found:
         # A module that skips itself on import has no items: it is a property of its own,
         # so that the skip is shown, not lost.
         for error in (*(doc.get("errors") or ()), *(doc.get("skipped") or ())):
-            if not isinstance(error, str) or error in items:
+            if not isinstance(error, str) or error in items or node_id_problem(error):
                 continue
             prefix = error.rstrip("/") + ("/" if not error.endswith(".py") else "::")
             if error and not any(item.startswith(prefix) for item in items):
                 items.setdefault(error, None)
     return tuple(items)
+
+
+def refused_collected(found: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The ids some side's collection named that are not node ids pytest may be handed
+    (:func:`~orchestrator.core.pytest_command.node_id_problem`): id -> why. Pure."""
+    refused: dict[str, str] = {}
+    for doc in found:
+        for key in ("items", "errors", "skipped"):
+            for item in doc.get(key) or ():
+                problem = node_id_problem(item) if isinstance(item, str) else None
+                if problem is not None:
+                    refused.setdefault(item, problem)
+    return refused
+
+
+_NODE_PARTS = re.compile(r"::|/")
+
+
+def unplanned_ids(
+    plan: ReplayPlan, results: Mapping[str, Sequence[tuple[ReplayFile, ContainerFacts]]]
+) -> tuple[int, str | None]:
+    """How many ids the results named that the run did not ask for (nothing is labelled
+    for them: :func:`label_sides` looks up only the planned ones), and the first of
+    them; ``(0, None)`` for a run whose results say which tests it has. A module's or
+    folder's entry that encloses a planned test is not counted. Pure."""
+    if not plan.property_ids or plan.expand_parametrized:
+        return 0, None
+    planned = set(plan.property_ids)
+    enclosing = {node[: found.start()] for node in planned for found in _NODE_PARTS.finditer(node)}
+    count, first = 0, None
+    for observed in results.values():
+        for nodeid in nodeids_seen(replay_file for replay_file, _ in observed):
+            if nodeid not in planned and nodeid not in enclosing and nodeid not in SESSION_NODES:
+                count += 1
+                first = first if first is not None else nodeid
+    return count, first
 
 
 def label_sides(

@@ -35,9 +35,12 @@ tree gets a private writable copy that no earlier replay touched.
 A replay past its deadline has its whole group killed and is recorded as `timeout`;
 nothing inside the test body can write that status. For k = 1..N the driver writes
 DIR/replay-<k:03d>.json (replay-run/1, with "spawn") atomically and prints
-`replay <k>/<N> <status>`; DIR/driver.json (replay-driver/1) is written last. SIGTERM or
-SIGINT kills the running replay's group, writes driver.json with "finished": false, and
-exits 128 + signal.
+`result replay-<k:03d>.json <sha256 of its bytes>` (the host takes only those bytes)
+and `replay <k>/<N> <status>`; when DIR has no room left for the file (a test filled
+it) it prints `results-full replay-<k:03d>.json` instead, and a replay without a result
+in a full DIR says `"results_full": true`. DIR/driver.json (replay-driver/1) is written
+last. SIGTERM or SIGINT kills the running replay's group, writes driver.json with
+"finished": false, and exits 128 + signal.
 
 While a replay runs, its probe writes `test <done>/<total> <outcome>` for each finished
 test (orchestrator/probe/plugin.py) on a copy of the driver's standard output, passed as
@@ -108,6 +111,8 @@ forking and exec'ing a session in `spawn.py`; the deadline in `deadline.py`; the
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
 import signal
 import sys
@@ -120,9 +125,11 @@ from orchestrator.probe import DRIVER_SCHEMA, PROBE_VERSION
 from orchestrator.probe.atomic import write_bytes_atomic, write_json_atomic
 from orchestrator.probe.deadline import kill_and_reap
 from orchestrator.probe.jobs import (
+    COMPLETED,
     EXEC,
     FIXTURE_ENV,
     FORK,
+    TIMEOUT,
     BadJob,
     Job,
     encode_run,
@@ -201,17 +208,42 @@ def run_batch(options: DriverOptions) -> int:
         for k in range(1, options.replays + 1):
             job = _batch_job(options, k)
             run, result = run_job(runner, job, out / f"replay-{k:03d}.log")
-            write_bytes_atomic(out / f"replay-{k:03d}.json", encode_run(run, result))
+            name = f"replay-{k:03d}.json"
+            if run["status"] not in (COMPLETED, TIMEOUT) and _full(out):
+                run["results_full"] = True  # a test filled the folder its result goes to
+            data = encode_run(run, result)
+            try:
+                write_bytes_atomic(out / name, data)
+            except OSError as error:
+                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                # No room for the result: said, not a traceback; the host names the cause.
+                print(f"results-full {name}", flush=True)
+                continue
             if not options.attach:
+                # What it wrote, for the host to check it is what it reads back.
+                digest = hashlib.sha256(data).hexdigest()
+                print(f"result replay-{k:03d}.json {digest}", flush=True)
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
     except Terminated as stop:
         kill_and_reap(running)
         rewrite_cache.remove(owned)
-        _write_driver(out, replays=options.replays, finished=False, signal_number=stop.signum)
+        with contextlib.suppress(OSError):
+            _write_driver(out, replays=options.replays, finished=False, signal_number=stop.signum)
         return 128 + stop.signum
     rewrite_cache.remove(owned)
-    _write_driver(out, replays=options.replays, finished=True)
+    with contextlib.suppress(OSError):  # a full folder: the host reads only the results
+        _write_driver(out, replays=options.replays, finished=True)
     return 0
+
+
+def _full(folder: Path) -> bool:
+    """Is there no room left in ``folder``'s file system?"""
+    try:
+        space = os.statvfs(folder)
+    except OSError:
+        return False
+    return space.f_bavail == 0
 
 
 def _batch_job(options: DriverOptions, k: int) -> Job:

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +20,9 @@ from typing import Any
 from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.input_file import read_input
-from orchestrator.adapters.results import ResultsRead
+from orchestrator.adapters.results import ResultsRead, host_caps
+from orchestrator.core import bounded_json
+from orchestrator.core.run_limits import too_many_tests
 from orchestrator.core.side_spec import (
     COLLECT_FILE,
     ReplayPlan,
@@ -30,8 +31,10 @@ from orchestrator.core.side_spec import (
     collect_environment,
     collected_selection,
     container_name,
+    refused_collected,
     side_deadline_s,
 )
+from orchestrator.errors import CapError
 from orchestrator.log import get_logger
 from orchestrator.services.docker_sides import DockerSides
 from orchestrator.services.engines import (
@@ -102,7 +105,18 @@ def collect_tests(
             )
 
         found = _each_side(sides, collect, cancelled=cancelled, live=live)
-    return collected_selection([doc for doc in found if doc is not None])
+    docs = [doc for doc in found if doc is not None]
+    caps = host_caps()
+    for side, doc in zip(sides, found, strict=True):
+        items = doc.get("items") if doc is not None else None
+        over = too_many_tests(len(items or ()), caps, what=f"the {side.name} side's collection")
+        if over is not None:
+            raise CapError(over)
+    refused = refused_collected(docs)
+    if refused:  # ids pytest would read as options: never handed to it
+        first, why = next(iter(refused.items()))
+        log.warning("collect.refused_ids", ids=len(refused), first=first, reason=why)
+    return collected_selection(docs)
 
 
 def _each_side(
@@ -163,25 +177,28 @@ def _collect_side(
             deadline=time.monotonic() + side_deadline_s(plan, 1),
             interpreter=plan.interpreter or "python3",
         )
-    doc = _collected_doc(read)
+    doc, corrupt = _collected_doc(read)
     if doc is None:
         log.warning(
             "collect.failed",
             side=side.name,
             exit_code=facts.exit_code,
-            results_problem=read.problem or read.unsafe.get(COLLECT_FILE),
+            results_problem=read.problem or read.unsafe.get(COLLECT_FILE) or corrupt,
             output_tail=list(tail.lines)[-10:],
         )
     return doc
 
 
-def _collected_doc(read: ResultsRead) -> Mapping[str, Any] | None:
-    """The ``replay-collect/1`` document that came back, if it is one."""
+def _collected_doc(read: ResultsRead) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The ``replay-collect/1`` document that came back, if it is one; else why it is
+    not (``corrupt_result: ...``), None when nothing came back."""
     raw = read.files.get(COLLECT_FILE)
     if raw is None:
-        return None
+        return None, None
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("items"), list) else None
+        doc = bounded_json.loads(raw)
+    except bounded_json.JsonRefused as error:
+        return None, f"corrupt_result: {error}"
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        return doc, None
+    return None, "corrupt_result: not a collection document"

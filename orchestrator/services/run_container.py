@@ -31,6 +31,7 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import EngineError
 from orchestrator.log import get_logger
+from orchestrator.services import run_writer
 from orchestrator.services.docker_sides import DockerSides
 from orchestrator.services.engines import (
     DockerEngine,
@@ -190,6 +191,7 @@ def _observe(
             environment=driver_exec_environment(run.plan),
             # A container that may serve the second phase is emptied as it is read.
             keep=KEPT_AFTER_READ if run.parks else None,
+            announced=True,
         )
         log.debug(
             "container.timing",
@@ -238,6 +240,7 @@ def _observe_parked(
                 out=out,
                 environment=driver_exec_environment(run.plan),
                 keep=KEPT_AFTER_READ if run.parks else None,
+                announced=True,
             )
         except EngineError as error:
             if _still_runs(parked.container):
@@ -292,4 +295,4 @@ def _keep_raw(read: ResultsRead, dest: Path, numbers: tuple[int, ...]) -> None:
     for index, number in enumerate(numbers, start=1):
         data = read.files.get(replay_file_name(index))
         if data is not None:
-            (dest / replay_file_name(number)).write_bytes(data)
+            run_writer.write_raw(dest / replay_file_name(number), data)

@@ -11,7 +11,12 @@ lived to say it. The ledger only ever holds runs whose folders are complete (it 
 written after the marker goes).
 
 A write that fails once the run is under way is one :class:`LocalWriteError` (exit 3),
-``disk_full`` when the file system has no space left, ``internal_error`` otherwise.
+``disk_full`` when the file system has no space left, ``internal_error`` otherwise; one
+that would take the folder past its cap of bytes is a :class:`CapError` (exit 3)
+(:mod:`orchestrator.core.run_limits`, ``ORCHESTRATOR_MAX_RUN_BYTES``): every write here
+(and the raw results, :func:`write_raw`) is counted against it before a byte of it is
+written, so the folder is never half-written past it; it stays ``INCOMPLETE``, the
+marker saying why.
 """
 
 from __future__ import annotations
@@ -19,18 +24,63 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator import files
-from orchestrator.errors import InputError, LocalWriteError
+from orchestrator.core.run_limits import RUN_FOLDER_CAP, RunCaps, bytes_problem, run_caps
+from orchestrator.errors import CapError, InputError, LocalWriteError
 
 INCOMPLETE = "INCOMPLETE"  # the marker file (services/run_folders.py reads it)
 RUN_LOG = "run-log.json"
 DISK_FULL = "disk_full"
 INTERNAL_ERROR = "internal_error"
+
+
+class _Budget:
+    """The bytes written into one run folder by this process, against its cap."""
+
+    def __init__(self, caps: RunCaps) -> None:
+        self.caps = caps
+        self.used = 0
+        self.lock = threading.Lock()
+
+
+_BUDGETS: dict[str, _Budget] = {}
+_BUDGETS_LOCK = threading.Lock()
+
+
+def _budget_of(path: Path) -> _Budget | None:
+    where = os.path.abspath(path)
+    with _BUDGETS_LOCK:
+        for folder, budget in _BUDGETS.items():
+            if where == folder or where.startswith(folder + os.sep):
+                return budget
+    return None
+
+
+def charge(path: Path, size: int) -> None:
+    """Count ``size`` bytes about to be written at ``path`` (a run folder or a file in
+    one) against its folder's cap; over it, one :class:`CapError` naming the cap, and
+    nothing is counted."""
+    budget = _budget_of(path)
+    if budget is None:
+        return
+    with budget.lock:
+        problem = bytes_problem(budget.used, size, budget.caps)
+        if problem is None:
+            budget.used += size
+            return
+    raise CapError(f"{problem}; nothing more was written ({RUN_FOLDER_CAP})")
+
+
+def write_raw(path: Path, data: bytes) -> None:
+    """One raw result file as it came back, counted against its run folder's cap."""
+    charge(path, len(data))
+    path.write_bytes(data)
 
 
 def write_reason(error: OSError) -> str:
@@ -84,6 +134,14 @@ def start_run_folder(
         "decisions were not recorded.\n"
     )
     try:
+        caps = run_caps(os.environ)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    with _BUDGETS_LOCK:
+        _BUDGETS[os.path.abspath(run_dir)] = _Budget(caps)
+    if kept is not None:
+        charge(run_dir, len(kept[1]))
+    try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / INCOMPLETE).write_text(text, encoding="utf-8")
         if kept is not None:
@@ -97,8 +155,10 @@ def start_run_folder(
 def write_run_log(run_dir: Path, run_log: dict[str, Any], *, option: str = "--out") -> None:
     """``run-log.json``, into a folder :func:`start_run_folder` made (exit 2 when that
     fails: no replay has run yet)."""
+    data = (files.dumps(run_log) + "\n").encode("utf-8")
+    charge(run_dir, len(data))
     try:
-        files.write_json_atomic(run_dir / RUN_LOG, run_log)
+        files.write_atomic(run_dir / RUN_LOG, data)
     except OSError as error:
         raise InputError(
             f"{option} {run_dir}: cannot write the run folder ({error.strerror or error})"
@@ -108,8 +168,10 @@ def write_run_log(run_dir: Path, run_log: dict[str, Any], *, option: str = "--ou
 def write_json(run_dir: Path, name: str, document: Any) -> None:
     """One document of a run under way; a failed write is one :class:`LocalWriteError`."""
     path = run_dir / name
+    data = (files.dumps(document) + "\n").encode("utf-8")
+    charge(path, len(data))
     try:
-        files.write_json_atomic(path, document)
+        files.write_atomic(path, data)
     except OSError as error:
         reason = write_reason(error)
         raise LocalWriteError(
@@ -121,7 +183,10 @@ def write_json_many(run_dir: Path, documents: Iterable[tuple[str, Any]]) -> None
     """Many documents of a run under way (``files.write_json_many``: made durable together,
     one folder sync); a failed write is one :class:`LocalWriteError`."""
     try:
-        files.write_json_many((run_dir / name, document) for name, document in documents)
+        files.write_json_many(
+            ((run_dir / name, document) for name, document in documents),
+            before=lambda size: charge(run_dir, size),
+        )
     except OSError as error:
         reason = write_reason(error)
         raise LocalWriteError(

@@ -8,8 +8,9 @@ python) (the side's ``--tests-from``
 overlay and mutant applied to the tree as in a replay): the driver imports pytest once
 and forks a fresh pytest session per job (``orchestrator/probe/driver.py`` documents the
 ``replay-job/1`` protocol). Jobs go in and ``replay-run/1`` results come back through
-two FIFOs (:mod:`orchestrator.adapters.job_channel`) in a folder mounted read-only at
-``/replay/serve``, beside each job's fixture file.
+two FIFOs (:mod:`orchestrator.adapters.job_channel`) in a private folder of the host,
+each mounted by itself under ``/replay/serve``, beside a read-only folder of each job's
+fixture file.
 
 Each job's result is labelled as a replay is (:mod:`orchestrator.core.labels`): a job
 the driver killed at its deadline is ``timeout``; a driver or container that died (OOM,
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.job_channel import CLOSED, TIMED_OUT, JobChannel, Received
+from orchestrator.adapters.job_channel import CLOSED, FILES, TIMED_OUT, JobChannel, Received
 from orchestrator.core import replay_env
 from orchestrator.core.labels import (
     ContainerFacts,
@@ -182,7 +183,10 @@ class WarmContainer:
             labels=self.owner.labels(self.side.name),
             mounts=[
                 *side_mounts(tree, None, writable_tree=plan.writable_tree),
-                docker_adapter.Mount(source=channel.folder, target=SERVE),
+                *(
+                    docker_adapter.Mount(source=source, target=target)
+                    for source, target in channel.mounts(SERVE)
+                ),
             ],
             tree=tree,
             pythonpath=pythonpath,
@@ -263,7 +267,7 @@ class WarmContainer:
         fixture_path = None
         if fixture is not None:
             fixture_path = channel.put_file(fixture_name, fixture)
-            job["fixture"] = f"{SERVE}/{fixture_name}"
+            job["fixture"] = f"{SERVE}/{FILES}/{fixture_name}"
         slack = PER_JOB_SLACK_S + (STARTUP_SLACK_S if number == 1 else 0.0)
         sent = time.monotonic()
         channel.send(job)

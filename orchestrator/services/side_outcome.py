@@ -8,10 +8,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.core.neutralise import present_in
-from orchestrator.core.side_spec import ReplayPlan, SideSpec, label_sides
+from orchestrator.core.side_spec import ReplayPlan, SideSpec, label_sides, unplanned_ids
+from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.services.dispatch import Dispatched
 from orchestrator.services.engines import DockerEngine
+
+log = get_logger("orchestrator.services.sides")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,17 +80,24 @@ def outcome(
     runners: dict[str, str] = {}
     raw_dirs: dict[str, str] = {}
     decided_by: dict[int, int] = {}  # engine index -> properties it gave the labels of
+    ignored, first_ignored = 0, None
     finals = sorted(dispatched.finals, key=lambda item: item[0].key)
     for batch, results in finals:
         engine = engines[batch.engine]
         batch_plan = replace(plan, property_ids=batch.property_ids, runner_id=engine.runner_id)
         per_side = label_sides(batch_plan, sides, results)
+        unplanned, first = unplanned_ids(batch_plan, results)
+        if unplanned:  # a result may name only what its side was asked to run
+            ignored += unplanned
+            first_ignored = first_ignored or first
         for side in sides:
             labelled[side.name].update(per_side[side.name])
         for property_id in per_side[sides[0].name]:
             runners[property_id] = engine.runner_id
             raw_dirs[property_id] = batch.raw_dir(single=one_batch)
         decided_by[batch.engine] = decided_by.get(batch.engine, 0) + len(per_side[sides[0].name])
+    if ignored:
+        log.warning("results.unplanned_ignored", tests=ignored, first=first_ignored)
     if plan.property_ids and len(finals) > 1:
         labelled = _in_selection_order(plan.property_ids, labelled)
     attempts = tuple(

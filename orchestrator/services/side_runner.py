@@ -34,10 +34,21 @@ from typing import TYPE_CHECKING, Protocol
 from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.results import ResultsRead, read_results_stream, reader_command
+from orchestrator.adapters.results import (
+    READER_USER,
+    REAP_S,
+    ResultsRead,
+    checked_against,
+    emptier_command,
+    read_results_stream,
+    reader_command,
+    reaper_command,
+    status_line,
+)
 from orchestrator.core import replay_env
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
+from orchestrator.core.result_files import announcement, full_announcement
 from orchestrator.core.side_spec import (
     DURATIONS,
     FIXTURE,
@@ -52,10 +63,13 @@ from orchestrator.core.side_spec import (
     replay_environment,
 )
 from orchestrator.errors import EngineError, InputError
+from orchestrator.log import get_logger
 from orchestrator.services.engines import probe_package
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+log = get_logger(__name__)
 
 # Reading a results folder back: a tmpfs of a few MiB, one small process.
 READ_BACK_S = 60.0
@@ -97,7 +111,12 @@ class SideContainer(Protocol):
     ) -> docker_adapter.Exit: ...
 
     def exec_chunks(
-        self, command: Sequence[str], *, deadline: float
+        self,
+        command: Sequence[str],
+        *,
+        deadline: float,
+        user: str | None = None,
+        workdir: str | None = None,
     ) -> tuple[Iterator[bytes], Callable[[], int | None]]: ...
 
     def exec_terminal(
@@ -153,30 +172,55 @@ def read_back(
     """The engine's facts about the container and the results its command left.
 
     While the container still runs (also past our deadline, before it is killed) the
-    results folder is read back by a small reader run in it; one that ended by itself
-    (its init killed from inside, or OOM) has nothing to read and its own exit code is
-    the command's. An OOM kill counts whether the engine saw it or the container's
-    memory cgroup did. ``out``: the results folder the command wrote to; with ``keep``
-    (a pattern of names) the reader empties it but for those once it has read it."""
+    results folder is read back in it, in two steps (three for a kept container): a
+    reaper, as the container's user, kills every process but the container's init and
+    idle process (what the tree left behind, and a driver still running at the
+    deadline); then the reader, as another user (:data:`READER_USER`: no process of the
+    tree could reach its output even if one survived), checks that none did and
+    streams the results (:mod:`orchestrator.adapters.results`); with ``keep`` (a pattern
+    of names) an emptier, as the container's user, then empties the folder but for
+    those. A container that ended by itself (its init killed from inside, or OOM) has
+    nothing to read and its own exit code is the command's. An OOM kill counts whether
+    the engine saw it or the container's memory cgroup did. ``out``: the results folder
+    the command wrote to."""
     facts, running = container.settled(exit_)
     read = ResultsRead()
     status = exit_.status_code
     if not exit_.cancelled and running:
         chunks, _ = container.exec_chunks(
-            reader_command(interpreter, out, keep=keep), deadline=time.monotonic() + READ_BACK_S
+            reaper_command(interpreter),
+            deadline=time.monotonic() + REAP_S + READ_BACK_S,
+            workdir="/",
+        )
+        reaped = status_line(chunks)  # the reader checks for itself; this is for the log
+        chunks, _ = container.exec_chunks(
+            reader_command(interpreter, out, processes=True),
+            deadline=time.monotonic() + READ_BACK_S,
+            user=READER_USER,
+            workdir="/",
         )
         read = read_results_stream(chunks)
         if read.problem:  # the container may have ended under the reader: why counts
+            log.info(
+                "results.refused", container=container.name, problem=read.problem, reaper=reaped
+            )
             after, still = container.settled(exit_)
             if not still and after.engine_error:
                 facts = after
+        elif keep is not None:
+            chunks, _ = container.exec_chunks(
+                emptier_command(interpreter, out, keep),
+                deadline=time.monotonic() + READ_BACK_S,
+                workdir="/",
+            )
+            read = replace(read, emptied=status_line(chunks) == "emptied")
     else:
         status = facts.exit_code
     oom = facts.oom_killed or bool(read.oom_kill)
     return replace(facts, exit_code=status, oom_killed=oom), read
 
 
-def run_and_read(
+def run_and_read(  # noqa: PLR0913 - one keyword per part of a side's run
     container: SideContainer,
     *,
     command: Sequence[str],
@@ -186,12 +230,16 @@ def run_and_read(
     out: str = OUT,
     environment: Mapping[str, str] | None = None,
     keep: str | None = None,
+    announced: bool = False,
 ) -> tuple[ContainerFacts, ResultsRead]:
     """The one way a side's command runs: an exec in the idling container (``environment``
     added to the container's), its output line by line (each line capped) to ``on_line``,
     left running at ``deadline`` so that :func:`read_back` still finds its results (in
-    ``out``, where the command wrote them; ``keep``: see there)."""
-    lines = docker_adapter.BoundedLines(on_line)
+    ``out``, where the command wrote them; ``keep``: see there). With ``announced`` (the
+    command is the replay driver) a replay file is taken only when the driver's output
+    announced exactly its bytes (:func:`~orchestrator.core.result_files.announcement`):
+    one a leftover process rewrote after the driver is refused."""
+    lines = docker_adapter.BoundedLines(_announcements(on_line, said := Announced()))
     exit_ = container.exec_stream(
         command,
         environment=environment or {},
@@ -200,7 +248,51 @@ def run_and_read(
         kill_at_deadline=False,
     )
     lines.close()
-    return read_back(container, exit_, interpreter=interpreter, out=out, keep=keep)
+    facts, read = read_back(container, exit_, interpreter=interpreter, out=out, keep=keep)
+    if not announced:
+        return facts, read
+    return facts, checked_against(read, said.snapshot(), said.full())
+
+
+class Announced:
+    """The digests a driver announced for each result file (several threads feed it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._said: dict[str, set[str]] = {}
+        self._full: set[str] = set()
+
+    def add_full(self, name: str) -> None:
+        with self._lock:
+            self._full.add(name)
+
+    def full(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._full)
+
+    def add(self, name: str, digest: str) -> None:
+        with self._lock:
+            said = self._said.setdefault(name, set())
+            if len(said) < 2:  # two already make the file refused
+                said.add(digest)
+
+    def snapshot(self) -> dict[str, frozenset[str]]:
+        with self._lock:
+            return {name: frozenset(digests) for name, digests in self._said.items()}
+
+
+def _announcements(on_line: Callable[[str], None], said: Announced) -> Callable[[str], None]:
+    def take(line: str) -> None:
+        found = announcement(line)
+        full = full_announcement(line) if found is None else None
+        if found is not None:
+            said.add(*found)
+        elif full is not None:
+            said.add_full(full)
+        else:
+            on_line(line)
+
+    return take
 
 
 class LineTail:

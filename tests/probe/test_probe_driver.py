@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -83,6 +84,19 @@ def run_driver(
     )
 
 
+def own_lines(stdout: str, out: Path) -> list[str]:
+    """The driver's lines but its result announcements, each checked against the file it
+    names (``result replay-<k>.json <sha256 of its bytes>``)."""
+    kept = []
+    for line in stdout.splitlines():
+        if line.startswith("result "):
+            _, name, digest = line.split(" ")
+            assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+        else:
+            kept.append(line)
+    return kept
+
+
 def load(path: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return document
@@ -109,7 +123,7 @@ def test_replays_write_one_result_each_then_driver_json(tmp_path, spawn):
     completed = run_driver(tmp_path, out, "test_mixed.py", replays=3, spawn=spawn)
     assert completed.returncode == 0, completed.stderr
     # Each finished test's progress line (from the probe), then the replay's own line.
-    assert completed.stdout.splitlines() == [
+    assert own_lines(completed.stdout, out) == [
         line
         for k in (1, 2, 3)
         for line in ("test 1/2 passed", "test 2/2 failed", f"replay {k}/3 completed")
@@ -279,7 +293,7 @@ def test_a_forked_replay_never_returns_into_the_driver(tmp_path):
     out = tmp_path / "out"
     completed = run_driver(tmp_path, out, "test_exit.py", replays=2)
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines() == [
+    assert own_lines(completed.stdout, out) == [
         "test 1/1 passed",
         "replay 1/2 completed",
         "test 1/1 passed",
@@ -309,7 +323,7 @@ def test_hanging_replay_is_killed_with_its_process_group_and_recorded_as_timeout
     completed = run_driver(tmp_path, out, "test_hang.py", replays=2, timeout=2, spawn=spawn)
     elapsed = time.monotonic() - started
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines() == ["replay 1/2 timeout", "replay 2/2 timeout"]
+    assert own_lines(completed.stdout, out) == ["replay 1/2 timeout", "replay 2/2 timeout"]
     assert elapsed < 60  # both replays were cut at their deadline, not at 300 s
     for k in (1, 2):
         run = load(out / f"replay-{k:03d}.json")
@@ -335,7 +349,7 @@ def test_pytest_exiting_before_the_session_is_no_result(tmp_path, spawn):
     write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
     out = tmp_path / "out"
     completed = run_driver(tmp_path, out, "--no-such-option", "test_ok.py", spawn=spawn)
-    assert completed.stdout.splitlines() == ["replay 1/1 no_result"]
+    assert own_lines(completed.stdout, out) == ["replay 1/1 no_result"]
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"]) == ("no_result", None)
     assert run["exit_code"] == pytest.ExitCode.USAGE_ERROR
@@ -384,7 +398,7 @@ def test_a_garbled_result_is_corrupt_result(tmp_path, spawn):
     write(tmp_path, "test_ok.py", "def test_ok():\n    pass\n")
     out = tmp_path / "out"
     completed = run_driver(tmp_path, out, "test_ok.py", spawn=spawn)
-    assert completed.stdout.splitlines() == ["test 1/1 passed", "replay 1/1 corrupt_result"]
+    assert own_lines(completed.stdout, out) == ["test 1/1 passed", "replay 1/1 corrupt_result"]
     run = load(out / "replay-001.json")
     assert (run["status"], run["result"], run["exit_code"]) == ("corrupt_result", None, 0)
     assert "output_tail" not in run or "passed" in run["output_tail"]

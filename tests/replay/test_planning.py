@@ -46,6 +46,7 @@ def test_driver_command_runs_the_probe_driver_with_the_plan():
         "--continue-on-collection-errors",
         "-q",
         *neutraliser_args(11),  # after the command's options (lanes.md section 12)
+        "--",  # node ids are never read as options
         "tests/test_x.py::test_y",
     ]
 

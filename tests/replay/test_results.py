@@ -106,8 +106,8 @@ def test_a_missing_file_is_no_result(tmp_path):
     assert (replay.label, replay.reason) == ("harness_error", "no_result")
 
 
-def test_asked_to_the_reader_empties_the_folder_but_what_it_keeps(tmp_path):
-    """A kept screening container's results folder is emptied as it is read: the results
+def test_the_emptier_empties_the_folder_but_what_it_keeps(tmp_path):
+    """A kept screening container's results folder is emptied once it is read: the results
     come back whole first, a link is removed (never followed), the rewrite cache stays."""
     folder = tmp_path / "out"
     folder.mkdir()
@@ -121,10 +121,16 @@ def test_asked_to_the_reader_empties_the_folder_but_what_it_keeps(tmp_path):
     (folder / "link").symlink_to(outside, target_is_directory=True)
     (folder / ".rewritten").mkdir()
     (folder / ".rewritten" / "entry.code").write_bytes(b"code")
-    command = results.reader_command(sys.executable, str(folder), keep=r"\.rewritten")
-    done = subprocess.run(command, capture_output=True, check=True, timeout=60)
+    done = subprocess.run(
+        results.reader_command(sys.executable, str(folder)),
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
     read = results.read_results_stream([done.stdout])
-    assert read.emptied is True
+    command = results.emptier_command(sys.executable, str(folder), r"\.rewritten")
+    emptied = subprocess.run(command, capture_output=True, check=True, timeout=60)
+    assert results.status_line([emptied.stdout]) == "emptied"
     (replay_file,) = results.replay_files_from(read, 1)
     assert replay_file.state == "ok"
     assert sorted(path.name for path in folder.iterdir()) == [".rewritten"]
@@ -145,11 +151,11 @@ def test_unasked_the_reader_leaves_the_folder_as_it_was(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["replay-001.json", "replay-001.log"]
 
 
-def test_a_folder_the_reader_cannot_empty_is_not_emptied(tmp_path):
+def test_a_folder_the_emptier_cannot_empty_is_not_emptied(tmp_path):
     missing = tmp_path / "gone"
-    command = results.reader_command(sys.executable, str(missing), keep=r"\.rewritten")
+    command = results.emptier_command(sys.executable, str(missing), r"\.rewritten")
     done = subprocess.run(command, capture_output=True, check=True, timeout=60)
-    assert results.read_results_stream([done.stdout]).emptied is False
+    assert results.status_line([done.stdout]) == "not emptied"
 
 
 def test_a_half_written_file_is_corrupt_result(tmp_path):

@@ -537,7 +537,7 @@ def test_a_shell_in_the_replays_container_runs_the_printed_command(recorded, cli
         neutralised = " ".join(neutraliser_args(0))
         assert command.endswith(
             f"-- -p no:cacheprovider --continue-on-collection-errors -q {neutralised} "
-            f"{BUDGET_PROPERTY}"
+            f"-- {BUDGET_PROPERTY}"
         )
         child.expect(r"pytest alone: +([^\r\n]*)\r\n")
         child.expect(PROMPT)

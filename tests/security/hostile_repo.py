@@ -100,15 +100,17 @@ def replay(
     deadline_s: float = 240,
     json_out: bool = True,
     env: dict[str, str] | None = None,
+    select: bool = True,
 ) -> Run:
-    """The CLI's replay of the attack, as a subprocess whose peak RSS is measured."""
+    """The CLI's replay of the attack, as a subprocess whose peak RSS is measured; with
+    ``select`` false the run names no property (the whole suite, as the results say)."""
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
     run_dir = tmp_path / "run"
     command = [
         str(CLI), "replay", "--repo", str(repo.path), "--base", repo.base,
         "--patch", repo.patch, "--image", "orchestrator-runner:latest",
-        "--property", PROPERTY, "--replays", "1", "--timeout", "60",
+        *(("--property", PROPERTY) if select else ()), "--replays", "1", "--timeout", "60",
         "--out", str(run_dir), "--no-record", *(["--json"] if json_out else []), *args,
     ]  # fmt: skip
     environment = {

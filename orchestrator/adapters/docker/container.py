@@ -300,7 +300,13 @@ class Container:
     # -- processes run in the started container (``docker exec``) -----------------
 
     def _exec_create(
-        self, command: Sequence[str], environment: Mapping[str, str], *, tty: bool
+        self,
+        command: Sequence[str],
+        environment: Mapping[str, str],
+        *,
+        tty: bool,
+        user: str | None = None,
+        workdir: str | None = None,
     ) -> str:
         try:
             with translated(self._client):
@@ -312,7 +318,8 @@ class Container:
                     stdin=tty,
                     tty=tty,
                     environment=dict(environment),
-                    workdir=self._exec_dir,
+                    workdir=self._exec_dir if workdir is None else workdir,
+                    user=user or "",  # "": the container's own
                 )
         except EngineError as error:
             self._reraise(error)
@@ -395,13 +402,19 @@ class Container:
         return Exit(status_code=status, killed_at_deadline=late, cancelled=cancelled)
 
     def exec_chunks(
-        self, command: Sequence[str], *, deadline: float
+        self,
+        command: Sequence[str],
+        *,
+        deadline: float,
+        user: str | None = None,
+        workdir: str | None = None,
     ) -> tuple[Iterator[bytes], Callable[[], int | None]]:
-        """Run ``command`` (no terminal, no stdin) and hand back its standard output as
-        chunks, and a function for its exit code once they are consumed; the standard
-        error is dropped. Past our monotonic ``deadline`` the container is killed, which
-        ends the stream."""
-        exec_id = self._exec_create(command, {}, tty=False)
+        """Run ``command`` (no terminal, no stdin; as ``user`` in ``workdir`` when given,
+        else the container's) and hand back its standard output as chunks, and a
+        function for its exit code once they are consumed; the standard error is
+        dropped. Past our monotonic ``deadline`` the container is killed, which ends the
+        stream."""
+        exec_id = self._exec_create(command, {}, tty=False, user=user, workdir=workdir)
         chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=64)
 
         def pump() -> None:
