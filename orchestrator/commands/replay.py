@@ -397,6 +397,10 @@ def _print_table(outcome: ReplayOutcome) -> None:
     )
     if skipped is not None:
         typer.echo(skipped)
+    overlay = outcome.plan.overlay
+    removed = None if overlay is None else overlay.removed_tests_line()
+    if removed is not None:  # no lane says it: no side ran them
+        echo_line(removed)
     # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
     for item in outcome.properties:
         if item.decision.code == "oracle_changed":

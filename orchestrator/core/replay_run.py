@@ -21,7 +21,7 @@ from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
-from orchestrator.core.test_files import TestOverlay
+from orchestrator.core.test_files import TestOverlay, explain_not_laid_over
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -47,6 +47,7 @@ NO_OVERLAY: Mapping[str, Any] = {
     "overlay_summary": None,
     "overlaid_files": [],
     "overlay_removed": {},
+    "removed_tests": [],
 }
 
 
@@ -328,6 +329,8 @@ def decide_all(
                 change, on_base=not missing(base), on_patch=not missing(patch),
                 tests_from=plan.tests_from,
             )  # fmt: skip
+            if plan.overlay is not None:  # a doctest or data file it left alone says so
+                change = explain_not_laid_over(change, plan.overlay)
         evidence = build_evidence(
             plan,
             property_id,
@@ -407,6 +410,8 @@ def report_document(
         "decisions": [report_entry(item) for item in properties],
         "screening": screening_summary(plan, properties, screening),
         "skipped": skipped_count(properties),
+        # Tests the base has that the overlaid trees lack: they judge neither side.
+        "removed_tests": [] if plan.overlay is None else list(plan.overlay.removed_tests),
     }
 
 
