@@ -202,7 +202,8 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
             runner_id=runner_id,
         ),
         limits=Limits(
-            image=settings.image, timeout_s=settings.timeout_s, env=settings.env,
+            image=settings.image, timeout_s=settings.timeout_s,
+            timeout_source=settings.timeout_source, env=settings.env,
             pythonpath=settings.pythonpath, writable_tree=writable_tree,
         ),
         recording=Recording(

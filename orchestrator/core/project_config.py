@@ -224,6 +224,9 @@ class ReplaySettings:
     timeout_s: float
     pythonpath: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    # Who set timeout_s: "--timeout", the table, or None (the default: a replay of a
+    # whole suite derives its own, core.replay_deadline).
+    timeout_source: str | None = None
 
 
 def replay_settings(
@@ -250,6 +253,9 @@ def replay_settings(
         timeout_s=timeout_s if timeout_s is not None else (config.timeout_s or DEFAULT_TIMEOUT_S),
         pythonpath=pythonpath if pythonpath is not None else (config.pythonpath or ()),
         env=env if env is not None else (config.env or ()),
+        timeout_source="--timeout"
+        if timeout_s is not None
+        else (f"pyproject.toml {TABLE} timeout" if config.timeout_s else None),
     )
 
 

@@ -66,6 +66,9 @@ class ReplayOptions:
     origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
     replays: int = 5
     timeout_s: float = 60.0
+    # Who set timeout_s: "--timeout", the project's table, or None: nobody, and planning
+    # derives each replay's deadline (core.replay_deadline; the run log's timeout_rule).
+    timeout_source: str | None = "--timeout"
     seed: int = 0
     runner_id: str = "local"
     out: Path | None = None
@@ -150,6 +153,8 @@ class RunPlan:
     engines: tuple[Mapping[str, Any], ...] = ()  # the pool: url, runner_id, slots
     # The containers' limits: memory, pids, cpus, tmp_size (empty: not known when planned).
     limits: Mapping[str, Any] = field(default_factory=dict)
+    # Where each replay's deadline (options.timeout_s) came from, in one line.
+    timeout_rule: str = "--timeout"
 
     @property
     def kept_fixture(self) -> Path | None:
@@ -216,6 +221,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "hash_seed": hash_seed(options.seed),
         "replays": options.replays,
         "timeout_s": options.timeout_s,
+        "timeout_rule": plan.timeout_rule,
         "isolation": options.isolation,
         "property_ids": list(options.property_ids),
         "pytest_args": list(plan.pytest_args),

@@ -359,3 +359,25 @@ def test_the_patchs_own_configuration_never_lays_code_over_unless_its_tests_judg
     judged_by_patch = plan_tests(options(path, base, patch, tests_from="patch"), path, base, patch)
     assert judged_by_patch.overlay is not None
     assert judged_by_patch.overlay.takes("lib.py")
+
+
+def test_a_whole_suites_deadline_comes_from_its_recorded_durations(docs_repo):
+    from orchestrator.services.replay_plan import plan_deadline
+
+    path, base, patch = docs_repo
+    unset = options(path, base, patch, timeout_source=None)
+    tests = plan_tests(unset, path, base, patch)
+    none = plan_deadline(unset, path, (base, patch), tests, {})
+    assert (none.timeout_s, none.rule) == (1800.0, "the whole-suite default (no record)")
+    record = {"tests/test_lib.py::test_double": 300_000.0, "docs/usage.rst::usage.rst": 100_000.0,
+              "tests/test_gone.py::test_x": 900_000.0}  # fmt: skip
+    found = plan_deadline(unset, path, (base, patch), tests, record)
+    assert found.timeout_s == 3 * 400 + 60
+    assert found.rule == "recorded durations: 3 x 400.0 s (2 tests) + 60 s, at least 600 s"
+    # A --timeout (or the project's timeout =) wins; named tests keep a minute.
+    given = options(path, base, patch, timeout_s=7.0)
+    assert plan_deadline(given, path, (base, patch), tests, record).timeout_s == 7.0
+    named = options(
+        path, base, patch, timeout_source=None, property_ids=("tests/test_lib.py::test_double",)
+    )
+    assert plan_deadline(named, path, (base, patch), tests, record).timeout_s == 60.0
