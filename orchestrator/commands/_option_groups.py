@@ -231,6 +231,8 @@ class Limits:
     env: tuple[tuple[str, str], ...] = ()
     pythonpath: tuple[str, ...] = ()
     writable_tree: bool = False
+    # Who set timeout_s (None: nobody; replay derives a whole suite's own).
+    timeout_source: str | None = "--timeout"
 
     def validate(self) -> None:
         from orchestrator.core.replay_env import check_pythonpath, parse_env
@@ -445,6 +447,7 @@ class ReplayArguments:
             isolation=scheduling.isolation,
             runner_id=scheduling.runner_id if scheduling.runner_id is not None else "local",
             timeout_s=limits.timeout_s,
+            timeout_source=limits.timeout_source,
             env=limits.env,
             pythonpath=limits.pythonpath,
             writable_tree=limits.writable_tree,

@@ -91,8 +91,11 @@ _TIMEOUT = typer.Option(
     "--timeout",
     metavar="SECONDS",
     parser=seconds,
-    help="Seconds one replay (a budget sample is one) may take; past it the replay is "
-    f"killed and labelled timeout. From {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a day).",
+    help="Seconds one replay (one pytest session; a budget sample is one) may take; past it "
+    "the replay is killed and labelled timeout. Default: replay's and shrink's timeout = in "
+    "[tool.orchestrator], else 60; replay without --property (a whole suite, or --changed's "
+    "tests, in one session): 3 x their recorded durations + 60, at least 600, or 1800 "
+    f"without a record (docs/lanes.md). From {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g} (a day).",
 )
 TimeoutOption = Annotated[float, _TIMEOUT]
 OptionalTimeoutOption = Annotated[float | None, _TIMEOUT]

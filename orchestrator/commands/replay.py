@@ -214,7 +214,8 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
             runner_id=runner_id,
         ),
         limits=Limits(
-            image=settings.image, timeout_s=settings.timeout_s, env=settings.env,
+            image=settings.image, timeout_s=settings.timeout_s,
+            timeout_source=settings.timeout_source, env=settings.env,
             pythonpath=settings.pythonpath, writable_tree=writable_tree,
         ),
         recording=Recording(
@@ -419,6 +420,10 @@ def _print_table(outcome: ReplayOutcome) -> None:
     )
     if skipped is not None:
         typer.echo(skipped)
+    overlay = outcome.plan.overlay
+    removed = None if overlay is None else overlay.removed_tests_line()
+    if removed is not None:  # no lane says it: no side ran them
+        echo_line(removed)
     # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
     for item in outcome.properties:
         if item.decision.code == "oracle_changed":

@@ -275,6 +275,9 @@ class EvidenceGiven:
 
     false_block_rate: float | None = None
     cap: int | None = None
+    # Who set timeout_s: "--timeout", the table, or None (the default: a replay of a
+    # whole suite derives its own, core.replay_deadline).
+    timeout_source: str | None = None
 
 
 def replay_settings(
@@ -306,6 +309,9 @@ def replay_settings(
             evidence and evidence.false_block_rate, config.false_block_rate, DEFAULT_ALPHA
         ),
         evidence_cap=_given(evidence and evidence.cap, config.evidence_cap, DEFAULT_CAP),
+        timeout_source="--timeout"
+        if timeout_s is not None
+        else (f"pyproject.toml {TABLE} timeout" if config.timeout_s else None),
     )
 
 

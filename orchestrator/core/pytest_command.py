@@ -29,7 +29,7 @@ PYTEST_VALUE_OPTIONS = frozenset(
         "-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
         "--deselect", "--ignore", "--ignore-glob", "--maxfail", "--tb", "--durations",
         "--import-mode", "--override-ini", "--log-level", "--junitxml", "--timeout",
-        "--capture", "--color",
+        "--capture", "--color", "--doctest-glob",
     }
 )  # fmt: skip
 
@@ -45,6 +45,12 @@ def pytest_args(command: str, property_ids: Sequence[str]) -> tuple[str, ...]:
     if not property_ids:
         return tuple(args)
     return _split(args)[0]
+
+
+def pytest_options(command: str) -> tuple[str, ...]:
+    """The options ``--command`` gives pytest, with their values (``pytest -q tests/
+    --doctest-glob '*.rst'`` -> ``-q --doctest-glob *.rst``)."""
+    return _split(_command_words(command))[0]
 
 
 # A node id longer than any a suite writes (pytest's own are paths plus parameters).

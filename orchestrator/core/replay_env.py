@@ -173,40 +173,54 @@ def _words(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def pytest_ini_option(
-    files: Mapping[str, bytes | None], key: str
-) -> tuple[tuple[str, ...], str | None]:
-    """The words of pytest's ini option ``key`` in the file pytest would take as its
-    configuration at the tree's root (pytest.ini, .pytest.ini, pyproject.toml, tox.ini,
-    setup.cfg, first match), and that file's name (None: no configuration file)."""
+def pytest_ini_options(files: Mapping[str, bytes | None]) -> tuple[Mapping[str, Any], str | None]:
+    """The options of the file pytest would take as its configuration at the tree's root
+    (pytest.ini, .pytest.ini, pyproject.toml, tox.ini, setup.cfg, first match) and that
+    file's name: an ini file's values are text, a TOML table's as TOML has them."""
     for name in ("pytest.ini", ".pytest.ini"):
         text = _text(files, name)
         if text is not None:  # pytest takes pytest.ini even without a [pytest] section
             parser = _ini(text)
-            if parser is None or not parser.has_option("pytest", key):
-                return (), name
-            return _words(parser.get("pytest", key)), name
+            if parser is None or not parser.has_section("pytest"):
+                return {}, name
+            return dict(parser.items("pytest")), name
     tool = _toml(_text(files, "pyproject.toml")).get("tool", {})
     pytest_table = tool.get("pytest") if isinstance(tool, dict) else None
     if isinstance(pytest_table, dict):
         ini_options = pytest_table.get("ini_options")
         if isinstance(ini_options, dict):
-            return _words(ini_options.get(key)), "pyproject.toml"
+            return ini_options, "pyproject.toml"
         if pytest_table:  # pytest 9's native [tool.pytest] table
-            return _words(pytest_table.get(key)), "pyproject.toml"
+            return pytest_table, "pyproject.toml"
     for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         text = _text(files, name)
         parser = _ini(text) if text is not None else None
         if parser is not None and parser.has_section(section):
-            if not parser.has_option(section, key):
-                return (), name
-            return _words(parser.get(section, key)), name
-    return (), None
+            return dict(parser.items(section)), name
+    return {}, None
+
+
+def option_words(value: Any) -> tuple[str, ...]:
+    """An ini option's value as pytest splits it (``args``/``linelist``: words, or a TOML
+    list's items)."""
+    return _words(value)
 
 
 def pytest_pythonpath(files: Mapping[str, bytes | None]) -> tuple[tuple[str, ...], str | None]:
-    """pytest's ``pythonpath`` ini option (:func:`pytest_ini_option`), and its file's name."""
-    return pytest_ini_option(files, "pythonpath")
+    """pytest's ``pythonpath`` ini option from the file pytest would take as its
+    configuration at the tree's root (:func:`pytest_ini_options`), and that file's name."""
+    options, name = pytest_ini_options(files)
+    return _words(options.get("pythonpath")), name
+
+
+def pytest_ini_option(
+    files: Mapping[str, bytes | None], key: str
+) -> tuple[tuple[str, ...], str | None]:
+    """The words of pytest's ini option ``key`` in the file pytest would take as its
+    configuration at the tree's root (:func:`pytest_ini_options`), and that file's name
+    (None: no configuration file)."""
+    options, name = pytest_ini_options(files)
+    return _words(options.get(key)), name
 
 
 def pytest_addopts(files: Mapping[str, bytes | None]) -> tuple[tuple[str, ...], str | None]:

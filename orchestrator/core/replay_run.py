@@ -23,7 +23,7 @@ from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
 from orchestrator.core.significance import DEFAULT_ALPHA, DEFAULT_CAP, WEAK, EvidencePolicy
-from orchestrator.core.test_files import TestOverlay
+from orchestrator.core.test_files import TestOverlay, explain_not_laid_over
 from orchestrator.model import (
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
@@ -49,6 +49,7 @@ NO_OVERLAY: Mapping[str, Any] = {
     "overlay_summary": None,
     "overlaid_files": [],
     "overlay_removed": {},
+    "removed_tests": [],
 }
 
 
@@ -67,6 +68,9 @@ class ReplayOptions:
     origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
     replays: int = 5
     timeout_s: float = 60.0
+    # Who set timeout_s: "--timeout", the project's table, or None: nobody, and planning
+    # derives each replay's deadline (core.replay_deadline; the run log's timeout_rule).
+    timeout_source: str | None = "--timeout"
     seed: int = 0
     runner_id: str = "local"
     out: Path | None = None
@@ -161,6 +165,8 @@ class RunPlan:
     @property
     def neutralise(self) -> Neutralisation:
         return self.neutralisation or Neutralisation(seed=self.options.seed)
+    # Where each replay's deadline (options.timeout_s) came from, in one line.
+    timeout_rule: str = "--timeout"
 
     @property
     def kept_fixture(self) -> Path | None:
@@ -234,6 +240,7 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "hash_seed": hash_seed(options.seed),
         "replays": options.replays,
         "timeout_s": options.timeout_s,
+        "timeout_rule": plan.timeout_rule,
         "isolation": options.isolation,
         "property_ids": list(options.property_ids),
         "pytest_args": list(plan.pytest_args),
@@ -354,6 +361,8 @@ def decide_all(
                 change, on_base=not missing(base), on_patch=not missing(patch),
                 tests_from=plan.tests_from,
             )  # fmt: skip
+            if plan.overlay is not None:  # a doctest or data file it left alone says so
+                change = explain_not_laid_over(change, plan.overlay)
         evidence = build_evidence(
             plan,
             property_id,
@@ -435,6 +444,8 @@ def report_document(
         "decisions": [report_entry(item) for item in properties],
         "screening": screening_summary(plan, properties, screening),
         "skipped": skipped_count(properties),
+        # Tests the base has that the overlaid trees lack: they judge neither side.
+        "removed_tests": [] if plan.overlay is None else list(plan.overlay.removed_tests),
     }
 
 

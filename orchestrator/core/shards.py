@@ -310,6 +310,9 @@ def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
     skipped = [run.summary.get("skipped") for run in ordered]
     if all(isinstance(n, int) and not isinstance(n, bool) for n in skipped):
         summary["skipped"] = sum(n for n in skipped if isinstance(n, int))
+    removed = first.summary.get("removed_tests")  # one overlay (tests_from is a pin): one list
+    if isinstance(removed, list):
+        summary["removed_tests"] = removed
     return Merged(run_log=run_log, summary=summary, copies=tuple(copies))
 
 

@@ -19,6 +19,14 @@ The test files are (:class:`TestFileRule`):
   test modules in it or not (its data and support files: ``testing/data/E50.py`` read by
   ``tests/test_data.py``);
 - every ``conftest.py`` and every ``test_*.py`` / ``*_test.py``, anywhere;
+- without properties, what pytest's configuration makes a test file
+  (:mod:`.pytest_collection`, read at the base and at the chosen revision) in the paths
+  it searches (the command's, else ``testpaths``, else the whole tree): modules matching
+  ``python_files`` (``check_*.py``), and text files run as doctests (``--doctest-glob``,
+  default ``test*.txt``; a ``.txt``/``.rst`` named in ``testpaths``), unless they lie in
+  the library's code (a Python package, ``src/``). Never a module for ``--doctest-modules``:
+  its docstrings are tests, but the module is the code under test, and laying the chosen
+  revision's code over both sides would leave nothing to judge;
 - every ``--test-path PATH``: a file, or a folder and everything under it.
 
 :func:`plan_overlay` turns the rule and the three trees (``path -> blob SHA``) into a
@@ -30,9 +38,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
+from orchestrator.core.oracle.model import ChangeReason, OracleChange, ReasonKind
+from orchestrator.core.pytest_collection import (
+    DOCTEST_SUFFIXES,
+    CollectionConfig,
+    doctest_glob_of,
+    is_test_module,
+    search_roots,
+)
 from orchestrator.core.pytest_command import split_node_id
 
 # testsuite: pycodestyle's and others' older layout (test modules beside their data files).
@@ -85,6 +102,30 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + "/")
 
 
+def _within(path: str, root: str) -> bool:
+    return root == "." or _under(path, root)
+
+
+def code_folders(paths: Iterable[str]) -> frozenset[str]:
+    """The folders of the library's code among ``paths``: every folder holding an
+    ``__init__.py`` (a package), and ``src``; a test folder and what is under it are the
+    tests' own."""
+    folders = {str(PurePosixPath(path).parent) for path in paths if path.endswith("/__init__.py")}
+    folders.add("src")
+    return frozenset(
+        folder for folder in folders if outer_test_folder(folder, is_folder=True) is None
+    )
+
+
+def in_code(path: str, code: frozenset[str]) -> bool:
+    """Does ``path`` lie in the library's code (:func:`code_folders`), outside any test
+    folder?"""
+    if outer_test_folder(path) is not None:
+        return False
+    parents = PurePosixPath(path).parents
+    return any(str(parent) in code for parent in parents if str(parent) != ".")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TestFileRule:
     """Which paths are test files (the module docstring says why)."""
@@ -94,17 +135,40 @@ class TestFileRule:
     folders: tuple[str, ...] = ()  # every file under these
     files: tuple[str, ...] = ()  # these files (the properties' own modules)
     extra: tuple[str, ...] = ()  # --test-path: a file, or a folder and what is under it
+    # Files pytest's configuration makes tests (path, why): ``python_files check_*.py``,
+    # ``--doctest-glob *.rst``, ``testpaths``.
+    collected: tuple[tuple[str, str], ...] = ()
+    config: CollectionConfig | None = None  # what that configuration said
+
+    @cached_property
+    def _named(self) -> frozenset[str]:
+        return frozenset((*self.files, *(path for path, _ in self.collected)))
 
     def matches(self, path: str) -> bool:
         name = PurePosixPath(path).name
         return (
             is_test_file_name(name)
-            or path in self.files
+            or path in self._named
             or any(_under(path, folder) for folder in (*self.folders, *self.extra))
         )
 
+    def collected_by(self) -> dict[str, list[str]]:
+        """Why -> the files pytest's configuration made tests, in order."""
+        grouped: dict[str, list[str]] = {}
+        for path, why in self.collected:
+            grouped.setdefault(why, []).append(path)
+        return grouped
+
     def to_json(self) -> dict[str, Any]:
-        return {"folders": list(self.folders), "files": list(self.files), "extra": list(self.extra)}
+        doc: dict[str, Any] = {
+            "folders": list(self.folders),
+            "files": list(self.files),
+            "extra": list(self.extra),
+        }
+        if self.config is not None:
+            doc["collected"] = self.collected_by()
+            doc["pytest_config"] = self.config.to_json()
+        return doc
 
 
 def rule_for_tests(
@@ -112,11 +176,13 @@ def rule_for_tests(
     command_paths: Sequence[str],
     test_paths: Sequence[str],
     trees: Iterable[Iterable[str]] = (),
+    config: CollectionConfig | None = None,
 ) -> TestFileRule:
     """The rule for a run: the properties' test folders and modules (or, without
     properties, the command's paths'; when it names none, the folders of every test module
     of ``trees``, the paths of each tree involved), plus ``--test-path`` (already
-    normalised)."""
+    normalised). Without properties, ``config`` (pytest's configuration) adds the files
+    it makes tests in the paths pytest searches."""
     folders: dict[str, None] = {}
     files: dict[str, None] = {}
 
@@ -146,12 +212,15 @@ def rule_for_tests(
             folders.setdefault(folder, None)
         elif named_file:
             files.setdefault(path, None)
+    found = {path for tree in trees for path in tree}
     if not named:
         # The command runs the whole tree: every test module's folder, as pytest finds them
         # (a module outside any test folder is a test file by its name already).
-        found = {path for tree in trees for path in tree}
         for module in sorted(
-            path for path in found if is_test_module_name(PurePosixPath(path).name)
+            path
+            for path in found
+            if is_test_module_name(PurePosixPath(path).name)
+            or (config is not None and is_test_module(path, config))
         ):
             take(module, own=False)
         # A folder at the root so named (TEST_FOLDER_NAMES) holds the suite's support and
@@ -161,7 +230,58 @@ def rule_for_tests(
         for root_folder in sorted({path.split("/", 1)[0] for path in found if "/" in path}):
             if root_folder in TEST_FOLDER_NAMES:
                 folders.setdefault(root_folder, None)
-    return TestFileRule(folders=tuple(folders), files=tuple(files), extra=tuple(test_paths))
+    collected = () if config is None else collected_tests(command_paths, config, found)
+    return TestFileRule(
+        folders=tuple(folders),
+        files=tuple(files),
+        extra=tuple(test_paths),
+        collected=collected,
+        config=config,
+    )
+
+
+def collected_tests(
+    command_paths: Sequence[str], config: CollectionConfig, found: Iterable[str]
+) -> tuple[tuple[str, str], ...]:
+    """(path, why) for each file of ``found`` that ``config`` makes a test file in the
+    paths pytest searches, beyond the default names: a module by ``python_files``, a text
+    file by ``--doctest-glob`` (or named as a ``.txt``/``.rst`` path to collect) outside
+    the library's code. Sorted by path."""
+    paths = sorted(set(found))
+    parents = {str(parent) for path in paths for parent in PurePosixPath(path).parents}
+    named = [path.partition("::")[0] for path in command_paths]
+    roots = [
+        root
+        for root in (
+            "." if entry.strip() in (".", "./") else normal_path(entry)
+            for entry in search_roots(named, config, sorted(parents | set(paths)))
+        )
+        if root is not None
+    ]
+    from_testpaths = not command_paths and bool(config.testpaths)
+    code = code_folders(paths)
+    collected: list[tuple[str, str]] = []
+    for path in paths:
+        if not any(_within(path, root) for root in roots):
+            continue
+        name = PurePosixPath(path).name
+        if is_test_module(path, config):
+            if not (is_test_module_name(name) or name == "conftest.py"):
+                pattern = next(p for p in config.python_files if _module_pattern(path, p))
+                collected.append((path, f"python_files {pattern}"))
+            continue
+        if in_code(path, code):
+            continue
+        glob = doctest_glob_of(path, config)
+        if glob is not None:
+            collected.append((path, f"--doctest-glob {glob}"))
+        elif path in roots and path.endswith(DOCTEST_SUFFIXES) and config.doctest_text:
+            collected.append((path, "testpaths" if from_testpaths else "the command's path"))
+    return tuple(collected)
+
+
+def _module_pattern(path: str, pattern: str) -> bool:
+    return is_test_module(path, CollectionConfig(python_files=(pattern,)))
 
 
 def missing_test_paths(
@@ -202,6 +322,9 @@ class TestOverlay:
     rule: TestFileRule
     files: Mapping[str, str]
     removed: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Tests the base has that the overlaid trees lack (a test function or a whole test
+    # file ``rev`` removed, as the sources show them): no side runs them.
+    removed_tests: tuple[str, ...] = ()
 
     def side(self, name: str) -> SideOverlay:
         return SideOverlay(
@@ -215,20 +338,29 @@ class TestOverlay:
         return self.rule.matches(path)
 
     def summary(self) -> str:
-        """What was laid over, for the screen: ``12 files from tests/ and 1 test file
-        elsewhere laid over each tree, 1 removed``."""
+        """What was laid over, for the screen: ``12 files from tests/, 2 files by
+        --doctest-glob *.rst and 1 test file elsewhere laid over each tree, 1 removed``."""
         folders = (*self.rule.folders, *self.rule.extra)
-        under = [p for p in self.files if any(_under(p, folder) for folder in folders)]
-        elsewhere = len(self.files) - len(under)
+        collected = dict(self.rule.collected)
+        under = 0
+        by_why: dict[str, int] = {}
+        for path in self.files:
+            if any(_under(path, folder) for folder in folders):
+                under += 1
+            elif path in collected:
+                by_why[collected[path]] = by_why.get(collected[path], 0) + 1
+        elsewhere = len(self.files) - under - sum(by_why.values())
         parts = []
         if folders:
             named = ", ".join(f"{folder}/" for folder in folders)
-            parts.append(f"{_count(len(under), 'file')} from {named}")
-        if elsewhere or not folders:
-            parts.append(f"{_count(elsewhere, 'test file')}{' elsewhere' if folders else ''}")
+            parts.append(f"{_count(under, 'file')} from {named}")
+        parts += [f"{_count(count, 'file')} by {why}" for why, count in by_why.items()]
+        if elsewhere or not parts:
+            parts.append(f"{_count(elsewhere, 'test file')}{' elsewhere' if parts else ''}")
+        listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
         removed = {path for paths in self.removed.values() for path in paths}
         gone = f", {len(removed)} removed" if removed else ""
-        return f"{' and '.join(parts)} laid over each tree{gone}"
+        return f"{listed} laid over each tree{gone}"
 
     def to_json(self) -> dict[str, Any]:
         """What the run log records: the pinned SHA, the rule, every file with its blob."""
@@ -242,7 +374,25 @@ class TestOverlay:
                 side: [{"path": path, "blob": blob} for path, blob in removed.items()]
                 for side, removed in self.removed.items()
             },
+            "removed_tests": list(self.removed_tests),
         }
+
+    def removed_tests_line(self) -> str | None:
+        """One line under the table when the chosen revision lacks tests the base has
+        (None: it lacks none): ``the patch removes 2 tests the base has (a, b): they
+        judge neither side``."""
+        return removed_tests_line(self.ref, self.rev, self.removed_tests)
+
+
+def removed_tests_line(ref: str, rev: str, removed: Sequence[str], *, shown: int = 3) -> str | None:
+    """:meth:`TestOverlay.removed_tests_line` from its parts (a run folder's, too)."""
+    if not removed:
+        return None
+    more = f" and {len(removed) - shown} more" if len(removed) > shown else ""
+    named = ", ".join(removed[:shown]) + more
+    tests = _count(len(removed), "test")
+    who = "the patch removes" if ref == "patch" else f"--tests-from {ref} ({rev[:12]}) lacks"
+    return f"{who} {tests} the base has ({named}): they judge neither side"
 
 
 def _count(number: int, noun: str) -> str:
@@ -273,3 +423,39 @@ def overlaid_tree(tree: Mapping[str, str], overlay: TestOverlay) -> dict[str, st
     """A side's tree (path -> blob) as it is after the overlay."""
     kept = {path: blob for path, blob in tree.items() if not overlay.takes(path)}
     return {**kept, **overlay.files}
+
+
+def lay_over_hint(path: str) -> str:
+    """What to say of a property's file that the overlay left each side's own: the option
+    that lays a text or data file over, or that a module is code under test."""
+    if path.endswith(".py"):
+        return f"{path} is code under test, which --tests-from never lays over"
+    # The file itself: its folder may be the library's package, whose code must stay.
+    return f"{path} is not laid over (--test-path {path} lays it over)"
+
+
+def explain_not_laid_over(change: OracleChange, overlay: TestOverlay) -> OracleChange:
+    """A changed oracle whose doctest or whole file the overlay left each side's own: its
+    reason says which file, and how to lay it over (one line). Other changes as they are."""
+    path = split_node_id(change.property_id).path
+    if not change.changed or not path or overlay.takes(path):
+        return change
+    kinds = (ReasonKind.DOCTEST, ReasonKind.WHOLE_FILE)
+    hint = lay_over_hint(path)
+    reasons = tuple(
+        ChangeReason(
+            kind=reason.kind,
+            subject=reason.subject,
+            detail=f"{reason.detail}; {hint}" if reason.detail else hint,
+        )
+        if reason.kind in kinds and (reason.kind is ReasonKind.DOCTEST or reason.subject == path)
+        else reason
+        for reason in change.reasons
+    )
+    return OracleChange(
+        property_id=change.property_id,
+        base_digest=change.base_digest,
+        patch_digest=change.patch_digest,
+        reasons=reasons,
+        whole_file=change.whole_file,
+    )

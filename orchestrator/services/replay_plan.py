@@ -20,7 +20,8 @@ from orchestrator.core.digest import NULL_DIGEST, canonical_json, digest
 from orchestrator.core.evidence import parse_shrink_report
 from orchestrator.core.neutralise import Neutralisation, installed_from_packages, side_config
 from orchestrator.core.pool import lanes_for, narrow_targets, sides_at_once
-from orchestrator.core.pytest_command import pytest_args
+from orchestrator.core.pytest_command import pytest_args, pytest_paths
+from orchestrator.core.replay_deadline import Deadline, replay_deadline
 from orchestrator.core.replay_env import (
     INI_FILES,
     interpreter_from_labels,
@@ -45,6 +46,7 @@ from orchestrator.core.screening import (
 )
 from orchestrator.core.shards import shard_record
 from orchestrator.errors import InputError, SchemaError
+from orchestrator.log import get_logger
 from orchestrator.model import ShrinkSummary
 from orchestrator.probe import PROBE_VERSION
 from orchestrator.services import durations as durations_store
@@ -53,7 +55,7 @@ from orchestrator.services.engines import Pool
 from orchestrator.services.oracle import (
     property_oracles,
 )
-from orchestrator.services.replay_tests import plan_tests
+from orchestrator.services.replay_tests import TestsPlan, plan_tests
 from orchestrator.services.sides import (
     FIXTURE,
     ReplayPlan,
@@ -67,6 +69,8 @@ from orchestrator.services.sides import (
 
 if TYPE_CHECKING:
     from orchestrator.core.test_files import TestOverlay
+
+log = get_logger(__name__)
 
 
 def shrink_from_report(doc: Any, fixture_digest: str) -> ShrinkSummary:
@@ -185,11 +189,12 @@ def plan_replay(
     run_id = run_id or options.run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
     scheduling = plan_scheduling(options, pool=pool, repo=repo, base_rev=base_rev, root=root)
+    deadline = plan_deadline(options, repo, (base_rev, patch_rev), tests, scheduling.durations)
     plan = RunPlan(
         run_id=run_id,
         run_dir=run_folder(options, run_id, default_root),
         started_at=now,
-        options=replace(options, repo=repo, fixture=fixture.path),
+        options=replace(options, repo=repo, fixture=fixture.path, timeout_s=deadline.timeout_s),
         origin_bytes=fixture.origin_bytes,
         pins=Pins(
             base_rev=base_rev,
@@ -220,6 +225,7 @@ def plan_replay(
         neutralisation=plan_neutralisation(
             options, repo, {BASE: base_rev, PATCH: patch_rev}, args, image.labels
         ),
+        timeout_rule=deadline.rule,
     )
     if before_containers is not None:
         before_containers()
@@ -298,6 +304,35 @@ def plan_scheduling(
         durations_file=store,
         durations=durations_store.read_durations(store),
     )
+
+
+def plan_deadline(
+    options: ReplayOptions,
+    repo: Path,
+    revs: Sequence[str],
+    tests: TestsPlan,
+    durations: Mapping[str, float],
+) -> Deadline:
+    """Each replay's deadline: the one given, else derived (core.replay_deadline) from the
+    recorded durations of the tests the run hands pytest, found on both trees."""
+    named = bool(options.property_ids)
+    paths: set[str] = set()
+    if options.timeout_source is None and not named and tests.selection is None:
+        for rev in dict.fromkeys(revs):
+            paths.update(git_adapter.list_tree(repo, rev))
+        if tests.overlay is not None:
+            paths.update(tests.overlay.files)
+    deadline = replay_deadline(
+        given=None if options.timeout_source is None else options.timeout_s,
+        given_by=options.timeout_source or "",
+        named=named,
+        paths=paths,
+        command_paths=pytest_paths(options.command),
+        durations=durations,
+        selected=() if tests.selection is None else tests.selection.selected,
+    )
+    log.info("replay.deadline", timeout_s=deadline.timeout_s, rule=deadline.rule)
+    return deadline
 
 
 def _select(plan: RunPlan, pool: Pool) -> RunPlan:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.core.changed import Selection
-from orchestrator.core.pytest_command import pytest_paths
+from orchestrator.core.pytest_command import pytest_options, pytest_paths
 from orchestrator.core.replay_run import BASE, PATCH, ReplayOptions
 from orchestrator.core.test_files import TestOverlay
 from orchestrator.services.changed import select_changed_tests
@@ -27,6 +27,7 @@ from orchestrator.services.tests_from import (
     plan_test_overlay,
     refuse_missing,
     resolve_tests_from,
+    with_removed_tests,
 )
 
 
@@ -64,7 +65,10 @@ def plan_tests(options: ReplayOptions, repo: Path, base_rev: str, patch_rev: str
             property_ids=property_ids,
             command_paths=command_paths,
             test_paths=normal_test_paths(options.test_paths),
+            command_options=pytest_options(options.command),
         )
+        if not options.property_ids:  # what the overlay takes away, where nobody named tests
+            overlay = with_removed_tests(repo, overlay, base_rev, command_paths)
     if not property_ids:
         if overlay is not None:
             log_overlay(overlay)

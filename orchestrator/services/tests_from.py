@@ -2,6 +2,10 @@
 
 Plans the overlay before anything runs (the pure rule and overlay are
 :mod:`orchestrator.core.test_files`; the git adapter lays it over each exported tree).
+pytest's configuration (``testpaths``, ``python_files``, the doctest options) is read at
+the first side (the base) and at the chosen revision, never at the patch unless the patch
+is that revision: the patch is what is judged, and its configuration could otherwise make
+its own code a "test file" laid over the base (or the base's over it).
 Bad input is an :class:`~orchestrator.errors.InputError` (exit 2), found here: an unknown
 revision, a ``--test-path`` that exists on no side, a revision without test files or
 without a selected test.
@@ -10,10 +14,19 @@ without a selected test.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
 
 from orchestrator.adapters import git as git_adapter
+from orchestrator.core.changed import in_scope, static_test_ids
 from orchestrator.core.oracle import OracleChange
+from orchestrator.core.pytest_collection import (
+    CollectionConfig,
+    collection_config,
+    is_test_module,
+    merge_configs,
+)
+from orchestrator.core.replay_env import INI_FILES
 from orchestrator.core.test_files import (
     TestOverlay,
     is_test_module_name,
@@ -63,8 +76,10 @@ def plan_test_overlay(
     property_ids: Sequence[str],
     command_paths: Sequence[str],
     test_paths: Sequence[str],
+    command_options: Sequence[str] = (),
 ) -> TestOverlay:
-    """The test files of ``rev`` to lay over every side (``sides``: name -> SHA)."""
+    """The test files of ``rev`` to lay over every side (``sides``: name -> SHA, the base
+    first). Without ``property_ids``, pytest's configuration adds what it collects."""
     trees: dict[str, dict[str, str]] = {}
 
     def tree(sha: str) -> dict[str, str]:
@@ -80,17 +95,85 @@ def plan_test_overlay(
             f"--test-path {missing[0]}: no such file or folder on any side "
             f"({', '.join([ref, *sides])})"
         )
+    config = None
+    if not property_ids:
+        config = pytest_config(repo, sides, ref=ref, rev=rev, command_options=command_options)
     rule = rule_for_tests(
-        property_ids, command_paths, test_paths, trees=[tests_tree, *side_trees.values()]
+        property_ids,
+        command_paths,
+        test_paths,
+        trees=[tests_tree, *side_trees.values()],
+        config=config,
     )
     overlay = plan_overlay(
         ref=ref, rev=rev, rule=rule, tests_tree=tests_tree, side_trees=side_trees
     )
+    named = {*rule.files, *(path for path, _ in rule.collected)}
     if not any(
-        is_test_module_name(path.rsplit("/", 1)[-1]) or path in rule.files for path in overlay.files
+        is_test_module_name(path.rsplit("/", 1)[-1]) or path in named for path in overlay.files
     ):
         raise InputError(f"--tests-from {ref} ({rev[:12]}): no test module there to take")
     return overlay
+
+
+def pytest_config(
+    repo: Path,
+    sides: Mapping[str, str],
+    *,
+    ref: str,
+    rev: str,
+    command_options: Sequence[str],
+) -> CollectionConfig:
+    """What pytest collects, as the first side's (the base's) configuration and the chosen
+    revision's say (both: a file either would collect as a test is one)."""
+    named = dict.fromkeys([*list(sides.items())[:1], (ref, rev)])
+    found = git_adapter.read_blobs_at(repo, [(sha, INI_FILES) for _, sha in named])
+    return merge_configs(
+        collection_config(files, command_options, at=name)
+        for (name, _), files in zip(named, found, strict=True)
+    )
+
+
+def with_removed_tests(
+    repo: Path, overlay: TestOverlay, base_rev: str, command_paths: Sequence[str]
+) -> TestOverlay:
+    """The overlay with the tests the base's own test files define (as the sources show
+    them) that the overlaid trees do not, among those the command runs: whole test files
+    the chosen revision lacks, and test functions its version of a file lacks."""
+    base_tree = git_adapter.list_tree(repo, base_rev)
+    config = overlay.rule.config
+    collected = dict(overlay.rule.collected)
+
+    def is_module(path: str) -> bool:
+        name = PurePosixPath(path).name
+        return is_test_module_name(name) or (config is not None and is_test_module(path, config))
+
+    changed = [
+        path
+        for path, blob in sorted(base_tree.items())
+        if overlay.takes(path)
+        and overlay.files.get(path) != blob
+        and in_scope(path, command_paths)
+        and (is_module(path) or collected.get(path, "").startswith("--doctest-glob"))
+    ]
+    modules = [path for path in changed if path.endswith(".py")]
+    found = git_adapter.read_objects(
+        repo,
+        [base_tree[path] for path in modules]
+        + [overlay.files[path] for path in modules if path in overlay.files],
+    )
+    removed: list[str] = []
+    for path in changed:
+        if not path.endswith(".py"):
+            if path not in overlay.files:  # a text doctest file, run as one test
+                removed.append(f"{path}::{PurePosixPath(path).name}")
+            continue
+        before = static_test_ids(found[base_tree[path]], path)
+        after = set()
+        if path in overlay.files:
+            after = set(static_test_ids(found[overlay.files[path]], path))
+        removed.extend(nodeid for nodeid in before if nodeid not in after)
+    return replace(overlay, removed_tests=tuple(removed))
 
 
 def log_overlay(overlay: TestOverlay) -> None:
@@ -101,6 +184,9 @@ def log_overlay(overlay: TestOverlay) -> None:
         rev=overlay.rev,
         folders=[*overlay.rule.folders, *overlay.rule.extra],
         files=len(overlay.files),
+        collected={why: len(paths) for why, paths in overlay.rule.collected_by().items()},
+        pytest_config=None if overlay.rule.config is None else overlay.rule.config.to_json(),
+        removed_tests=len(overlay.removed_tests),
         summary=overlay.summary(),
     )
 

@@ -60,4 +60,7 @@ def test_a_doctest_is_judged_by_its_docstring_not_by_the_module_around_it(tmp_pa
 
     decided = replay(repo, fix, edit, tmp_path / "edit")
     assert decided[DOCTEST]["lane"] == "reject_run", decided[DOCTEST]
-    assert decided[DOCTEST]["oracle_reasons"] == ["doctest pkg.mod.double"]
+    # The module is code under test, never laid over: the reason says so.
+    assert decided[DOCTEST]["oracle_reasons"] == [
+        "doctest pkg.mod.double: pkg/mod.py is code under test, which --tests-from never lays over"
+    ]

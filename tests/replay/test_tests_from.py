@@ -10,7 +10,7 @@ from replay_gitrepo import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.replay_run import ReplayOptions
-from orchestrator.core.test_files import rule_for_tests
+from orchestrator.core.test_files import explain_not_laid_over, rule_for_tests
 from orchestrator.errors import ExitCode, InputError
 from orchestrator.services.changed import select_changed_tests
 from orchestrator.services.oracle import property_oracles
@@ -239,6 +239,145 @@ def test_the_rule_without_properties_comes_from_the_command(repo):
         patch,
     )
     assert plan.overlay is not None
-    assert plan.overlay.rule == rule_for_tests((), ("tests/",), ())
+    expected = rule_for_tests((), ("tests/",), ())
+    rule = plan.overlay.rule
+    assert (rule.folders, rule.files, rule.extra) == (expected.folders, (), ())
     assert "tests/helpers.py" in plan.overlay.files
     assert plan.targets == {}
+    # The patch deleted tests/old/test_old.py: no side runs its test, and the plan says so.
+    assert plan.overlay.removed_tests == ("tests/old/test_old.py::test_old",)
+
+
+# --- pytest's configuration: a doctest in docs/, data beside it ------------------------------
+
+DOCS_LIB = "def double(x):\n    return {body}\n"
+USAGE = "Usage\n=====\n\n>>> from lib import double\n>>> double({arg})\n{out}\n"
+DOCS_TESTS = "import lib\n\n\ndef test_double():\n    assert lib.double(2) == 4\n"
+FIX_TEST = "\n\ndef test_fix():\n    assert lib.double(-1) == -2\n"
+
+
+@pytest.fixture
+def docs_repo(tmp_path: Path) -> tuple[Path, str, str]:
+    """base: tox.ini searches tests/ and docs/ and runs *.rst as doctests; the patch fixes
+    the code and updates the doctest in docs/usage.rst with it, and adds a test."""
+    path = init(tmp_path / "docs-repo")
+    tox = "[pytest]\ntestpaths = tests docs\naddopts = --doctest-glob='*.rst'\n"
+    base = commit(path, {
+        "tox.ini": tox, "lib.py": DOCS_LIB.format(body="abs(x) * 2"),
+        "tests/test_lib.py": DOCS_TESTS, "docs/usage.rst": USAGE.format(arg=2, out=4),
+        "docs/conf.py": "project = 'lib'\n", "src/README.rst": ">>> 1\n1\n",
+    }, "base")  # fmt: skip
+    patch = commit(path, {
+        "lib.py": DOCS_LIB.format(body="x * 2"),
+        "tests/test_lib.py": DOCS_TESTS + FIX_TEST,
+        "docs/usage.rst": USAGE.format(arg=-2, out=-4),
+    }, "fix")  # fmt: skip
+    return path, base, patch
+
+
+def test_the_overlay_takes_the_doctests_pytests_configuration_collects(docs_repo, private_tmp):
+    path, base, patch = docs_repo
+    plan = plan_tests(options(path, base, patch, tests_from="patch"), path, base, patch)
+    overlay = plan.overlay
+    assert overlay is not None
+    assert dict(overlay.rule.collected) == {"docs/usage.rst": "--doctest-glob *.rst"}
+    assert set(overlay.files) == {"tests/test_lib.py", "docs/usage.rst"}  # not conf.py, src/
+    assert overlay.summary() == (
+        "1 file from tests/ and 1 file by --doctest-glob *.rst laid over each tree"
+    )
+    assert overlay.rule.config is not None
+    assert overlay.rule.config.where == ("tox.ini at base", "tox.ini at patch")
+    with git_adapter.checkout(path, base, tests=overlay.side("base")) as tree:
+        assert "double(-2)" in (tree / "docs/usage.rst").read_text()
+        assert "abs(x)" in (tree / "lib.py").read_text()  # the code stays the base's
+    # Both sides compare one doctest: its oracle no longer differs.
+    doctest = "docs/usage.rst::usage.rst"
+    judged = property_oracles(path, base, patch, [doctest], overlay=overlay)
+    assert not judged[doctest].changed
+    assert plan.overlay.removed_tests == ()
+
+
+def test_a_doctest_the_overlay_leaves_alone_names_the_option_that_lays_it_over(tmp_path):
+    path = init(tmp_path / "plain")
+    base = commit(path, {"lib.py": "X = 1\n", "tests/test_x.py": "def test_x():\n    pass\n",
+                         "docs/usage.rst": ">>> 1\n1\n"}, "base")  # fmt: skip
+    patch = commit(path, {"docs/usage.rst": ">>> 2\n2\n"}, "docs")
+    plan = plan_tests(options(path, base, patch, tests_from="patch"), path, base, patch)
+    assert plan.overlay is not None
+    doctest = "docs/usage.rst::usage.rst"  # run by a command that names it, say
+    (change,) = property_oracles(path, base, patch, [doctest], overlay=plan.overlay).values()
+    # What the decision says of it (core.replay_run.decide_all explains every change so).
+    change = explain_not_laid_over(change, plan.overlay)
+    assert change.reason_texts == (
+        "doctest usage.rst: docs/usage.rst is not laid over"
+        " (--test-path docs/usage.rst lays it over)",
+    )
+    laid = plan_tests(
+        options(path, base, patch, tests_from="patch", test_paths=("docs",)), path, base, patch
+    )
+    assert laid.overlay is not None
+    assert not property_oracles(path, base, patch, [doctest], overlay=laid.overlay)[doctest].changed
+
+
+def test_a_revert_that_deletes_the_fixs_test_is_found_before_anything_runs(docs_repo):
+    path, _base, fix = docs_repo
+    revert = commit(path, {
+        "lib.py": DOCS_LIB.format(body="abs(x) * 2"), "tests/test_lib.py": DOCS_TESTS,
+        "docs/usage.rst": USAGE.format(arg=2, out=4),
+    }, "revert")  # fmt: skip
+    plan = plan_tests(options(path, fix, revert, tests_from="patch"), path, fix, revert)
+    assert plan.overlay is not None
+    assert plan.overlay.removed_tests == ("tests/test_lib.py::test_fix",)
+    assert plan.overlay.removed_tests_line() == (
+        "the patch removes 1 test the base has (tests/test_lib.py::test_fix):"
+        " they judge neither side"
+    )
+    assert plan.overlay.to_json()["removed_tests"] == ["tests/test_lib.py::test_fix"]
+    # Named tests are what they are: nothing to report.
+    one = ("tests/test_lib.py::test_double",)
+    named = plan_tests(
+        options(path, fix, revert, tests_from="patch", property_ids=one), path, fix, revert
+    )
+    assert named.overlay is not None
+    assert named.overlay.removed_tests == ()
+
+
+def test_the_patchs_own_configuration_never_lays_code_over_unless_its_tests_judge(tmp_path):
+    """A patch that names its code a test module (python_files = lib*.py) would have the
+    base's code laid over it under --tests-from base: its configuration does not count."""
+    path = init(tmp_path / "config")
+    base = commit(path, {"lib.py": "X = 1\n", "tests/test_x.py": "def test_x():\n    pass\n"}, "b")
+    patch = commit(
+        path, {"lib.py": "X = 2\n", "pytest.ini": "[pytest]\npython_files = lib*.py\n"}, "p"
+    )
+    judged_by_base = plan_tests(options(path, base, patch, tests_from="base"), path, base, patch)
+    assert judged_by_base.overlay is not None
+    assert not judged_by_base.overlay.takes("lib.py")
+    assert judged_by_base.overlay.rule.config is not None
+    assert judged_by_base.overlay.rule.config.where == ()  # the base has no ini file
+    # Under --tests-from patch the patch's tests judge, and its configuration with them.
+    judged_by_patch = plan_tests(options(path, base, patch, tests_from="patch"), path, base, patch)
+    assert judged_by_patch.overlay is not None
+    assert judged_by_patch.overlay.takes("lib.py")
+
+
+def test_a_whole_suites_deadline_comes_from_its_recorded_durations(docs_repo):
+    from orchestrator.services.replay_plan import plan_deadline
+
+    path, base, patch = docs_repo
+    unset = options(path, base, patch, timeout_source=None)
+    tests = plan_tests(unset, path, base, patch)
+    none = plan_deadline(unset, path, (base, patch), tests, {})
+    assert (none.timeout_s, none.rule) == (1800.0, "the whole-suite default (no record)")
+    record = {"tests/test_lib.py::test_double": 300_000.0, "docs/usage.rst::usage.rst": 100_000.0,
+              "tests/test_gone.py::test_x": 900_000.0}  # fmt: skip
+    found = plan_deadline(unset, path, (base, patch), tests, record)
+    assert found.timeout_s == 3 * 400 + 60
+    assert found.rule == "recorded durations: 3 x 400.0 s (2 tests) + 60 s, at least 600 s"
+    # A --timeout (or the project's timeout =) wins; named tests keep a minute.
+    given = options(path, base, patch, timeout_s=7.0)
+    assert plan_deadline(given, path, (base, patch), tests, record).timeout_s == 7.0
+    named = options(
+        path, base, patch, timeout_source=None, property_ids=("tests/test_lib.py::test_double",)
+    )
+    assert plan_deadline(named, path, (base, patch), tests, record).timeout_s == 60.0

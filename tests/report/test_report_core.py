@@ -6,6 +6,7 @@ import base64
 import hashlib
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from html.parser import HTMLParser
 from typing import Any
 
@@ -527,3 +528,24 @@ def test_a_verdict_set_aside_for_want_of_evidence_needs_a_look_in_the_summary() 
     assert "`t.py::test_weak`" in text.split("#### 1 property needs a look", 1)[1]
     assert line.replace(">", "&gt;") in text  # as a table cell writes it
     assert "1 more property behaved alike" in text
+
+
+def test_markdown_and_html_say_which_tests_the_tests_from_revision_removed() -> None:
+    item = ("t.py::test_x", "no_freeze", "not_reproduced", [], failing("t.py::test_x", "t.py", 3))
+    run_log = {"base_rev": "1" * 40, "patch_rev": "2" * 40, "tests_from": "2" * 40,
+               "tests_from_ref": "patch"}  # fmt: skip
+    docs = run_docs([item], run_log=run_log)
+    summary = {**docs.summary, "removed_tests": ["t.py::test_fix", "t.py::test_other"]}
+    run = read_run(replace(docs, summary=summary))
+    line = (
+        "the patch removes 2 tests the base has (t.py::test_fix, t.py::test_other):"
+        " they judge neither side"
+    )
+    assert run.removed_tests_line() == line
+    assert f"| removed tests | {line} |" in render_markdown([run])
+    assert line in render_html([run])
+    # A run without it (or a summary of an earlier version) says nothing.
+    plain = read_run(docs)
+    assert plain.removed_tests == ()
+    assert plain.removed_tests_line() is None
+    assert "removed tests" not in render_markdown([plain]) + render_html([plain])

@@ -167,3 +167,13 @@ def test_shards_of_an_earlier_version_merge_without_a_screening_count():
         "screening"
         not in merge_runs(check_shards([shard(1), shard(2), shard(3)]), run_dir="m").summary
     )
+
+
+def test_the_tests_the_overlay_removed_carry_over_to_the_merged_run():
+    runs = [shard(1), shard(2), shard(3)]
+    for run in runs:
+        run.summary["removed_tests"] = ["tests/test_x.py::test_fix"]
+    merged = merge_runs(check_shards(runs), run_dir="/m")
+    assert merged.summary["removed_tests"] == ["tests/test_x.py::test_fix"]
+    earlier = merge_runs(check_shards([shard(1), shard(2), shard(3)]), run_dir="/m")
+    assert "removed_tests" not in earlier.summary  # shards of an earlier version

@@ -197,6 +197,13 @@ def test_the_command_line_wins_and_the_table_beats_the_defaults(
     )
     assert settings.replays == (replays or table.get("replays") or DEFAULT_REPLAYS)
     assert settings.timeout_s == (timeout or table.get("timeout") or DEFAULT_TIMEOUT_S)
+    # Who set it: a whole suite derives its own deadline only where nobody did.
+    expected_source = None
+    if timeout is not None:
+        expected_source = "--timeout"
+    elif table.get("timeout"):
+        expected_source = "pyproject.toml [tool.orchestrator] timeout"
+    assert settings.timeout_source == expected_source
     if pythonpath is not None:
         assert settings.pythonpath == pythonpath
     else:

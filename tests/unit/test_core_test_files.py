@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+import fnmatch
+from dataclasses import replace
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiers import examples
+
+from orchestrator.core.oracle.model import ChangeReason, OracleChange, ReasonKind
+from orchestrator.core.pytest_collection import CollectionConfig
 from orchestrator.core.test_files import (
     TestFileRule,
+    explain_not_laid_over,
     is_test_file_name,
     is_test_module_name,
+    lay_over_hint,
     missing_test_paths,
     normal_path,
     outer_test_folder,
     overlaid_tree,
     plan_overlay,
+    removed_tests_line,
     rule_for_tests,
 )
 
@@ -208,3 +217,170 @@ def test_without_paths_a_file_is_taken_exactly_when_a_test_module_shares_its_tes
         named = is_test_file_name(path.rsplit("/", 1)[-1])
         root = "/" in path and path.split("/", 1)[0] in ("test", "tests", "testing", "testsuite")
         assert rule.matches(path) == (shared or named or root), (path, rule)
+
+
+# --- pytest's configuration: testpaths, python_files, doctest globs -------------------------
+
+DOCS_TREE = [
+    "lib.py", "src/pkg/__init__.py", "src/pkg/mod.py", "src/pkg/README.rst",
+    "src/pkg/check_inline.py", "pkg2/__init__.py", "pkg2/notes.rst", "tests/test_a.py",
+    "docs/usage.rst", "docs/api/ref.rst", "docs/conf.py", "docs/data.json", "README.rst",
+    "checks/check_x.py", "other/check_y.py", "other/guide.rst",
+]  # fmt: skip
+
+
+def test_testpaths_doctest_globs_and_python_files_make_test_files():
+    config = CollectionConfig(
+        testpaths=("tests", "docs", "checks"),
+        python_files=("test_*.py", "check_*.py", "*.py"),
+        doctest_globs=("*.rst",),
+        doctest_modules=True,
+    )
+    rule = rule_for_tests((), (), (), trees=[DOCS_TREE], config=config)
+    assert dict(rule.collected) == {
+        "docs/usage.rst": "--doctest-glob *.rst",
+        "docs/api/ref.rst": "--doctest-glob *.rst",
+        "checks/check_x.py": "python_files check_*.py",
+    }
+    laid = [path for path in DOCS_TREE if rule.matches(path)]
+    assert laid == ["tests/test_a.py", "docs/usage.rst", "docs/api/ref.rst", "checks/check_x.py"]
+    # Outside testpaths nothing is pytest's test by them; in the library's code never a
+    # doctest text file, and never a module for --doctest-modules or "*.py".
+    assert rule.to_json()["collected"] == {
+        "--doctest-glob *.rst": ["docs/api/ref.rst", "docs/usage.rst"],
+        "python_files check_*.py": ["checks/check_x.py"],
+    }
+    # Without testpaths pytest searches the whole tree: a module by python_files anywhere
+    # (the library's own too: the project says it is a test), text files outside code.
+    whole = rule_for_tests((), (), (), trees=[DOCS_TREE], config=replace(config, testpaths=()))
+    assert [p for p in DOCS_TREE if whole.matches(p) and not rule.matches(p)] == [
+        "src/pkg/check_inline.py", "README.rst", "other/check_y.py", "other/guide.rst"]  # fmt: skip
+    # The command's paths are where pytest searches when it names some.
+    named = rule_for_tests(
+        (), ("docs/usage.rst",), (), trees=[DOCS_TREE], config=CollectionConfig()
+    )
+    assert dict(named.collected) == {"docs/usage.rst": "the command's path"}
+    # Named properties name their files: pytest's configuration adds nothing then.
+    assert rule_for_tests(("tests/test_a.py::t",), (), (), config=config).collected == ()
+
+
+def test_the_overlay_says_which_files_pytests_configuration_laid_over():
+    config = CollectionConfig(testpaths=("tests", "docs"), doctest_globs=("*.rst",))
+    rule = rule_for_tests((), (), (), trees=[DOCS_TREE], config=config)
+    tree = dict.fromkeys(DOCS_TREE, "1")
+    overlay = plan_overlay(ref="patch", rev="r", rule=rule, tests_tree=tree, side_trees={})
+    assert overlay.summary() == (
+        "1 file from tests/ and 2 files by --doctest-glob *.rst laid over each tree"
+    )
+    assert overlay.to_json()["rule_for_tests"]["pytest_config"]["testpaths"] == ["tests", "docs"]
+
+
+def test_a_changed_oracle_the_overlay_left_each_sides_own_says_how_to_lay_it_over():
+    rule = rule_for_tests((), (), ("golden",), trees=[DOCS_TREE], config=CollectionConfig())
+    overlay = plan_overlay(ref="patch", rev="r", rule=rule, tests_tree={}, side_trees={})
+
+    def change(property_id, reason):
+        return OracleChange(property_id=property_id, base_digest="a", patch_digest="b",
+                            reasons=(reason,))  # fmt: skip
+
+    text = explain_not_laid_over(
+        change(
+            "docs/usage.rst::usage.rst", ChangeReason(kind=ReasonKind.DOCTEST, subject="usage.rst")
+        ),
+        overlay,
+    )
+    assert text.reason_texts == (
+        "doctest usage.rst: docs/usage.rst is not laid over"
+        " (--test-path docs/usage.rst lays it over)",
+    )
+    data = ChangeReason(kind=ReasonKind.WHOLE_FILE, subject="cases/a.case", detail="does not parse")
+    assert explain_not_laid_over(change("cases/a.case::a", data), overlay).reason_texts == (
+        "whole file cases/a.case: does not parse;"
+        " cases/a.case is not laid over (--test-path cases/a.case lays it over)",
+    )
+    module = ChangeReason(kind=ReasonKind.DOCTEST, subject="pkg.mod.f")
+    assert explain_not_laid_over(change("pkg/mod.py::pkg.mod.f", module), overlay).reason_texts == (
+        "doctest pkg.mod.f: pkg/mod.py is code under test, which --tests-from never lays over",
+    )
+    # A file the overlay took, or an unchanged oracle, is left as it is.
+    golden = change("golden/x.txt::x.txt", ChangeReason(kind=ReasonKind.DOCTEST, subject="x"))
+    assert explain_not_laid_over(golden, overlay) == golden
+    assert lay_over_hint("README.rst") == (
+        "README.rst is not laid over (--test-path README.rst lays it over)"
+    )
+
+
+def test_the_line_for_tests_the_chosen_revision_lacks():
+    assert removed_tests_line("patch", "f" * 40, ()) is None
+    assert removed_tests_line("patch", "f" * 40, ("t.py::a",)) == (
+        "the patch removes 1 test the base has (t.py::a): they judge neither side"
+    )
+    assert removed_tests_line("v2", "abcdef123456789", ("a", "b", "c", "d", "e")) == (
+        "--tests-from v2 (abcdef123456) lacks 5 tests the base has (a, b, c and 2 more):"
+        " they judge neither side"
+    )
+
+
+ini_trees = st.lists(
+    st.sampled_from(
+        ["lib.py", "src/pkg/__init__.py", "src/pkg/mod.py", "src/pkg/check_m.py",
+         "src/pkg/notes.txt", "src/pkg/guide.rst", "src/pkg/tests/test_t.py",
+         "src/pkg/tests/data.txt", "src/top.rst", "pkg/__init__.py", "pkg/api.py",
+         "pkg/doc.rst", "pkg/test_inline.py", "tests/test_a.py", "tests/check_b.py",
+         "tests/data/x.json", "docs/usage.rst", "docs/index.md", "docs/test_guide.txt",
+         "docs/conf.py", "docs/check_doc.py", "checks/check_c.py", "checks/notes.md",
+         "README.rst", "test_top.txt"]
+    ),
+    max_size=12,
+)  # fmt: skip
+configs = st.builds(
+    CollectionConfig,
+    testpaths=st.lists(st.sampled_from(["tests", "docs", "src", "checks", "pkg", "."]),
+                       max_size=3, unique=True).map(tuple),
+    python_files=st.lists(st.sampled_from(["test_*.py", "*_test.py", "check_*.py", "*.py"]),
+                          min_size=1, max_size=3, unique=True).map(tuple),
+    doctest_globs=st.lists(st.sampled_from(["test*.txt", "*.rst", "*.md", "*.txt", "*"]),
+                           min_size=1, max_size=2, unique=True).map(tuple),
+    doctest_modules=st.booleans(),
+)  # fmt: skip
+
+
+def pytest_collects(path: str, config: CollectionConfig) -> str | None:
+    """What pytest makes of ``path`` under ``config`` (None: no test file), written apart
+    from the rule: within the searched paths, a module matching python_files, or any other
+    file matching a doctest glob."""
+    roots = config.testpaths or (".",)
+    if not any(root == "." or path == root or path.startswith(root + "/") for root in roots):
+        return None
+    name = path.rsplit("/", 1)[-1]
+    if path.endswith(".py"):
+        return "module" if any(fnmatch.fnmatchcase(name, p) for p in config.python_files) else None
+    return "text" if any(fnmatch.fnmatchcase(name, g) for g in config.doctest_globs) else None
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(tree=ini_trees, config=configs)
+def test_the_overlay_is_the_test_tree_pytest_sees_and_never_the_librarys_code(tree, config):
+    rule = rule_for_tests((), (), (), trees=[tree], config=config)
+    packages = {p.rsplit("/", 1)[0] for p in tree if p.endswith("/__init__.py")}
+    for path in tree:
+        name = path.rsplit("/", 1)[-1]
+        by_name = is_test_file_name(name) or any(
+            fnmatch.fnmatchcase(name, p) for p in config.python_files if p != "*.py"
+        )
+        in_test_folder = outer_test_folder(path) is not None
+        # Nothing under src/ (nor in a package) is laid over unless a test pattern or a
+        # test folder makes it a test file.
+        library = path.startswith("src/") or path.rsplit("/", 1)[0] in packages
+        if library and rule.matches(path):
+            assert by_name or in_test_folder, (path, rule)
+        collected = pytest_collects(path, config)
+        # Every file pytest collects as a test is laid over: a module by a pattern that
+        # names test modules, a text doctest outside the library's code.
+        if collected == "module" and by_name:
+            assert rule.matches(path), (path, rule)
+        if collected == "text" and (not library or in_test_folder):
+            assert rule.matches(path), (path, rule)
+        # --doctest-modules never makes a plain module a test file.
+        if path.endswith(".py") and not by_name and not in_test_folder:
+            assert not rule.matches(path), (path, rule)

@@ -188,6 +188,11 @@ def _run_block(run: RunView) -> str:
         _pin("seed", None if run.seed is None else str(run.seed)),
         _pin("command", run.command),
         _pin("tests from", run.tests_from or "each side's own", code=run.tests_from is not None),
+        *(
+            [_pin("removed tests", run.removed_tests_line(), code=False)]
+            if run.removed_tests
+            else []
+        ),
         _pin("engine / runner", runner),
         _pin(
             "replays",

@@ -106,6 +106,9 @@ def run_block(run: RunView) -> str:
     ]
     if run.skipped:
         rows.insert(2, ("skipped", f"{run.skipped} (the project skips them on the patch)"))
+    removed = run.removed_tests_line()
+    if removed is not None:
+        rows.insert(2, ("removed tests", _text(removed)))
     lines = [f"### Replay {_code(run.run_id)}", "", "| | |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
     return "\n".join(lines) + "\n"

@@ -20,6 +20,7 @@ from typing import Any
 
 from orchestrator.core.lanes import worst_exit_status
 from orchestrator.core.pytest_command import split_node_id
+from orchestrator.core.test_files import removed_tests_line
 from orchestrator.errors import SchemaError
 from orchestrator.model import REPORT_SCHEMA, Lane
 
@@ -262,6 +263,9 @@ class RunView:
     seed: int | None = None
     command: str | None = None
     tests_from: str | None = None
+    tests_from_ref: str | None = None
+    # Tests the base has that the --tests-from trees lack (summary.json removed_tests).
+    removed_tests: tuple[str, ...] = ()
     runner_id: str | None = None
     engines: tuple[str, ...] = ()
     replays: int | None = None
@@ -278,6 +282,12 @@ class RunView:
     def skipped(self) -> int:
         """How many properties did not run on the patch (the project skips them)."""
         return sum(item.skipped for item in self.properties)
+
+    def removed_tests_line(self) -> str | None:
+        """``the patch removes 2 tests the base has (...): they judge neither side``."""
+        return removed_tests_line(
+            self.tests_from_ref or "?", self.tests_from or "", self.removed_tests
+        )
 
 
 def lane_counts(properties: Sequence[PropertyView]) -> dict[str, int]:
@@ -310,6 +320,11 @@ def _get(doc: Any, name: str) -> Any:
 def _str(doc: Any, name: str) -> str | None:
     value = _get(doc, name)
     return value if isinstance(value, str) else None
+
+
+def _strings(doc: Any, name: str) -> tuple[str, ...]:
+    value = _get(doc, name)
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 def _int(doc: Any, name: str) -> int | None:
@@ -537,6 +552,8 @@ def read_run(docs: RunDocuments) -> RunView:
         seed=_int(run_log, "seed"),
         command=_str(run_log, "command"),
         tests_from=_str(run_log, "tests_from"),
+        tests_from_ref=_str(run_log, "tests_from_ref"),
+        removed_tests=_strings(summary, "removed_tests"),
         runner_id=_str(run_log, "runner_id"),
         engines=_engines(run_log),
         replays=_int(run_log, "replays"),
