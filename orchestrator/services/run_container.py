@@ -282,9 +282,15 @@ def _still_runs(container: SideContainer) -> bool:
 
 
 def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
+    first = True
+
     def handle(line: str) -> None:
+        nonlocal first
         if not run.note_line(side, line):
             tail(line)  # the per-test lines would push a failure's own lines out
+        elif first:  # when a container's first result came (bench/scale.py reads it)
+            first = False
+            log.debug("side.first_test", side=side)
 
     return handle
 
