@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from orchestrator.model import Label, Replay
 
@@ -36,11 +37,20 @@ def call_sets(replays: Iterable[Replay]) -> dict[str, frozenset[int]]:
     is a programming error (``parse_evidence`` never builds one) and raises TypeError.
     A skipped replay is left out: its body did not run (or not to the end)."""
     replays = tuple(replay for replay in replays if replay.label != Label.SKIPPED)
+    if replays and all(replay.calls is replays[0].calls for replay in replays):
+        # One set of counts shared by every replay (labels.SharedValues): most of a suite.
+        return dict(_single(tuple(replays[0].calls.items())))
     names = {name for replay in replays for name in replay.calls}
     return {
         name: frozenset(operator.index(replay.calls.get(name, 0)) for replay in replays)
         for name in sorted(names)
     }
+
+
+@lru_cache(maxsize=256)
+def _single(counts: tuple[tuple[str, int], ...]) -> dict[str, frozenset[int]]:
+    """:func:`call_sets` of replays that all showed ``counts`` (never changed: copied)."""
+    return {name: frozenset({operator.index(count)}) for name, count in sorted(counts)}
 
 
 def compare(base: CallSets, patch: CallSets) -> tuple[CallChange, ...]:

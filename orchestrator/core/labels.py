@@ -116,10 +116,13 @@ def tests_named(doc: Mapping[str, Any]) -> int:
     )
 
 
-def _tests(doc: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+def _tests(doc: Mapping[str, Any] | None) -> Sequence[Mapping[str, Any]]:
+    """A completed run's test entries (the document's own list: never copied, a replay
+    of a whole suite holds one entry per test)."""
     if doc is None or doc.get("status") != "completed":
-        return []
-    return list(doc["result"]["tests"])
+        return ()
+    tests: Sequence[Mapping[str, Any]] = doc["result"]["tests"]
+    return tests
 
 
 def _skipped_entries(doc: Mapping[str, Any] | None) -> dict[str, str | None]:
@@ -227,16 +230,13 @@ class EntryIndex:
         ]
 
 
-def _entry_for(
-    tests: Sequence[Mapping[str, Any]], property_id: str, index: EntryIndex | None = None
-) -> Mapping[str, Any] | None:
+def _entry_for(property_id: str, index: EntryIndex) -> Mapping[str, Any] | None:
     """The entry that tells what happened to ``property_id`` in one replay.
 
     A collection error is reported against the module (or a directory, or the
     session), not the test; pytest then also reports the test as not found. The
     collection error is the cause, so it wins over that ``not_found``.
     """
-    index = index if index is not None else EntryIndex(tests)
     exact = index.last.get(property_id)
     above = index.enclosing(property_id)
     if exact is not None and not (exact.get("reason") == "not_found" and above):
@@ -348,27 +348,62 @@ def read_only_replay(entry: Mapping[str, Any]) -> Replay | None:
     )
 
 
-def _from_entry(entry: Mapping[str, Any], property_id: str) -> Replay:
+class SharedValues:
+    """One object for each distinct value many replays carry (a suite's labels, the
+    call counts of its tests, mostly all zero): a whole suite's replays hold one copy
+    each instead of one per test. The values handed out are never changed (a
+    :class:`~orchestrator.model.Replay` is frozen, and so are its counts by use)."""
+
+    def __init__(self) -> None:
+        self._calls: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+        self._strings: dict[str, str] = {}
+
+    def calls(self, counts: Mapping[str, int]) -> dict[str, int]:
+        key = tuple(counts.items())
+        found = self._calls.get(key)
+        if found is None:
+            found = self._calls[key] = dict(counts)
+        return found
+
+    def string(self, value: str) -> str:
+        return self._strings.setdefault(value, value)
+
+
+def _from_entry(
+    entry: Mapping[str, Any],
+    property_id: str,
+    *,
+    image_digest: str | None = None,
+    runner_id: str | None = None,
+    shared: SharedValues | None = None,
+) -> Replay:
     duration = entry.get("duration_ms")
     reason = entry.get("reason")
     message = entry.get("message")
     assertion_id = entry.get("assertion_id")
     assertion_key = entry.get("assertion_key")
-    if entry["nodeid"] != property_id and entry["label"] == Label.HARNESS_ERROR:
+    calls = entry.get("calls", {})
+    calls = shared.calls(calls) if shared is not None else dict(calls)
+    label = entry["label"]
+    if entry["nodeid"] != property_id and label == Label.HARNESS_ERROR:
         reason = reason or "collection_error"
     read_only = read_only_replay(entry)
     if read_only is not None:
         return replace(
             read_only,
-            calls=dict(entry.get("calls", {})),
+            calls=calls,
             duration_ms=float(duration) if duration is not None else None,
+            image_digest=image_digest,
+            runner_id=runner_id,
         )
     return Replay(
-        label=entry["label"],
+        label=shared.string(label) if shared is not None else label,
         assertion_id=assertion_id if isinstance(assertion_id, str) else None,
         assertion_key=assertion_key if isinstance(assertion_key, str) else None,
-        calls=dict(entry.get("calls", {})),
+        calls=calls,
         duration_ms=float(duration) if duration is not None else None,
+        image_digest=image_digest,
+        runner_id=runner_id,
         reason=reason if isinstance(reason, str) else None,
         message=message if isinstance(message, str) else None,
     )
@@ -382,6 +417,21 @@ def label_replay(
 ) -> Replay:
     """The label of one property in one replay (without image/runner stamps); ``index``
     is :class:`EntryIndex` of the replay's entries, when the caller labels many."""
+    return _label(replay_file, facts, property_id, index)
+
+
+def _label(
+    replay_file: ReplayFile,
+    facts: ContainerFacts,
+    property_id: str,
+    index: EntryIndex | None,
+    *,
+    runner_id: str | None = None,
+    shared: SharedValues | None = None,
+) -> Replay:
+    """:func:`label_replay`; with ``runner_id`` stamped with it and the image (the label
+    of a test's own entry is made stamped, not copied)."""
+    stamped = runner_id is not None
     if replay_file.state == "unsafe":  # never followed, never copied: no verdict
         return _harness(UNSAFE_RESULT, replay_file.problem)
     if replay_file.state == "full":  # the driver had no room left to write it
@@ -409,10 +459,14 @@ def label_replay(
         skipped, reason = index.skip_of(property_id)
         if skipped:
             return skipped_replay(reason)
-    entry = _entry_for(_tests(doc), property_id, index)
+    entry = _entry_for(property_id, index)
     if entry is None:
         return _harness("not_found", f"{property_id} was not collected")
-    return _from_entry(entry, property_id)
+    if not stamped:
+        return _from_entry(entry, property_id)
+    return _from_entry(
+        entry, property_id, image_digest=facts.image_id, runner_id=runner_id, shared=shared
+    )
 
 
 def skipped_replay(reason: str | None) -> Replay:
@@ -431,17 +485,20 @@ def label_replays(
         EntryIndex(_tests(replay_file.doc), _skipped_entries(replay_file.doc))
         for replay_file, _ in observed
     ]
-    return {
-        property_id: tuple(
-            replace(
-                label_replay(replay_file, facts, property_id, index),
-                image_digest=facts.image_id,
-                runner_id=runner_id,
+    shared = SharedValues()
+    pairs = list(zip(observed, indexes, strict=True))
+    labelled: dict[str, tuple[Replay, ...]] = {}
+    for property_id in property_ids:
+        replays = []
+        for (replay_file, facts), index in pairs:
+            replay = _label(
+                replay_file, facts, property_id, index, runner_id=runner_id, shared=shared
             )
-            for (replay_file, facts), index in zip(observed, indexes, strict=True)
-        )
-        for property_id in property_ids
-    }
+            if replay.runner_id != runner_id or replay.image_digest != facts.image_id:
+                replay = replace(replay, image_digest=facts.image_id, runner_id=runner_id)
+            replays.append(replay)
+        labelled[property_id] = tuple(replays)
+    return labelled
 
 
 def mark_image_mismatch(

@@ -12,6 +12,7 @@ the sides ran; the digests and reasons go into each property's evidence.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from orchestrator.adapters import git as git_adapter
@@ -41,7 +42,11 @@ def oracle_files(property_id: str) -> tuple[str, tuple[str, ...]]:
 
     A node id whose path is not a plain relative path names no file (empty module path).
     """
-    module = split_node_id(property_id).path
+    return _module_files(split_node_id(property_id).path)
+
+
+@lru_cache(maxsize=4096)  # a whole suite asks once per test, for a few modules
+def _module_files(module: str) -> tuple[str, tuple[str, ...]]:
     path = PurePosixPath(module)
     if not module or path.is_absolute() or ".." in path.parts:
         return "", ()

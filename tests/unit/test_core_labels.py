@@ -275,7 +275,7 @@ def node_ids(draw):
 )
 def test_the_entry_index_finds_what_a_scan_of_every_entry_finds(tests, property_id):
     index = labels.EntryIndex(tests)
-    assert labels._entry_for(tests, property_id, index) is naive_entry_for(tests, property_id)
+    assert labels._entry_for(property_id, index) is naive_entry_for(tests, property_id)
 
 
 def _run_doc(result: dict[str, Any], status: str = "completed") -> dict[str, Any]:

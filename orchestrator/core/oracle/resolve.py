@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from functools import lru_cache
 
 from orchestrator.core.imports import absolute_module, module_paths
 from orchestrator.core.oracle.analysis import (
@@ -122,10 +123,15 @@ def _shared(first: Sequence[str], second: Sequence[str]) -> int:
     return count
 
 
+@lru_cache(maxsize=2048)  # once per module text: a run asks in several passes
 def may_inherit_from_elsewhere(source: str | bytes | None) -> bool:
     """Does a class of this module name a base its imports bind (or a star import may)?
     Only then are the project's other modules worth reading for its slices. Pure."""
-    analysed = None if source is None else analyse_source(source)
+    if source is None:
+        return False
+    if (b"class" not in source) if isinstance(source, bytes) else ("class" not in source):
+        return False  # no class statement, no base (skips parsing a module of functions)
+    analysed = analyse_source(source)
     if analysed is None:
         return False
     scope = analysed.scope
