@@ -22,7 +22,17 @@ CANONICALIZATION = "json-sort-keys"
 EVIDENCE_SCHEMA = "replay-evidence/1"
 DECISION_SCHEMA = "replay-decision/1"
 RUN_LOG_SCHEMA = "replay-run-log/1"
-REPORT_SCHEMA = "replay-report/1"
+# summary.json and ``replay --json``: /2 lists the properties that need a look (every lane
+# but no_freeze) and counts the rest, whose entries are in the run's property store; /1 (run
+# folders of earlier versions) listed every property and kept its evidence and decision in
+# evidence-<n>.json and decision-<n>.json.
+REPORT_SCHEMA = "replay-report/2"
+REPORT_SCHEMA_V1 = "replay-report/1"
+REPORT_SCHEMAS = (REPORT_SCHEMA, REPORT_SCHEMA_V1)
+# The run's property store: every property's report entry, evidence and decision, one JSON
+# line each, gzip-compressed, in the run's order (docs/records.md).
+PROPERTIES_SCHEMA = "replay-properties/1"
+PROPERTIES_FILE = "properties.jsonl.gz"
 SHRINK_SCHEMA = "shrink-report/1"
 FREEZE_SCHEMA = "freeze-record/1"
 
@@ -100,7 +110,7 @@ _BLOCKING = frozenset(
 _UNDECIDED = frozenset({Lane.REJECT_MALFORMED, Lane.INFRA_QUEUE, Lane.RERUN_SHRINK})
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Replay:
     """One replay of the selected property on one side.
 
@@ -174,7 +184,7 @@ class ShrinkSummary:
         return doc
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Evidence:
     """Everything the decision needs about one property on both sides.
 
@@ -249,7 +259,7 @@ class Evidence:
         return doc
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Decision:
     """The lane picked for one piece of evidence. Never carries a merge bit.
 

@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from orchestrator.core.bounds import MAX_INPUT_BYTES, FileKind, describe_bytes, input_file_problem
 from orchestrator.errors import InputError
@@ -95,6 +96,26 @@ def read_input(path: Path, *, name: str | None = None, cap: int = MAX_INPUT_BYTE
     if size > cap:
         raise InputError(f"{name}: grew past the {describe_bytes(cap)} an input file may have")
     return b"".join(chunks)
+
+
+def open_input(path: Path, *, name: str | None = None, cap: int = MAX_INPUT_BYTES) -> BinaryIO:
+    """A regular file opened for reading, refused as :func:`read_input` refuses (a link, a
+    FIFO, a file over ``cap``): for a file its reader takes as a stream, a bounded line at
+    a time (a run's property store), rather than whole."""
+    name = name or str(path)
+    check_input(path, name=name, cap=cap)
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError as error:
+        if error.errno == getattr(os, "ELOOP", -1):
+            raise InputError(f"{name}: a {FileKind.SYMLINK.value}, not a regular file") from None
+        raise _os_problem(name, error) from None
+    try:
+        _refuse(name, os.fstat(descriptor), cap)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return os.fdopen(descriptor, "rb")
 
 
 def read_stdin(*, cap: int = MAX_INPUT_BYTES) -> bytes:

@@ -41,10 +41,12 @@ This module then turns ``replay-<k>.json`` bytes into :class:`ReplayFile` values
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import tarfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -52,6 +54,7 @@ from typing import Any
 
 from orchestrator.core import bounded_json, result_files, run_limits
 from orchestrator.core.labels import ReplayFile, run_doc_problem, tests_named
+from orchestrator.core.result_entries import compact_objects
 from orchestrator.core.result_files import ResultEntry
 from orchestrator.core.run_limits import RunCaps
 
@@ -428,13 +431,21 @@ def replay_file_name(replay: int) -> str:
     return f"replay-{replay:03d}.json"
 
 
+# Large result files are parsed one at a time: the sides' threads would only take turns
+# at the interpreter anyway, and each parse holds a copy or two of its file meanwhile.
+_LARGE = 1 << 20
+_ONE_LARGE_PARSE = threading.Lock()
+
+
 def parse_replay_bytes(raw: bytes, replay: int, *, max_tests: int | None = None) -> ReplayFile:
     """One result file's bytes as a :class:`ReplayFile` (``ok`` or ``corrupt``): JSON
     within bounds (:mod:`orchestrator.core.bounded_json`), a ``replay-run/1`` document,
     naming at most ``max_tests`` tests (default: the cap of tests per side,
-    :mod:`orchestrator.core.run_limits`)."""
+    :mod:`orchestrator.core.run_limits`). Its test entries are held compactly
+    (:mod:`orchestrator.core.result_entries`: the same keys and values)."""
     try:
-        doc = bounded_json.loads(raw)
+        with _ONE_LARGE_PARSE if len(raw) > _LARGE else contextlib.nullcontext():
+            doc = bounded_json.loads(raw, object_pairs_hook=compact_objects())
     except bounded_json.JsonRefused as error:
         return ReplayFile(replay=replay, state="corrupt", problem=str(error))
     problem = run_doc_problem(doc)

@@ -286,6 +286,7 @@ class Outputs:
 
     out: Path | None = None
     as_json: bool = False
+    all_rows: bool = False  # --all: every property in the table, not only those needing a look
     html: Path | None = None
     junit: Path | None = None
     summary: Path | None = None

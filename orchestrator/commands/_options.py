@@ -398,7 +398,16 @@ RunIdOption = Annotated[
 OutOption = Annotated[
     Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
 ]
-ReportJsonOption = Annotated[bool, json_option("replay-report/1")]
+ReportJsonOption = Annotated[bool, json_option("replay-report/2 (every property)")]
+AllRowsOption = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help="List every property in the table, in the run's order (by default the ones "
+        "that need a look, every lane but no_freeze, blocking first, and one line counting "
+        "the others). --json, the run folder and the reports always hold every property.",
+    ),
+]
 IsolationOption = Annotated[
     str,
     typer.Option("--isolation", help=ISOLATION_HELP, click_type=click.Choice(list(ISOLATIONS))),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -117,3 +117,41 @@ def print_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> Non
     if lines is None:
         lines = rich_plain_lines(columns, listed)
     click.echo("\n".join(lines))
+
+
+def print_long_table(
+    columns: Sequence[Column], rows: Callable[[], Iterator[Sequence[str]]]
+) -> None:
+    """:func:`print_table` of rows read twice (``rows()`` gives them afresh: a run's
+    store), so that off a terminal a table of any length is printed a line at a time,
+    never held whole: the first pass measures the columns, the second prints. On a
+    terminal, or when a cell is not plain text, :func:`print_table` prints it."""
+    from orchestrator.core.text_safety import terminal_safe
+
+    def safe() -> Iterator[tuple[str, ...]]:
+        return (tuple(terminal_safe(cell) for cell in row) for row in rows())
+
+    headings = [column.heading for column in columns]
+    widths = [len(heading) for heading in headings]
+    plain = _surely_not_a_terminal() and all(
+        _plain_text(heading) and "[" not in heading for heading in headings
+    )
+    if plain:
+        for row in safe():
+            if len(row) != len(columns) or not all(map(_plain_text, row)):
+                plain = False
+                break
+            widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=True)]
+    if not plain:
+        print_table(columns, rows())
+        return
+
+    def line(cells: Sequence[str]) -> str:
+        return _GAP.join(
+            cell.rjust(width) if column.justify == "right" else cell.ljust(width)
+            for column, width, cell in zip(columns, widths, cells, strict=True)
+        ).rstrip()
+
+    click.echo(line(headings))
+    for row in safe():
+        click.echo(line(row))

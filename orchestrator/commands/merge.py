@@ -31,7 +31,8 @@ def merge(
     ],
     *,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the merged replay-report/1 document.")
+        bool,
+        typer.Option("--json", help="Print the merged replay-report/2 document, every property."),
     ] = False,
     out: Annotated[
         Path | None,
@@ -54,27 +55,46 @@ def merge(
     Exit status: the worst of the shards' (0 no blocking lane, 1 blocking, 3
     undecided), 2 for folders that cannot be merged.
     """
-    from orchestrator.commands._output import echo_json
+    from orchestrator.commands._output import echo_json_with_list, echo_line
     from orchestrator.services.merge import merge as merge_shards
 
-    merged = merge_shards(run_dirs, out=out)
-    if as_json:
-        echo_json(merged.summary)
+    result = merge_shards(run_dirs, out=out)
+    merged = result.merged
+    if as_json:  # every property, read again from the shards
+        document = {**merged.summary, "decisions": [], "decisions_left_out": 0}
+        echo_json_with_list(document, "decisions", result.entries())
     else:
-        decisions = merged.summary.get("decisions") or []
-        print_table(_COLUMNS, (_row(entry) for entry in decisions))
+        listed = merged.summary.get("decisions") or []
+        if listed:
+            print_table(_COLUMNS, (_row(entry) for entry in _blocking_first(listed)))
+        left_out = merged.summary.get("decisions_left_out") or 0
+        if left_out:
+            echo_line(
+                f"{left_out} {'more' if listed else 'properties, all'} in no_freeze (behaved "
+                "alike on both sides): `orchestrator report` lists them"
+            )
         shards = merged.run_log.get("merged_from") or []
         screening = merged.summary.get("screening")
         if isinstance(screening, Mapping) and screening.get("policy") == "screen":
             from orchestrator.core.replay_run import screening_line
 
             typer.echo(screening_line(screening))
-        typer.echo(f"merged {len(shards)} shards, {len(decisions)} properties")
+        typer.echo(f"merged {len(shards)} shards, {merged.summary.get('properties')} properties")
         if out is not None:
             typer.echo(f"run folder: {out}")
     status = merged.summary.get("exit_status")
     if isinstance(status, int) and status:
         raise typer.Exit(status)
+
+
+def _blocking_first(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    from orchestrator.core.reports.view import lane_kind, lane_rank
+
+    def rank(entry: Mapping[str, Any]) -> tuple[int, int]:
+        lane = str(entry.get("lane"))
+        return (lane_kind(lane, entry.get("blocking") is True).rank, lane_rank(lane))
+
+    return sorted(entries, key=rank)
 
 
 def _labels(labels: Any, reasons: Any) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from orchestrator.commands._options import (
+    AllRowsOption,
     BaseOption,
     ChangedOption,
     CommandOption,
@@ -52,7 +53,7 @@ from orchestrator.commands._options import (
     WritableTreeOption,
 )
 from orchestrator.commands._output import echo_line
-from orchestrator.commands._table import Column, print_table
+from orchestrator.commands._table import Column, print_long_table, print_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -106,6 +107,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     run_id: RunIdOption = None,
     out: OutOption = None,
     as_json: ReportJsonOption = False,
+    all_rows: AllRowsOption = False,
     isolation: IsolationOption = "side",
     env: EnvOption = None,
     pythonpath: PythonpathOption = None,
@@ -125,7 +127,10 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     into the run folder before anything runs, replays both sides at once (no
     network, read-only sources, non-root, resource limits), labels every replay
     from facts (assert_pass, assert_fail, timeout, harness_error), decides one lane
-    per property and writes evidence-<n>.json, decision-<n>.json and summary.json.
+    per property and writes its evidence and decision into the run folder's
+    properties.jsonl.gz, and summary.json. The table lists the properties that need a
+    look (every lane but no_freeze), blocking first, and counts the others in one line;
+    --all lists every property, --json prints every one.
 
     Without --property, every test is first screened (--screen, once per side), and
     only the tests with signal are replayed until they have --replays; the others are
@@ -222,10 +227,13 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
             ledger=ledger, record=record, freeze=freeze, owner=owner, expires=expires,
             run_id=run_id,
         ),
-        outputs=Outputs(out=out, as_json=as_json, html=html, junit=junit, summary=summary),
+        outputs=Outputs(
+            out=out, as_json=as_json, all_rows=all_rows, html=html, junit=junit, summary=summary
+        ),
     )  # fmt: skip
     arguments.validate()
     request = _request(arguments, loaded.project, base_sha=loaded.rev)
+    _long_lived_heap()
     logger = log.get_logger("orchestrator.replay")
     json_logs = bool(getattr(ctx.obj, "json_logs", False))
     try:
@@ -243,6 +251,18 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         note_incomplete(request.run_dir, f"failed: {error}")
         raise
     _finish(result, arguments.outputs, logger)
+
+
+def _long_lived_heap() -> None:
+    """A whole suite's run holds millions of objects for its whole length (each test's
+    labels, its decision); every full pass of the cyclic collector walks all of them, and
+    with the default thresholds it makes one for every few thousand objects the run
+    makes: a quarter of the host's work at 100,000 tests. Full passes are made a hundred
+    times rarer (the young generations are collected as before)."""
+    import gc
+
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, 1000)
 
 
 def _request(
@@ -340,16 +360,17 @@ def _log_planned(plan: RunPlan, logger: Any) -> None:
 
 
 def _print_result(result: ReplayResult, outputs: Outputs) -> None:
-    """The report (``--json``), or the table and the lines around it."""
-    from orchestrator.commands._output import echo_json
+    """The report (``--json``: every property's entry, read back from the run's store),
+    or the table and the lines around it."""
+    from orchestrator.commands._output import echo_report
 
     if outputs.as_json:
-        echo_json(result.report)
+        echo_report(result.report, result.run_dir)
         return
     plan = result.deciding.plan
     _print_tests(plan)
     if not plan.nothing_selected:
-        _print_table(result.deciding)
+        _print_table(result.deciding, result.run_dir, every_row=outputs.all_rows)
         _print_screening(result.report.get("screening"))
         _print_evidence(result.report.get("evidence"))
     _print_ledger(result.report.get("ledger"))
@@ -390,34 +411,32 @@ def _print_tests(plan: RunPlan) -> None:
         )
 
 
-def _print_table(outcome: ReplayOutcome) -> None:
-    from orchestrator.core.replay_run import (
-        call_deltas,
-        label_summary,
-        not_run_on_patch,
-        skipped_line,
-        table_reasons,
-    )
+def _print_table(outcome: ReplayOutcome, run_dir: Path, *, every_row: bool) -> None:
+    """The properties that need a look (every lane but no_freeze), blocking first, and one
+    line counting the others; with ``every_row`` every property, in the run's order (read
+    back from the run's store)."""
+    from orchestrator.core.replay_run import not_listed_line, skipped_line, table_row
+    from orchestrator.core.reports.view import lane_kind, lane_rank
 
-    print_table(
-        _COLUMNS,
-        (
-            (
-                str(item.evidence.property_id),
-                label_summary(item.evidence.base),
-                label_summary(item.evidence.patch),
-                "; ".join(call_deltas(item.evidence.base, item.evidence.patch)) or "-",
-                item.decision.lane.value,
-                item.decision.code,
-                table_reasons(item.decision.code, item.decision.reasons),
-            )
-            for item in outcome.properties
-        ),
-    )
-    skipped = skipped_line(
-        sum(not_run_on_patch(item.evidence.patch) for item in outcome.properties),
-        len(outcome.properties),
-    )
+    properties = outcome.properties
+    if every_row:
+        from orchestrator.services.property_store import StoreRead
+
+        stored = StoreRead(run_dir)
+        print_long_table(
+            _COLUMNS, lambda: (table_row(record["entry"]) for record in stored.records())
+        )
+    else:
+        listed = sorted(
+            (item for item in properties if item.entry is not None),
+            key=lambda item: (lane_kind(item.decision.lane).rank, lane_rank(item.decision.lane)),
+        )
+        if listed:
+            print_table(_COLUMNS, [table_row(item.entry) for item in listed if item.entry])
+        line = not_listed_line(properties)
+        if line is not None:
+            echo_line(line)
+    skipped = skipped_line(sum(item.skipped_on_patch for item in properties), len(properties))
     if skipped is not None:
         typer.echo(skipped)
     overlay = outcome.plan.overlay
@@ -425,24 +444,17 @@ def _print_table(outcome: ReplayOutcome) -> None:
     if removed is not None:  # no lane says it: no side ran them
         echo_line(removed)
     # Row 2 blocks without comparing: say what moved, and for a new test what to run next.
-    for item in outcome.properties:
+    for item in properties:
         if item.decision.code == "oracle_changed":
             reasons = "; ".join(item.decision.reasons)
-            echo_line(f"oracle changed: {item.evidence.property_id}: {reasons}")
+            echo_line(f"oracle changed: {item.property_id}: {reasons}")
 
 
 def _hint_writable_tree(outcome: ReplayOutcome, logger: Any) -> None:
     """A replay that wrote into its read-only tree names the flag that allows it."""
-    from orchestrator.core.labels import READ_ONLY_TREE, WRITABLE_TREE_HINT
+    from orchestrator.core.labels import WRITABLE_TREE_HINT
 
-    touched = sorted(
-        {
-            str(item.evidence.property_id)
-            for item in outcome.properties
-            for replay in (*item.evidence.base, *item.evidence.patch)
-            if replay.reason == READ_ONLY_TREE
-        }
-    )
+    touched = sorted({item.property_id for item in outcome.properties if item.read_only_tree})
     if touched:
         logger.warning(
             "replay.read_only_tree",

@@ -7,7 +7,7 @@ revisions and the image, run both sides, write the run folder, call the ledger).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.core.calls import call_sets, compare, describe_change, sets_to_json
 from orchestrator.core.changed import Selection
+from orchestrator.core.labels import READ_ONLY_TREE
 from orchestrator.core.lanes import decide
 from orchestrator.core.neutralise import Neutralisation
 from orchestrator.core.one_sided_imports import one_sided_imports
@@ -22,9 +23,16 @@ from orchestrator.core.oracle import OracleChange, collected_on_one_side
 from orchestrator.core.replay_env import SidePath
 from orchestrator.core.screening import Screening, ScreenPolicy, missing
 from orchestrator.core.shards import Shard
-from orchestrator.core.significance import DEFAULT_ALPHA, DEFAULT_CAP, WEAK, EvidencePolicy
+from orchestrator.core.significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_CAP,
+    WEAK,
+    EvidencePolicy,
+    needs_a_look,
+)
 from orchestrator.core.test_files import TestOverlay, explain_not_laid_over
 from orchestrator.model import (
+    PROPERTIES_FILE,
     REPORT_SCHEMA,
     RUN_LOG_SCHEMA,
     Decision,
@@ -165,6 +173,7 @@ class RunPlan:
     @property
     def neutralise(self) -> Neutralisation:
         return self.neutralisation or Neutralisation(seed=self.options.seed)
+
     # Where each replay's deadline (options.timeout_s) came from, in one line.
     timeout_rule: str = "--timeout"
 
@@ -218,6 +227,41 @@ class PropertyOutcome:
     evidence: Evidence
     decision: Decision
     raw_dir: str = "raw"  # its raw replay files in the run folder: <raw_dir>/<side>/
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DecidedProperty:
+    """A property once its documents are in the run's store (``properties.jsonl.gz``):
+    what the rest of the run needs of it. Its report entry is kept only when it needs a
+    look (any lane but ``no_freeze``); the thousands of a whole suite that behaved alike
+    are counted, and read back from the store when everything is asked for."""
+
+    index: int
+    property_id: str
+    decision: Decision
+    skipped_on_patch: bool = False  # the project skipped every replay of the patch
+    fails_on_patch: bool = False  # some replay of the patch failed an assertion
+    read_only_tree: bool = False  # some replay wrote into its read-only tree
+    entry: Mapping[str, Any] | None = None  # its report entry, when it needs a look
+
+    @property
+    def needs_a_look(self) -> bool:
+        return needs_a_look(self.decision.lane, self.decision.code)
+
+
+def decided(item: PropertyOutcome, entry: Mapping[str, Any]) -> DecidedProperty:
+    """What a run keeps of a property whose ``entry`` (:func:`report_entry`) is stored."""
+    evidence, decision = item.evidence, item.decision
+    replays = (*evidence.base, *evidence.patch)
+    return DecidedProperty(
+        index=item.index,
+        property_id=str(evidence.property_id),
+        decision=decision,
+        skipped_on_patch=not_run_on_patch(evidence.patch),
+        fails_on_patch=any(replay.label == Label.ASSERT_FAIL for replay in evidence.patch),
+        read_only_tree=any(replay.reason == READ_ONLY_TREE for replay in replays),
+        entry=entry if needs_a_look(decision.lane, decision.code) else None,
+    )
 
 
 def run_log_document(plan: RunPlan) -> dict[str, Any]:
@@ -324,8 +368,8 @@ def build_evidence(
         screened=screening.policy.screen if screening and screened else 0,
         signal=tuple(screening.signals.get(property_id, ())) if screening and screened else (),
         adaptive=adaptive,
-        environment=dict(plan.environment),
-        pythonpath=dict(plan.pythonpath),
+        environment=plan.environment,  # one value for every property of the run
+        pythonpath=plan.pythonpath,
         tests_from=plan.tests_from,
     )
 
@@ -345,7 +389,33 @@ def decide_all(
     (``only``: just these, each keeping its index among all); ``runners`` and
     ``raw_dirs`` say which engine ran each one and where its raw files are (a run on a
     pool of engines); ``adaptive``: the replays per side evidence rounds added."""
-    outcomes = []
+    return tuple(
+        decide_each(
+            plan,
+            labelled,
+            oracle,
+            screening,
+            only=only,
+            runners=runners,
+            raw_dirs=raw_dirs,
+            adaptive=adaptive,
+        )
+    )
+
+
+def decide_each(
+    plan: RunPlan,
+    labelled: Mapping[str, Mapping[str, tuple[Replay, ...]]],
+    oracle: Mapping[str, OracleChange],
+    screening: Screening | None = None,
+    *,
+    only: Collection[str] | None = None,
+    runners: Mapping[str, str] | None = None,
+    raw_dirs: Mapping[str, str] | None = None,
+    adaptive: Mapping[str, int] | None = None,
+) -> Iterator[PropertyOutcome]:
+    """:func:`decide_all`, one property at a time (a whole suite's evidence is never
+    held at once by a caller that stores each as it comes)."""
     chosen = None if only is None else set(only)
     if plan.tests_from:
         labelled = one_sided_imports(labelled, sides=(BASE, PATCH))
@@ -373,15 +443,12 @@ def decide_all(
             runner_id=(runners or {}).get(property_id),
             adaptive=(adaptive or {}).get(property_id, 0),
         )
-        outcomes.append(
-            PropertyOutcome(
-                index=index,
-                evidence=evidence,
-                decision=decide(evidence),
-                raw_dir=(raw_dirs or {}).get(property_id, "raw"),
-            )
+        yield PropertyOutcome(
+            index=index,
+            evidence=evidence,
+            decision=decide(evidence),
+            raw_dir=(raw_dirs or {}).get(property_id, "raw"),
         )
-    return tuple(outcomes)
 
 
 def worst_exit(decisions: Sequence[Decision]) -> int:
@@ -421,8 +488,11 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
         "signal": list(evidence.signal),
         "adaptive": evidence.adaptive,
         "tests_from": evidence.tests_from,
-        "evidence_file": f"evidence-{item.index}.json",
-        "decision_file": f"decision-{item.index}.json",
+        # Its evidence and decision are in the run's store (PROPERTIES_FILE), by index;
+        # a run folder of replay-report/1 named a file of each here.
+        "index": item.index,
+        "evidence_file": None,
+        "decision_file": None,
         "decision": decision.to_json(),
         "raw_dir": item.raw_dir,
         "runner_id": evidence.runner_id,
@@ -430,33 +500,42 @@ def report_entry(item: PropertyOutcome) -> dict[str, Any]:
 
 
 def report_document(
-    plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None = None
+    plan: RunPlan, properties: Sequence[DecidedProperty], screening: Screening | None = None
 ) -> dict[str, Any]:
-    """The replay-report/1 document (summary.json, and ``--json``). A run that selected
-    nothing (``--changed``, or a shard with no part) decided nothing and blocks nothing."""
+    """The replay-report/2 document (summary.json; ``--json`` adds every other entry from
+    the store). A run that selected nothing (``--changed``, or a shard with no part)
+    decided nothing and blocks nothing."""
     decisions = [item.decision for item in properties]
+    listed = [dict(item.entry) for item in properties if item.entry is not None]
     return {
         "schema": REPORT_SCHEMA,
         "run_id": plan.run_id,
         "run_dir": str(plan.run_dir),
         "run_log": plan.run_log(),
         "exit_status": 0 if plan.nothing_selected else worst_exit(decisions),
-        "decisions": [report_entry(item) for item in properties],
+        "decisions": listed,
+        "decisions_left_out": len(properties) - len(listed),
+        "properties": len(properties),
+        "properties_file": PROPERTIES_FILE,
+        "lanes": lane_counts(item.decision.lane.value for item in properties),
         "screening": screening_summary(plan, properties, screening),
-        "skipped": skipped_count(properties),
+        "skipped": sum(item.skipped_on_patch for item in properties),
         # Tests the base has that the overlaid trees lack: they judge neither side.
         "removed_tests": [] if plan.overlay is None else list(plan.overlay.removed_tests),
     }
 
 
+def lane_counts(lanes: Iterable[str]) -> dict[str, int]:
+    """Lane -> how many properties went there (lanes in order of first appearance)."""
+    counts: dict[str, int] = {}
+    for lane in lanes:
+        counts[lane] = counts.get(lane, 0) + 1
+    return counts
+
+
 def not_run_on_patch(replays: Sequence[Replay]) -> bool:
     """The project skipped every replay of the patch side: the test did not run there."""
     return bool(replays) and all(replay.label == Label.SKIPPED for replay in replays)
-
-
-def skipped_count(properties: Sequence[PropertyOutcome]) -> int:
-    """How many properties did not run on the patch because the project skips them."""
-    return sum(not_run_on_patch(item.evidence.patch) for item in properties)
 
 
 def skipped_line(skipped: int, total: int) -> str | None:
@@ -465,6 +544,39 @@ def skipped_line(skipped: int, total: int) -> str | None:
     if not skipped:
         return None
     return f"skipped {skipped} of {total}: the project skips them on the patch"
+
+
+def table_row(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """A report entry as a row of ``replay``'s table: property, each side's labels, the
+    moved call counts, lane, code, reasons."""
+
+    def side(name: str) -> str:
+        labels, reasons = entry.get(f"{name}_labels") or [], entry.get(f"{name}_reasons") or []
+        return labels_summary(zip(labels, [*reasons, *[None] * len(labels)], strict=False))
+
+    code = str(entry.get("code"))
+    return (
+        str(entry.get("property_id")),
+        side("base"),
+        side("patch"),
+        "; ".join(str(delta) for delta in entry.get("call_deltas") or ()) or "-",
+        str(entry.get("lane")),
+        code,
+        table_reasons(code, [str(reason) for reason in entry.get("reasons") or ()]),
+    )
+
+
+def not_listed_line(properties: Sequence[DecidedProperty]) -> str | None:
+    """The line under the table that counts the properties it leaves out (None: it left
+    none out): those that behaved alike on both sides (``no_freeze``)."""
+    left_out = sum(not item.needs_a_look for item in properties)
+    if not left_out:
+        return None
+    what = "more" if left_out < len(properties) else "properties, all"
+    return (
+        f"{left_out} {what} in no_freeze (behaved alike on both sides): --all lists "
+        f"{'them' if left_out > 1 else 'it'}"
+    )
 
 
 # Codes whose reasons the table's other columns already say: the two sides' states, or
@@ -483,10 +595,10 @@ def table_reasons(code: str, reasons: Sequence[str]) -> str:
 
 
 def screening_summary(
-    plan: RunPlan, properties: Sequence[PropertyOutcome], screening: Screening | None
+    plan: RunPlan, properties: Sequence[DecidedProperty], screening: Screening | None
 ) -> dict[str, Any]:
     """How many properties were screened and how many replayed N times."""
-    ids = [str(item.evidence.property_id) for item in properties]
+    ids = [item.property_id for item in properties]
     if screening is not None and screening.policy.enabled:
         return screening.summary(ids)
     return {**plan.screen_policy.to_json(), "screened": 0, "replayed": len(ids)}
@@ -500,11 +612,16 @@ def screening_line(summary: Mapping[str, Any]) -> str:
 def label_summary(replays: Sequence[Replay]) -> str:
     """``assert_pass x5`` / ``assert_pass x3, assert_fail x2`` for the table; a replay
     without a verdict names its reason: ``harness_error(oom) x1``."""
+    return labels_summary([(replay.label, replay.reason) for replay in replays])
+
+
+def labels_summary(replays: Iterable[tuple[Any, Any]]) -> str:
+    """:func:`label_summary` of (label, reason) pairs, as a report entry lists them."""
     counts: dict[str, int] = {}
-    for replay in replays:
-        name = replay.label
-        if not Label.is_completed(replay.label) and replay.reason:
-            name = f"{replay.label}({replay.reason})"
+    for label, reason in replays:
+        name = str(label)
+        if not Label.is_completed(name) and reason:
+            name = f"{name}({reason})"
         counts[name] = counts.get(name, 0) + 1
     return ", ".join(f"{name} x{count}" for name, count in counts.items()) or "-"
 

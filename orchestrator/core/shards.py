@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +22,9 @@ from orchestrator.core.bounds import MAX_SHARDS
 from orchestrator.core.digest import digest
 from orchestrator.core.lanes import worst_exit_status
 from orchestrator.core.pool import assign_longest_first
+from orchestrator.core.significance import needs_a_look
 from orchestrator.errors import InputError
-from orchestrator.model import Lane
+from orchestrator.model import PROPERTIES_FILE, REPORT_SCHEMA, Lane
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 # What must be equal for shards to be parts of one run (run-log.json field names).
@@ -110,11 +111,15 @@ def shard_record(
 
 @dataclass(frozen=True, kw_only=True)
 class ShardRun:
-    """One finished run folder as ``merge`` reads it."""
+    """One finished run folder as ``merge`` reads it: its run log, its summary and its
+    properties' records (``index``, ``property_id``, ``entry``, ``evidence``,
+    ``decision`` each, in the run's order; iterating reads them afresh), from its store
+    or, for a folder of an earlier version, from its summary and files."""
 
     name: str  # the folder as named on the command line
     run_log: Mapping[str, Any]
     summary: Mapping[str, Any]
+    records: Iterable[Mapping[str, Any]] = ()
 
     @property
     def shard(self) -> Mapping[str, Any]:
@@ -124,12 +129,7 @@ class ShardRun:
 
     @property
     def property_ids(self) -> tuple[str, ...]:
-        entries = self.summary.get("decisions")
-        if not isinstance(entries, list):
-            return ()
-        return tuple(
-            str(entry.get("property_id")) for entry in entries if isinstance(entry, Mapping)
-        )
+        return tuple(str(record.get("property_id")) for record in self.records)
 
 
 def _shown(value: Any) -> str:
@@ -213,7 +213,9 @@ class Copy:
 
 @dataclass(frozen=True, kw_only=True)
 class Merged:
-    """The merged run: its run log, its replay report and the files to copy into it."""
+    """The merged run: its run log, its replay report (``decisions`` and the counts are
+    filled as its records are written, :class:`MergedProperties`) and the folders to copy
+    into it."""
 
     run_log: dict[str, Any]
     summary: dict[str, Any]
@@ -233,9 +235,9 @@ def _strings(value: Any) -> list[str]:
 def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
     """Join checked shards (:func:`check_shards`) into one run folder's documents.
 
-    Decisions keep the shards' order; each property's evidence and decision files are
-    renumbered ``evidence-<n>.json`` / ``decision-<n>.json`` and each shard's ``raw/``
-    moves under ``shards/<i>/``. The exit status is the worst of the shards'.
+    Properties keep the shards' order (:class:`MergedProperties` renumbers them as they
+    are copied into the merged store); each shard's ``raw/`` moves under
+    ``shards/<i>/``. The exit status is the worst of the shards'.
     """
     first = ordered[0]
     run_id = merged_run_id(ordered)
@@ -273,36 +275,26 @@ def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
             ],
         }
     )
-    decisions: list[dict[str, Any]] = []
-    copies: list[Copy] = []
     statuses: list[int] = []
-    for number, run in enumerate(ordered, start=1):
+    for run in ordered:
         status = run.summary.get("exit_status")
         if isinstance(status, int) and not isinstance(status, bool):
             statuses.append(status)
-        copies.append(Copy(shard=number, source="raw", target=f"shards/{number}/raw"))
-        entries = run.summary.get("decisions")
-        for entry in entries if isinstance(entries, list) else ():
-            if not isinstance(entry, Mapping):
-                continue
-            index = len(decisions) + 1
-            merged = dict(entry)
-            for key, name in (("evidence_file", "evidence"), ("decision_file", "decision")):
-                source = entry.get(key)
-                if isinstance(source, str):
-                    merged[key] = f"{name}-{index}.json"
-                    copies.append(Copy(shard=number, source=source, target=merged[key]))
-            raw_dir = entry.get("raw_dir")
-            merged["raw_dir"] = f"shards/{number}/{raw_dir if isinstance(raw_dir, str) else 'raw'}"
-            merged["shard"] = number
-            decisions.append(merged)
-    summary = {
-        "schema": first.summary.get("schema"),
+    copies = tuple(
+        Copy(shard=number, source="raw", target=f"shards/{number}/raw")
+        for number in range(1, len(ordered) + 1)
+    )
+    summary: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
         "run_id": run_id,
         "run_dir": run_dir,
         "run_log": run_log,
         "exit_status": worst_exit(statuses),
-        "decisions": decisions,
+        "decisions": [],
+        "decisions_left_out": 0,
+        "properties": 0,
+        "properties_file": PROPERTIES_FILE,
+        "lanes": {},
     }
     screening = merged_screening(ordered)
     if screening is not None:
@@ -313,7 +305,45 @@ def merge_runs(ordered: Sequence[ShardRun], *, run_dir: str) -> Merged:
     removed = first.summary.get("removed_tests")  # one overlay (tests_from is a pin): one list
     if isinstance(removed, list):
         summary["removed_tests"] = removed
-    return Merged(run_log=run_log, summary=summary, copies=tuple(copies))
+    return Merged(run_log=run_log, summary=summary, copies=copies)
+
+
+class MergedProperties:
+    """The shards' records renumbered into the merged run's, one at a time, and what the
+    merged summary says of them: the entries that need a look, the lanes' counts."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self.summary = summary
+        self.count = 0
+
+    def records(self, ordered: Sequence[ShardRun]) -> Iterator[dict[str, Any]]:
+        for number, run in enumerate(ordered, start=1):
+            for record in run.records:
+                yield self.add(record, number)
+
+    def add(self, record: Mapping[str, Any], shard: int) -> dict[str, Any]:
+        """``record`` of shard ``shard`` as the merged run's next property."""
+        self.count += 1
+        entry = dict(record.get("entry") or {})
+        raw_dir = entry.get("raw_dir")
+        entry.update(
+            index=self.count,
+            raw_dir=f"shards/{shard}/{raw_dir if isinstance(raw_dir, str) else 'raw'}",
+            shard=shard,
+            evidence_file=None,
+            decision_file=None,
+        )
+        decision = record.get("decision")
+        decided = decision if isinstance(decision, Mapping) else entry
+        lane, code = str(decided.get("lane")), str(decided.get("code"))
+        counts = self.summary["lanes"]
+        counts[lane] = counts.get(lane, 0) + 1
+        self.summary["properties"] = self.count
+        if needs_a_look(lane, code):
+            self.summary["decisions"].append(entry)
+        else:
+            self.summary["decisions_left_out"] += 1
+        return {**record, "index": self.count, "entry": entry}
 
 
 def merged_screening(runs: Sequence[ShardRun]) -> dict[str, Any] | None:

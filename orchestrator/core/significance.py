@@ -36,6 +36,15 @@ from orchestrator.model import Decision, Evidence, Label, Lane, Replay
 DEFAULT_ALPHA = 0.01  # --false-block-rate: per run
 DEFAULT_CAP = 20  # --evidence-cap: replays per side at most (Datadog retries up to 20)
 WEAK = "weak_evidence"
+
+
+def needs_a_look(lane: str, code: str) -> bool:
+    """Every lane but ``no_freeze``, and a verdict set aside for want of evidence
+    (:data:`WEAK`, in ``no_freeze``: not blocking, but not judged either): what a run's
+    summary and table list; the others behaved alike on both sides, and are counted."""
+    return lane != Lane.NO_FREEZE or code == WEAK
+
+
 PASSED = "<passed>"  # a passing replay's outcome, beside the failing assertions
 
 

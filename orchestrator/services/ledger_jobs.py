@@ -111,6 +111,49 @@ def decision_event(
     )
 
 
+def decision_event_of(
+    evidence: Mapping[str, Any],
+    decision: Mapping[str, Any],
+    now: datetime,
+    *,
+    run_id: str | None,
+) -> model.Event:
+    """:func:`decision_event` of a property as the run's store keeps it (its
+    ``replay-evidence/1`` and ``replay-decision/1`` documents, as the tool wrote them):
+    the same event, without making values of a whole suite's documents first."""
+    replays = {side: _listed(evidence.get(side)) for side in ("base", "patch")}
+    detail: dict[str, Any] = {
+        "lane": decision.get("lane"),
+        "blocking": decision.get("blocking"),
+        "reasons": list(decision.get("reasons") or ()),
+        "base_labels": [replay.get("label") for replay in replays["base"]],
+        "patch_labels": [replay.get("label") for replay in replays["patch"]],
+        "calls_base": [dict(sorted(replay.get("calls", {}).items())) for replay in replays["base"]],
+        "calls_patch": [
+            dict(sorted(replay.get("calls", {}).items())) for replay in replays["patch"]
+        ],
+        "base_rev": evidence.get("base_rev"),
+        "patch_rev": evidence.get("patch_rev"),
+        "tests_from": evidence.get("tests_from"),
+        "fixture_digest": evidence.get("fixture_digest"),
+        "origin_digest": evidence.get("origin_digest"),
+        "shrink": evidence.get("shrink"),
+        "run_id": run_id,
+    }
+    return model.Event(
+        id=None,
+        at=now,
+        kind=model.EventKind.DECISION,
+        code=str(decision.get("code")),
+        subject=evidence.get("property_id"),
+        detail=detail,
+    )
+
+
+def _listed(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
 def queue_infra(
     ledger: Ledger,
     evidence: model.Evidence,

@@ -1,13 +1,14 @@
 """``orchestrator merge``: the run folders of a CI matrix's shards as one run.
 
 Each folder is read as ``report`` reads it (one without ``summary.json``, or marked
-incomplete, is refused by name), the shards are checked to belong together
-(:func:`orchestrator.core.shards.check_shards`) and joined
+incomplete, is refused by name; a folder of an earlier version, ``replay-report/1``,
+with its evidence and decision files, is read too), the shards are checked to belong
+together (:func:`orchestrator.core.shards.check_shards`) and joined
 (:func:`orchestrator.core.shards.merge_runs`). With ``out`` the merged run is written
-as a run folder of its own (``run-log.json``, ``evidence-<n>.json``,
-``decision-<n>.json``, each shard's ``raw/`` under ``shards/<i>/``, ``summary.json``
-last; marked ``INCOMPLETE`` until then, as a replay's), which ``orchestrator report``
-reads like any other.
+as a run folder of its own (``run-log.json``, each shard's ``raw/`` under
+``shards/<i>/``, the store ``properties.jsonl.gz`` with every shard's properties
+renumbered in shard order, ``summary.json`` last; marked ``INCOMPLETE`` until then, as
+a replay's), which ``orchestrator report`` reads like any other.
 
 The test durations each shard measured (its ``durations.json``) are joined into the
 merged folder's ``durations.json``; when the shards recorded their decisions (they were
@@ -19,12 +20,20 @@ own: its siblings must cut the selection from the record they all read.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from orchestrator.core.shards import Merged, ShardRun, check_shards, merge_runs
+from orchestrator.core.shards import (
+    Merged,
+    MergedProperties,
+    ShardRun,
+    check_shards,
+    merge_runs,
+)
 from orchestrator.errors import InputError, LocalWriteError
-from orchestrator.services import run_writer
+from orchestrator.services import property_store, run_writer
 from orchestrator.services.run_folders import SUMMARY, read_folders
 
 
@@ -41,20 +50,66 @@ def read_shards(folders: Sequence[Path]) -> tuple[ShardRun, ...]:
             run_log = nested if isinstance(nested, Mapping) else None
         if run_log is None:
             raise InputError(f"{documents.name}: no run log: not a run folder of replay")
-        runs.append(ShardRun(name=documents.name, run_log=run_log, summary=summary))
+        records = documents.records
+        if records is None:  # a folder of an earlier version: its summary and its files
+            records = _records_of_files(documents.summary, documents)
+        runs.append(
+            ShardRun(name=documents.name, run_log=run_log, summary=summary, records=records)
+        )
     return tuple(runs)
 
 
-def merge(folders: Sequence[Path], *, out: Path | None = None) -> Merged:
+def _records_of_files(summary: Mapping[str, Any], documents: Any) -> list[dict[str, Any]]:
+    """A ``replay-report/1`` folder's properties as store records: each entry of its
+    summary, with the evidence and decision files it names (the decision the summary
+    copied when its file is absent)."""
+    records = []
+    entries = summary.get("decisions")
+    for index, entry in enumerate(entries if isinstance(entries, list) else (), start=1):
+        if not isinstance(entry, Mapping):
+            continue
+        evidence = (documents.evidence or {}).get(entry.get("evidence_file"))
+        decision = (documents.decisions or {}).get(entry.get("decision_file"))
+        if not isinstance(decision, Mapping):
+            decision = entry.get("decision")
+        records.append(
+            {
+                "index": index,
+                "property_id": str(entry.get("property_id")),
+                "entry": dict(entry),
+                "evidence": evidence if isinstance(evidence, Mapping) else {},
+                "decision": decision if isinstance(decision, Mapping) else {},
+            }
+        )
+    return records
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeResult:
+    """The merged run and its shards (whose records ``entries`` reads again)."""
+
+    merged: Merged
+    shards: tuple[ShardRun, ...]
+
+    def entries(self) -> Iterator[Mapping[str, Any]]:
+        """Every merged property's entry, in the merged run's order (read afresh)."""
+        again = MergedProperties({**self.merged.summary, "decisions": [], "lanes": {}})
+        return (record["entry"] for record in again.records(self.shards))
+
+
+def merge(folders: Sequence[Path], *, out: Path | None = None) -> MergeResult:
     """Check and join the shards; write the merged run folder when ``out`` is given."""
     if out is not None:  # a folder in the way, read-only or full: exit 2 before reading
         run_writer.check_run_folder(out)
     shards = check_shards(read_shards(folders))
     merged = merge_runs(shards, run_dir=str(out.resolve()) if out is not None else "")
     if out is not None:
-        write_merged(out, merged, [Path(shard.name) for shard in shards])
+        write_merged(out, merged, [Path(shard.name) for shard in shards], shards)
+    else:  # the summary's counts and listed entries
+        for _ in MergedProperties(merged.summary).records(shards):
+            pass
     keep_durations(shards, out=out, root=Path.cwd())
-    return merged
+    return MergeResult(merged=merged, shards=shards)
 
 
 def keep_durations(shards: Sequence[ShardRun], *, out: Path | None, root: Path) -> None:
@@ -89,7 +144,9 @@ def keep_durations(shards: Sequence[ShardRun], *, out: Path | None, root: Path) 
         get_logger(__name__).warning("durations.not_recorded", error=str(error))
 
 
-def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:
+def write_merged(
+    out: Path, merged: Merged, folders: Sequence[Path], shards: Sequence[ShardRun]
+) -> None:
     """The merged run folder, marked ``INCOMPLETE`` (services.run_writer) until it is
     whole: the run log, the copies, then ``summary.json``; a write that fails on the way
     is one line, exit 3 (``disk_full`` or ``internal_error``), the folder still marked."""
@@ -109,5 +166,8 @@ def write_merged(out: Path, merged: Merged, folders: Sequence[Path]) -> None:
         raise LocalWriteError(
             reason, f"{out}: cannot write the merged run: {error.strerror or error} ({reason})"
         ) from None
+    merging = MergedProperties(merged.summary)
+    property_store.writer_for(out).add_records(merging.records(shards))
+    property_store.finish(out, str(merged.summary["run_id"]))
     run_writer.write_json(out, SUMMARY, merged.summary)
     run_writer.finish_run_folder(out)

@@ -21,6 +21,7 @@ from orchestrator.core.oracle import (
     ProjectModules,
     compare_slices,
     compare_sources,
+    forget_modules,
     inherited_modules,
     may_inherit_from_elsewhere,
     oracle_slice,
@@ -133,18 +134,24 @@ def inputs_from_blobs(
     (``files``: each side's paths; default, the paths of its blobs). Pure."""
     base_files, patch_files = files if files is not None else (frozenset(base), frozenset(patch))
     inherited: dict[tuple[int, str], dict[str, bytes | None]] = {}
+    # One value per module and side: a whole suite's properties share their module's.
+    made: dict[tuple[int, str], Sources] = {}
 
     def side(
         blobs: Blobs, paths: frozenset[str], module: str, conftests: tuple[str, ...]
     ) -> Sources:
         key = (id(blobs), module)
+        found_sources = made.get(key)
+        if found_sources is not None:
+            return found_sources
         if key not in inherited:
             found: frozenset[str] = frozenset()
             if paths and may_inherit_from_elsewhere(blobs.get(module)):
                 found = inherited_modules(module, ProjectModules(files=paths, sources=blobs))[0]
             inherited[key] = {path: blobs.get(path) for path in sorted(found)}
         conftest_bytes = {path: blobs.get(path) for path in conftests}
-        return blobs.get(module), conftest_bytes, inherited[key], paths
+        made[key] = (blobs.get(module), conftest_bytes, inherited[key], paths)
+        return made[key]
 
     inputs = {}
     for property_id in property_ids:
@@ -188,6 +195,7 @@ def compare_inputs(inputs: Mapping[str, tuple[Sources, Sources]]) -> dict[str, O
                 property_id,
                 (_modules(before), _modules(after)),
             )
+    forget_modules()  # the parsed modules of the slices: no longer needed
     return changes
 
 

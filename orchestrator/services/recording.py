@@ -14,13 +14,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import files, interrupts
 from orchestrator.core.replay_run import (
+    DecidedProperty,
     PropertyOutcome,
     RunPlan,
 )
@@ -31,7 +32,7 @@ from orchestrator.errors import LedgerError
 from orchestrator.log import get_logger
 from orchestrator.model import Lane, Replay
 from orchestrator.services import durations as durations_store
-from orchestrator.services import run_writer
+from orchestrator.services import property_store, run_writer
 
 if TYPE_CHECKING:
     pass
@@ -71,7 +72,7 @@ def import_in_background(module: str) -> None:
 
 def complete_and_record(
     plan: RunPlan,
-    properties: Sequence[PropertyOutcome],
+    properties: Sequence[DecidedProperty],
     report: dict[str, Any],
     ledger: LedgerRequest | None,
 ) -> tuple[dict[str, Any], str | None]:
@@ -79,7 +80,9 @@ def complete_and_record(
     (when asked) and write ``summary.json`` again with what the ledger gave.
 
     The report is whole before the ledger is touched, so a ledger failure cannot lose it
-    (the one line it ends with is returned). The ledger only ever holds complete runs."""
+    (the one line it ends with is returned). The ledger only ever holds complete runs;
+    it records what the run's store holds."""
+    property_store.finish(plan.run_dir, plan.run_id)
     run_writer.write_json(plan.run_dir, "summary.json", report)
     recording_error = None
     # From here a signal waits (a commit is never cut from the run folder it belongs to),
@@ -92,13 +95,33 @@ def complete_and_record(
             except KeyboardInterrupt:  # while waiting for the lock: nothing was recorded
                 run_writer.mark_incomplete(plan.run_dir, "interrupted before recording")
                 raise
-            run_writer.write_json(plan.run_dir, "summary.json", report)  # the ledger's ids
+            # The ledger's ids: summary.json keeps those of the properties it lists (and
+            # of any with more than a decision event); --json prints them all.
+            run_writer.write_json(plan.run_dir, "summary.json", summary_of(report))
     return report, recording_error
+
+
+def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.json`` of a report whose ledger entries name every property: the entries
+    of the properties it lists, or that record more than a decision event, and a count of
+    the others (``entries_left_out``)."""
+    ledger = report.get("ledger")
+    if not isinstance(ledger, Mapping):
+        return dict(report)
+    listed = {entry.get("property_id") for entry in report.get("decisions") or ()}
+    plain = {"property_id", "decision_event"}
+    kept = [
+        entry
+        for entry in ledger.get("entries") or ()
+        if entry.get("property_id") in listed or set(entry) - plain
+    ]
+    left_out = len(ledger.get("entries") or ()) - len(kept)
+    return {**report, "ledger": {**ledger, "entries": kept, "entries_left_out": left_out}}
 
 
 def _record(
     plan: RunPlan,
-    properties: Sequence[PropertyOutcome],
+    properties: Sequence[DecidedProperty],
     ledger: LedgerRequest,
     report: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str | None]:
@@ -114,8 +137,8 @@ def _record(
     except LedgerError as error:
         message = f"{error}; the run folder {plan.run_dir} is complete"
         entry = {"url": _shown(ledger.url), "recorded": False, "error": str(error)}
-        return {**entry, "entries": []}, message
-    return {**recorded, "recorded": True}, None
+        return {**entry, "entries": [], "entries_left_out": 0}, message
+    return {**recorded, "recorded": True, "entries_left_out": 0}, None
 
 
 class PendingLedger:
@@ -204,19 +227,13 @@ def open_ledger_for_run(url: str, *, store_needed: bool = True) -> PendingLedger
     return PendingLedger(url, store_needed=store_needed)
 
 
-def write_outcomes(plan: RunPlan, outcomes: Sequence[PropertyOutcome]) -> None:
-    """``evidence-<n>.json`` and ``decision-<n>.json`` of each property."""
-    run_writer.write_json_many(
-        plan.run_dir,
-        (
-            document
-            for item in outcomes
-            for document in (
-                (f"evidence-{item.index}.json", item.evidence.to_json()),
-                (f"decision-{item.index}.json", item.decision.to_json()),
-            )
-        ),
-    )
+def write_outcomes(
+    plan: RunPlan, outcomes: Iterable[PropertyOutcome]
+) -> tuple[DecidedProperty, ...]:
+    """Each property's report entry, evidence and decision into the run's store
+    (``properties.jsonl.gz``, written whole when the run completes); what the run keeps
+    of each."""
+    return property_store.add(plan.run_dir, outcomes)
 
 
 def record_run_durations(
@@ -243,7 +260,7 @@ def record_run_durations(
 
 def record_in_ledger(
     plan: RunPlan,
-    properties: Sequence[PropertyOutcome],
+    properties: Sequence[DecidedProperty],
     request: LedgerRequest,
     *,
     finished_at: datetime,
@@ -288,19 +305,27 @@ def _shown(url: str) -> str:
     return shown
 
 
+# Properties recorded per statement: the store is read and the ledger written a part at
+# a time, in one transaction (a whole suite's events are never held at once).
+RECORD_CHUNK = 1000
+
+
 def _write_records(
     store: Any,
     plan: RunPlan,
-    properties: Sequence[PropertyOutcome],
+    properties: Sequence[DecidedProperty],
     request: LedgerRequest,
     finished_at: datetime,
     exit_status: int,
 ) -> list[dict[str, Any]]:
     """The run's row, its decisions, infra cases and freezes, in one transaction of
-    ``store`` (the store, or the standard library's recorder: the same writes)."""
+    ``store`` (the store, or the standard library's recorder: the same writes), from what
+    the run's property store holds."""
+    from orchestrator.core.evidence import parse_evidence
+    from orchestrator.core.run_store import decision_from_json
     from orchestrator.services.ledger_jobs import (
+        decision_event_of,
         queue_infra,
-        record_decisions_once,
         record_run,
         write_flake_freeze_from_replay,
     )
@@ -316,6 +341,7 @@ def _write_records(
     # No fixture at all: both are JSON null (ledger_jobs keeps them so).
     origin_bytes = plan.origin_bytes
     entries = []
+    stored = property_store.StoreRead(plan.run_dir)
     with store.transaction():
         record_run(
             store,
@@ -326,38 +352,56 @@ def _write_records(
             plan.options.command,
             {"run_dir": str(plan.run_dir), "properties": len(properties)},
         )
-        recorded = record_decisions_once(
-            store,
-            [(item.evidence, item.decision) for item in properties],
-            request.now,
-            run_id=plan.run_id,
-        )
-        for item, (event_id, new) in zip(properties, recorded, strict=True):
-            evidence, decision = item.evidence, item.decision
-            entry: dict[str, Any] = {
-                "property_id": evidence.property_id,
-                "decision_event": event_id,
-            }
-            if not new:  # a retried run: its first recording stands, with what came with it
-                entry["already_recorded"] = True
-            elif decision.lane is Lane.INFRA_QUEUE:
-                entry["infra_queue_id"] = queue_infra(
-                    store, evidence, decision, request.now, run_id=plan.run_id
-                )
-            elif request.freeze:
-                written = write_flake_freeze_from_replay(
-                    store,
-                    evidence,
-                    decision,
-                    request.owner,
-                    request.expires_at,
-                    fixture_bytes,
-                    origin_bytes,
-                    shrink_path,
-                    request.now,
-                    run_id=plan.run_id,
-                )
-                entry["freeze_id"] = written.freeze_id
-                entry["freeze_refusals"] = list(written.codes)
-            entries.append(entry)
+        for chunk in _chunks(stored.records(), RECORD_CHUNK):
+            recorded = store.append_decisions_once(
+                [
+                    decision_event_of(
+                        record["evidence"], record["decision"], request.now, run_id=plan.run_id
+                    )
+                    for record in chunk
+                ],
+                run_id=plan.run_id,
+            )
+            for record, (event_id, new) in zip(chunk, recorded, strict=True):
+                entry: dict[str, Any] = {
+                    "property_id": record["property_id"],
+                    "decision_event": event_id,
+                }
+                lane = record["decision"].get("lane")
+                if not new:  # a retried run: its first recording stands, with what came
+                    entry["already_recorded"] = True
+                elif lane == Lane.INFRA_QUEUE or request.freeze:
+                    evidence = parse_evidence(record["evidence"])
+                    decision = decision_from_json(record["decision"])
+                    if decision.lane is Lane.INFRA_QUEUE:
+                        entry["infra_queue_id"] = queue_infra(
+                            store, evidence, decision, request.now, run_id=plan.run_id
+                        )
+                    else:
+                        written = write_flake_freeze_from_replay(
+                            store,
+                            evidence,
+                            decision,
+                            request.owner,
+                            request.expires_at,
+                            fixture_bytes,
+                            origin_bytes,
+                            shrink_path,
+                            request.now,
+                            run_id=plan.run_id,
+                        )
+                        entry["freeze_id"] = written.freeze_id
+                        entry["freeze_refusals"] = list(written.codes)
+                entries.append(entry)
     return entries
+
+
+def _chunks(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

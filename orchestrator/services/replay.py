@@ -36,8 +36,8 @@ from orchestrator.core.neutralise import neutralised_fields
 from orchestrator.core.replay_run import (
     BASE,
     PATCH,
+    DecidedProperty,
     Pins,
-    PropertyOutcome,
     ReplayOptions,
     RunPlan,
     decide_all,
@@ -50,7 +50,7 @@ from orchestrator.core.screening import (
 )
 from orchestrator.errors import InputError, Interrupted
 from orchestrator.log import get_logger
-from orchestrator.model import Decision, Evidence
+from orchestrator.model import Decision
 from orchestrator.services.engines import Pool, open_pool
 from orchestrator.services.evidence_rounds import gather_evidence
 from orchestrator.services.oracle import (
@@ -132,7 +132,7 @@ class ReplayOutcome:
     """What a replay produced: the plan it ran, one evidence and decision per property."""
 
     plan: RunPlan
-    properties: tuple[PropertyOutcome, ...]
+    properties: tuple[DecidedProperty, ...]  # their documents: the run's store
     report: Mapping[str, Any]
     exit_status: int
     # Recording was asked and failed (the run folder is complete, the ledger untouched).
@@ -145,10 +145,6 @@ class ReplayOutcome:
     @property
     def pins(self) -> Pins:
         return self.plan.pins
-
-    @property
-    def evidences(self) -> tuple[Evidence, ...]:
-        return tuple(item.evidence for item in self.properties)
 
     @property
     def decisions(self) -> tuple[Decision, ...]:
@@ -167,7 +163,7 @@ def execute(
     options = plan.options
     if ledger is not None:
         import_in_background("orchestrator.services.ledger_jobs")
-    properties: tuple[PropertyOutcome, ...] = ()
+    properties: tuple[DecidedProperty, ...] = ()
     screening: Screening | None = None
     extra: dict[str, Any] = {}
     if not plan.nothing_selected:
@@ -217,14 +213,14 @@ def execute(
 
 def _replay_and_decide(
     plan: RunPlan, *, pool: Pool, progress: Progress | None, warm: WarmPool | None
-) -> tuple[tuple[PropertyOutcome, ...], Screening | None, SidesOutcome, Mapping[str, Any]]:
+) -> tuple[tuple[DecidedProperty, ...], Screening | None, SidesOutcome, Mapping[str, Any]]:
     """Replay both sides (screened, with ``warm``), decide every property, replay more
     where a verdict on a mixed side lacks evidence (lanes.md section 3b), write each
     property's documents. Returns the decided properties, the screening, the replays and
     what the rounds of evidence did."""
     options, pins = plan.options, plan.pins
     sides = (side_spec(plan, BASE, pins.base_rev), side_spec(plan, PATCH, pins.patch_rev))
-    settled: tuple[PropertyOutcome, ...] = ()
+    settled: tuple[DecidedProperty, ...] = ()
     screening: Screening | None = None
     if warm is not None:
         outcome, oracle, screening, settled = screen_and_replay(
@@ -247,7 +243,7 @@ def _replay_and_decide(
     never = never_collected(labelled)
     if never:  # the user's typo, not the runner's: no evidence, no infra row
         raise InputError(unknown_message(never))
-    done = {item.evidence.property_id for item in settled}
+    done = {item.property_id for item in settled}
     first_look = decide_all(
         plan,
         labelled,
@@ -267,8 +263,8 @@ def _replay_and_decide(
     )
     if warm is not None and warm.close():  # nothing left to run in them
         raise Interrupted("interrupted; containers and sources removed")
-    write_outcomes(plan, gathered.properties)
-    properties = tuple(sorted((*settled, *gathered.properties), key=lambda item: item.index))
+    decided = write_outcomes(plan, gathered.properties)
+    properties = tuple(sorted((*settled, *decided), key=lambda item: item.index))
     return properties, screening, gathered.outcome, gathered.summary
 
 

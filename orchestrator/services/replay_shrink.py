@@ -42,7 +42,7 @@ from orchestrator.errors import (
     ShrinkStoppedError,
 )
 from orchestrator.log import get_logger
-from orchestrator.model import Label
+from orchestrator.model import PROPERTIES_FILE
 from orchestrator.services import run_writer
 from orchestrator.services.recording import LedgerRequest, complete_and_record
 from orchestrator.services.shrink import (
@@ -111,8 +111,8 @@ def failing_on_patch(outcome: ReplayOutcome) -> str | None:
     """The node id of the first property that failed on the patch in some replay (the
     one asked for, or one of its parametrizations), or None. Pure."""
     for item in outcome.properties:
-        if any(replay.label == Label.ASSERT_FAIL for replay in item.evidence.patch):
-            return item.evidence.property_id
+        if item.fails_on_patch:
+            return item.property_id
     return None
 
 
@@ -214,9 +214,7 @@ def move_run(outcome: ReplayOutcome, dest: Path) -> ReplayOutcome:
     own copy of the fixture it read (``fixture.json``) goes with it."""
     source = outcome.plan.run_dir
     dest.mkdir(parents=True, exist_ok=True)
-    names = [RUN_LOG, SUMMARY, "raw", FIXTURE_FILE]
-    for entry in outcome.report["decisions"]:
-        names += [entry["evidence_file"], entry["decision_file"]]
+    names = [RUN_LOG, SUMMARY, "raw", FIXTURE_FILE, PROPERTIES_FILE]
     for name in names:
         if (source / name).exists():
             (source / name).rename(dest / name)
@@ -259,7 +257,7 @@ def shrink_section(
     wide_run_dir: str | None,
 ) -> dict[str, Any]:
     """The ``shrink`` section of a ``replay --shrink`` summary. Pure."""
-    wide_entry = wide.report["decisions"][0] if wide.report["decisions"] else None
+    wide_decision = wide.properties[0].decision.to_json() if wide.properties else None
     return {
         "outcome": outcome,
         "message": message,
@@ -274,5 +272,5 @@ def shrink_section(
         "stable": shrink.stable if shrink is not None else None,
         "property_calls": [calls for _, calls in shrink.minima] if shrink is not None else [],
         "wide_run_dir": wide_run_dir,
-        "wide_decision": None if wide_entry is None else wide_entry["decision"],
+        "wide_decision": wide_decision,
     }

@@ -166,6 +166,24 @@ def _property_entry(summary: Any, property_id: str, run_dir: Path) -> Mapping[st
     )
 
 
+def _stored_property(stored: Any, property_id: str, run_dir: Path) -> tuple[Mapping[str, Any], Any]:
+    """A property's entry and evidence from the run's store (``StoreRead``)."""
+    record = stored.find(property_id)
+    if record is not None:
+        return record["entry"], record["evidence"]
+    known: list[str] = []
+    for found in stored.records():
+        known.append(str(found["property_id"]))
+        if len(known) == 3:
+            break
+    more = stored.count - len(known)
+    listed = ", ".join(known) + (f" and {more} more" if more > 0 else "")
+    raise InputError(
+        f"{property_id}: not a property of the run in {run_dir}"
+        + (f" (it has {listed})" if known else " (it has none)")
+    )
+
+
 def _recorded_replays(
     evidence_doc: Any, entry: Mapping[str, Any], run_dir: Path
 ) -> dict[str, tuple[Replay, ...]]:
@@ -220,12 +238,14 @@ def prepare(request: ReproduceRequest) -> Prepared:
         run = parse_run_log(run_log)
     except SchemaError as error:
         raise InputError(f"{run_dir}: run-log.json: {error}") from None
-    entry = _property_entry(documents.summary, request.property_id, run_dir)
-    evidence_file = entry.get("evidence_file")
-    evidence = documents.evidence or {}
-    recorded = _recorded_replays(
-        evidence.get(evidence_file) if isinstance(evidence_file, str) else None, entry, run_dir
-    )
+    if documents.records is not None:  # replay-report/2: the run's store
+        entry, evidence_doc = _stored_property(documents.records, request.property_id, run_dir)
+    else:
+        entry = _property_entry(documents.summary, request.property_id, run_dir)
+        evidence_file = entry.get("evidence_file")
+        evidence_docs = documents.evidence or {}
+        evidence_doc = evidence_docs.get(evidence_file) if isinstance(evidence_file, str) else None
+    recorded = _recorded_replays(evidence_doc, entry, run_dir)
     raw = documents.raw or {}
     raw_runs = {
         (side, number): raw.get(f"raw/{side}/replay-{number:03d}.json")

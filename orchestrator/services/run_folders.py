@@ -1,10 +1,13 @@
 """Read finished run folders; write reports of them (atomically).
 
 A run folder is what ``replay`` writes: ``run-log.json`` first, then ``raw/<side>/``,
-the ``evidence-<n>.json`` and ``decision-<n>.json`` files, and ``summary.json`` last.
-A folder without ``summary.json`` (an interrupted run, a run still going, or not a
-run folder at all), or one marked incomplete, is refused by name (exit 2): a report
-of half a run would read like a verdict it is not.
+the property store ``properties.jsonl.gz`` (every property's entry, evidence and
+decision), and ``summary.json`` last (``replay-report/2``). A folder of an earlier
+version (``replay-report/1``) has an ``evidence-<n>.json`` and a ``decision-<n>.json``
+per property instead of the store, and lists every property in ``summary.json``: both
+are read. A folder without ``summary.json`` (an interrupted run, a run still going, or
+not a run folder at all), or one marked incomplete, is refused by name (exit 2): a
+report of half a run would read like a verdict it is not.
 
 Which fields a report reads is listed in docs/records.md ("Reports").
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from urllib.parse import quote
 from orchestrator import files
 from orchestrator.core.reports.view import SIDES, RunDocuments, RunView, raw_dir_of, read_run
 from orchestrator.errors import InputError, SchemaError
+from orchestrator.model import REPORT_SCHEMA
 
 SUMMARY = "summary.json"
 RUN_LOG = "run-log.json"
@@ -66,12 +70,12 @@ def link_to(folder: Path, report_dir: Path) -> str:
     return "" if relative == "." else quote(relative) + "/"
 
 
-def _raw_documents(folder: Path, summary: Any) -> dict[str, Any]:
-    """The raw replay files of every raw folder the summary names (``raw`` by default;
-    a run cut into batches or a merged folder names others, ``raw_dir`` per property)."""
-    entries = summary.get("decisions") if isinstance(summary, Mapping) else None
-    listed = entries if isinstance(entries, list) else []
-    raw_dirs = {"raw"} | {raw_dir_of(entry) for entry in listed}
+def _raw_documents(folder: Path, entries: Iterable[Any]) -> dict[str, Any]:
+    """The raw replay files of every raw folder the entries name (``raw`` by default;
+    a run cut into batches or a merged folder names others, ``raw_dir`` per property):
+    each file's own fields, without its probe ``result`` (a whole suite's tests, which
+    no reader of these takes)."""
+    raw_dirs = {"raw"} | {raw_dir_of(entry) for entry in entries}
     raw: dict[str, Any] = {}
     for raw_dir in sorted(raw_dirs):
         for side in SIDES:
@@ -81,10 +85,30 @@ def _raw_documents(folder: Path, summary: Any) -> dict[str, Any]:
             for path in sorted(side_dir.glob("replay-*.json")):
                 name = f"{raw_dir}/{side}/{path.name}"
                 try:
-                    raw[name] = json.loads(path.read_text(encoding="utf-8"))
+                    raw[name] = run_head(path.read_bytes())
                 except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                     raw[name] = None  # linked, shown as unreadable
     return raw
+
+
+_RESULT_KEY = b',"result":'
+
+
+def run_head(data: bytes) -> Any:
+    """A ``replay-run/1`` file's fields but its ``result``: the driver writes the result
+    last (``probe.jobs.encode_run``), so the text before it, closed, is the rest; any
+    other file is parsed whole."""
+    start = data.find(_RESULT_KEY)
+    while start >= 0:
+        try:
+            head = json.loads(data[:start] + b"}")
+        except (UnicodeDecodeError, json.JSONDecodeError):  # the key inside a string
+            start = data.find(_RESULT_KEY, start + 1)
+            continue
+        if isinstance(head, dict):
+            return head
+        break
+    return json.loads(data)
 
 
 def _named_files(summary: Any, key: str) -> list[str]:
@@ -109,6 +133,18 @@ def read_documents(folder: Path) -> RunDocuments:
     if not (folder / SUMMARY).is_file():
         raise InputError(f"{name}: no {SUMMARY}: not a finished run (interrupted, or running)")
     summary = _read_json(folder / SUMMARY, name)
+    if isinstance(summary, Mapping) and summary.get("schema") == REPORT_SCHEMA:
+        from orchestrator.services.property_store import StoreRead
+
+        stored = StoreRead(folder, name=name)
+        return RunDocuments(
+            name=name,
+            link="",
+            summary=summary,
+            run_log=run_log,
+            records=stored,
+            raw=_raw_documents(folder, (record["entry"] for record in stored.records())),
+        )
     evidence = {
         file_name: _read_json(folder / file_name, name)
         for file_name in _named_files(summary, "evidence_file")
@@ -117,6 +153,7 @@ def read_documents(folder: Path) -> RunDocuments:
         file_name: _read_json(folder / file_name, name)
         for file_name in _named_files(summary, "decision_file")
     }
+    entries = summary.get("decisions") if isinstance(summary, Mapping) else None
     return RunDocuments(
         name=name,
         link="",
@@ -124,7 +161,7 @@ def read_documents(folder: Path) -> RunDocuments:
         run_log=run_log,
         evidence=evidence,
         decisions=decisions,
-        raw=_raw_documents(folder, summary),
+        raw=_raw_documents(folder, entries if isinstance(entries, list) else []),
     )
 
 

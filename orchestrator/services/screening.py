@@ -22,9 +22,9 @@ from orchestrator.core.pool import plan_batches_on
 from orchestrator.core.replay_run import (
     BASE,
     PATCH,
-    PropertyOutcome,
+    DecidedProperty,
     RunPlan,
-    decide_all,
+    decide_each,
 )
 from orchestrator.core.schedule import (
     measured_durations,
@@ -75,7 +75,7 @@ def screen_and_replay(
     pool: Pool,
     progress: Progress | None,
     warm: WarmPool,
-) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[PropertyOutcome, ...]]:
+) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[DecidedProperty, ...]]:
     """Screen every property K times per side, then replay those with signal until they
     have N replays per side, each on the engine of its screening.
 
@@ -135,7 +135,9 @@ def screen_and_replay(
         digests, settled = settling.result()
     finally:
         settler.shutdown(wait=False, cancel_futures=True)
-    return outcome, {**digests, **oracle}, screening, settled
+    # The settled properties' oracles are in their evidence: only those still to decide.
+    pending = {p: change for p, change in digests.items() if p in screening.signals}
+    return outcome, {**pending, **oracle}, screening, settled
 
 
 def settle(
@@ -146,21 +148,23 @@ def settle(
     oracle: Mapping[str, OracleChange],
     screening: Screening,
     quiet: Sequence[str],
-) -> tuple[dict[str, OracleChange], tuple[PropertyOutcome, ...]]:
+) -> tuple[dict[str, OracleChange], tuple[DecidedProperty, ...]]:
     """The oracle digests of properties whose files are the same on both sides, and the
     properties without signal decided on their screening replays, their files written."""
     started = time.perf_counter()
     digests = compare_inputs(unchanged)
-    settled = decide_all(
+    settled = write_outcomes(  # into the run's store, one at a time: what is kept is small
         plan,
-        screened.labelled,
-        {**digests, **oracle},
-        screening,
-        only=quiet,
-        runners=screened.runners,
-        raw_dirs=screened.raw_dirs,
+        decide_each(
+            plan,
+            screened.labelled,
+            {**digests, **oracle},
+            screening,
+            only=quiet,
+            runners=screened.runners,
+            raw_dirs=screened.raw_dirs,
+        ),
     )
-    write_outcomes(plan, settled)
     log.debug(
         "screening.settled",
         properties=len(settled),

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import stored_evidence
 from support.polling import wait_for
 
 from fixtures.build_example import SCENARIOS, build_example
@@ -133,7 +134,7 @@ def test_podman_replays_the_example_with_the_shipped_runner_image(
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert {item["decision"]["lane"] for item in report["decisions"]} == {scenario.lane}
-    evidence = json.loads((out / "evidence-1.json").read_text())
+    evidence = stored_evidence(out)
     replays = evidence["base"] + evidence["patch"]
     assert {replay["runner_id"] for replay in replays} == {podman_url}
     assert {replay["image_digest"] for replay in replays} == {runner_image_id}

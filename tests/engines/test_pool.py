@@ -87,7 +87,7 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
 
     # The report finds each property's raw files in its batch's folder.
     documents = read_documents(two.out)
-    raw_dirs = {entry["raw_dir"] for entry in two.summary()["decisions"]}
+    raw_dirs = {entry["raw_dir"] for entry in two.entries()}
     assert raw_dirs == {"raw/e1-b1", "raw/e2-b1"}
     for raw_dir in raw_dirs:
         assert f"{raw_dir}/base/replay-001.json" in (documents.raw or {})
@@ -98,13 +98,13 @@ def test_a_run_on_two_engines_decides_the_same_lanes_as_a_run_on_one(
     assert replayed  # the patch's extra clock read, at least
     assert {(e["replays"], e["screened"]) for e in replayed} == {(2, 1)}
     assert two.summary()["screening"]["replayed"] == len(replayed)
-    for entry in two.summary()["decisions"]:
+    for entry in two.entries():
         for side in ("base", "patch"):
             for k in range(1, entry["replays"] + 1):
                 assert f"{entry['raw_dir']}/{side}/replay-{k:03d}.json" in (documents.raw or {})
     assert not (two.out / "raw" / "replays").exists()
-    replays = {entry["property_id"]: entry["replays"] for entry in two.summary()["decisions"]}
-    assert replays == {e["property_id"]: e["replays"] for e in one.summary()["decisions"]}
+    replays = {entry["property_id"]: entry["replays"] for entry in two.entries()}
+    assert replays == {e["property_id"]: e["replays"] for e in one.entries()}
 
 
 def test_the_image_is_shipped_to_a_new_engine_on_first_use_and_not_again(

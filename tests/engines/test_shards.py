@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from second_engine import CLI, CliProcess, Run, example_tests, replay_command
+from support.cli import stored_records
 
 from fixtures.build_example import BUDGET_PROPERTY, OUTPUT_PROPERTY, TRIM_PROPERTY, ExampleRepo
 from orchestrator.adapters.docker import RUNNER_IMAGE
@@ -77,7 +78,7 @@ def test_three_shards_merged_give_the_unsharded_runs_lanes_and_exit_status(
     assert document["screening"]["screened"] == whole.summary()["screening"]["screened"]
     assert document["screening"]["replayed"] == whole.summary()["screening"]["replayed"]
     replays = {d["property_id"]: d["replays"] for d in document["decisions"]}
-    assert replays == {d["property_id"]: d["replays"] for d in whole.summary()["decisions"]}
+    assert replays == {d["property_id"]: d["replays"] for d in whole.entries()}
 
     # The merged folder is a run folder: report reads it, each replay linked to its raw file.
     page = tmp_path / "page.html"
@@ -98,8 +99,10 @@ def test_three_shards_merged_give_the_unsharded_runs_lanes_and_exit_status(
     )
     assert report.returncode == 0, report.stderr
     html = page.read_text()
+    stored = {r["property_id"]: r for r in stored_records(merged_dir)}
     for entry in document["decisions"]:
-        assert (merged_dir / entry["evidence_file"]).is_file()
+        assert stored[entry["property_id"]]["entry"] == entry  # its evidence in the store
+        assert stored[entry["property_id"]]["evidence"]["property_id"] == entry["property_id"]
         assert (merged_dir / entry["raw_dir"] / "base" / "replay-001.json").is_file()
         assert f"merged/{entry['raw_dir']}/base/replay-001.json" in html
 

@@ -21,7 +21,7 @@ from orchestrator import model
 from orchestrator.adapters.ledger import Ledger, RunRecord
 from orchestrator.core.lanes import decide
 from orchestrator.core.replay_run import Pins, PropertyOutcome, ReplayOptions, RunPlan
-from orchestrator.services import ledger_jobs
+from orchestrator.services import ledger_jobs, property_store
 from orchestrator.services import recording as service
 
 FINISHED = NOW + timedelta(seconds=42)
@@ -82,7 +82,11 @@ def test_a_recorded_replay_finishes_its_run_with_its_decisions(
     request = service.LedgerRequest(
         url=ledger_url, now=NOW, freeze=True, owner="team-a", expires_at=NOW + timedelta(hours=72)
     )
-    report = service.record_in_ledger(run, properties, request, finished_at=FINISHED, exit_status=3)
+    # The ledger records what the run's store holds (written when the run completes).
+    run.run_dir.mkdir()
+    decided = service.write_outcomes(run, properties)
+    property_store.finish(run.run_dir, run.run_id)
+    report = service.record_in_ledger(run, decided, request, finished_at=FINISHED, exit_status=3)
     flaky, infra = report["entries"]
     assert flaky["freeze_id"] is not None, flaky["freeze_refusals"]
     assert infra["infra_queue_id"] is not None

@@ -238,7 +238,7 @@ def test_sigint_exits_130_and_leaves_nothing(
     run = runner.finish(process, out, timeout=60)
     assert run.exit_code == 130, run.stderr[-2000:]
     assert run.written("summary.json") == []  # interrupted: no verdict
-    assert run.written("decision-*.json") == []
+    assert run.written("properties.jsonl.gz") == []
     assert_nothing_left(docker_client, run, runner, example, volumes_before)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, init
+from support.cli import stored_evidence
 from test_replay_command import assert_nothing_left, by_property, run_cli
 
 pytestmark = pytest.mark.docker
@@ -172,7 +173,7 @@ def test_rounds_set_a_weak_instability_aside_and_a_regression_still_blocks(tmp_p
 
     # The evidence document declares the 20 replays (row 1 checks them) and every raw
     # replay file is where records.md says: raw/<side>/replay-<k>.json, k = 1..20.
-    document = read(out / second["evidence_file"])
+    document = stored_evidence(out, second["property_id"])
     assert (document["replays"], document["adaptive"]) == (20, 15)
     for side in ("base", "patch"):
         assert sorted(p.name for p in (out / second["raw_dir"] / side).glob("replay-*.json")) == (

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from replay_gitrepo import commit, init
+from support.cli import stored_evidence
 
 pytestmark = pytest.mark.docker
 
@@ -87,7 +88,7 @@ def test_a_plugin_option_the_image_lacks_is_no_verdict_in_pytests_own_words(tmp_
         assert "orchestrator image build" in line["hint"]
     (decision,) = json.loads(done.stdout)["decisions"]
     assert (decision["lane"], decision["code"]) == ("infra_queue", "harness_error")
-    evidence = json.loads((out / decision["evidence_file"]).read_text())
+    evidence = stored_evidence(out, decision["property_id"])
     for side in ("base", "patch"):
         (replay,) = evidence[side]
         assert (replay["label"], replay["reason"]) == ("harness_error", "no_result")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, init
+from support.cli import stored_evidence, stored_records
 from support.polling import wait_for
 
 from orchestrator.adapters.docker import LABEL_PID, LABEL_RUN
@@ -134,7 +135,8 @@ def test_bilateral_replay_decides_each_property(tmp_path, repo, runner_image_id,
     )  # fmt: skip
     assert result.code == 1, result.stderr  # blocking lanes
     report = result.report
-    assert report["schema"] == "replay-report/1"
+    assert report["schema"] == "replay-report/2"
+    assert (report["properties"], report["decisions_left_out"]) == (3, 0)  # --json: all
     decided = by_property(report)
     assert list(decided) == [ADD, STAMP, FIXTURE]
 
@@ -172,10 +174,23 @@ def test_bilateral_replay_decides_each_property(tmp_path, repo, runner_image_id,
     assert (out / "fixture.json").read_bytes() == repo.fixture.read_bytes()
     assert log["hash_seed"] == "7"
     assert log["limits"] == {"memory": "512m", "pids": 256, "cpus": 1.0, "tmp_size": "64m"}
-    assert json.loads((out / "summary.json").read_text()) == report
+    # summary.json lists what needs a look and counts the rest; the store holds them all.
+    summary = json.loads((out / "summary.json").read_text())
+    ledger = report["ledger"]
+    assert summary == {
+        **report,
+        "decisions": [decided[ADD], decided[STAMP]],
+        "decisions_left_out": 1,
+        "ledger": {**ledger, "entries": ledger["entries"][:2], "entries_left_out": 1},
+    }
+    assert [entry["property_id"] for entry in ledger["entries"]] == [ADD, STAMP, FIXTURE]
+    assert summary["lanes"] == {"property_regression": 2, "no_freeze": 1}
+    records = stored_records(out)
+    assert [record["entry"] for record in records] == report["decisions"]
     for index, property_id in enumerate([ADD, STAMP, FIXTURE], start=1):
-        evidence = json.loads((out / f"evidence-{index}.json").read_text())
-        decision = json.loads((out / f"decision-{index}.json").read_text())
+        record = records[index - 1]
+        assert (record["index"], record["property_id"]) == (index, property_id)
+        evidence, decision = record["evidence"], record["decision"]
         assert evidence["property_id"] == property_id
         assert evidence["image_digest"] == runner_image_id
         assert evidence["oracle_changed"] is False
@@ -469,7 +484,7 @@ def test_a_test_added_above_a_flaky_one_leaves_it_flake_queue_eligible(tmp_path,
     (entry,) = result.report["decisions"]
     assert entry["base_labels"] == entry["patch_labels"] == ["assert_pass", "assert_fail"]
     assert (entry["lane"], entry["oracle_changed"]) == ("flake_queue_eligible", False)
-    evidence = json.loads((out / "evidence-1.json").read_text())
+    evidence = stored_evidence(out)
     on_base, on_patch = evidence["base"][1], evidence["patch"][1]
     # The patch moved the failing line down; the key, counted from the def, did not move.
     assert on_base["assertion_id"] != on_patch["assertion_id"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, git, init
+from support.cli import stored_evidence
 from test_replay_command import assert_nothing_left, by_property, run_cli
 
 pytestmark = pytest.mark.docker
@@ -96,8 +97,7 @@ def replay(tmp_path: Path, repo: Repo, *args: str, out: str = "run"):
 
 
 def evidence_of(out: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((out / entry["evidence_file"]).read_text())
-    return document
+    return stored_evidence(out, entry["property_id"])
 
 
 def test_screening_replays_only_the_properties_with_signal(tmp_path, repo, docker_client):

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, git, init
+from support.cli import stored_records
 
 pytestmark = pytest.mark.docker
 
@@ -106,11 +107,15 @@ class Result:
         return json.loads((self.out / "run-log.json").read_text())
 
     def lanes(self) -> dict[str, tuple[str, str]]:
-        return {e["property_id"]: (e["lane"], e["code"]) for e in self.summary["decisions"]}
+        return {e["property_id"]: (e["lane"], e["code"]) for e in self.entries()}
 
     def entry(self, property_id: str) -> dict[str, Any]:
-        (found,) = [e for e in self.summary["decisions"] if e["property_id"] == property_id]
+        (found,) = [e for e in self.entries() if e["property_id"] == property_id]
         return found
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every property's entry (the run's store; summary.json lists those needing a look)."""
+        return [record["entry"] for record in stored_records(self.out)]
 
 
 def replay(cwd: Path, history: History, base: str, patch: str, name: str, *args: str) -> Result:

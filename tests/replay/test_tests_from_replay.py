@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, git, init
+from support.cli import stored_records
 
 pytestmark = pytest.mark.docker
 
@@ -203,9 +204,8 @@ def test_a_fixs_new_test_asks_for_tests_from_and_with_it_is_a_fix_candidate(tmp_
         for path in ("tests/conftest.py", "tests/test_lib.py", "tests/test_other.py")
     }
     assert log["overlay_removed"] == {"base": [], "patch": []}
-    for n in (1, 2, 3):
-        evidence = json.loads((out / f"evidence-{n}.json").read_text())
-        decision = json.loads((out / f"decision-{n}.json").read_text())
+    for record in stored_records(out):
+        evidence, decision = record["evidence"], record["decision"]
         assert evidence["tests_from"] == decision["tests_from"] == history.fix
         assert evidence["base_oracle_digest"] == evidence["patch_oracle_digest"]
     assert entry(report, NEW)["tests_from"] == history.fix

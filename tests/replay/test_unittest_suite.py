@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, init
+from support.cli import stored_evidence, stored_records
 
 pytestmark = pytest.mark.docker
 
@@ -53,10 +54,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def evidence_of(run_dir: Path, property_id: str) -> dict[str, Any]:
-    summary = json.loads((run_dir / "summary.json").read_text())
-    (entry,) = [d for d in summary["decisions"] if d["property_id"] == property_id]
-    evidence: dict[str, Any] = json.loads((run_dir / entry["evidence_file"]).read_text())
-    return evidence
+    return stored_evidence(run_dir, property_id)
 
 
 def test_two_failures_of_one_unittest_test_are_told_apart_at_their_lines(tmp_path):
@@ -186,7 +184,10 @@ def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
     )  # fmt: skip
     assert done.returncode == 1, done.stderr  # the fast path fails where base skipped it
     summary = json.loads((run_dir / "summary.json").read_text())
-    decided = {d["property_id"]: (d["lane"], d["code"]) for d in summary["decisions"]}
+    decided = {
+        record["property_id"]: (record["entry"]["lane"], record["entry"]["code"])
+        for record in stored_records(run_dir)
+    }
     assert decided == {
         BACKEND: ("no_freeze", "skipped"),
         f"{SKIPS}::FastTests::test_fast_path": ("no_freeze", "skipped_on_base"),

@@ -2,8 +2,14 @@
 
 Each property gets replays built from a pattern (per lane), evidence from the model's
 own `to_json`, a decision from the real decision function, and the summary entry of
-records.md's `replay-report/1`. Used for sizes no real run reaches here (5,000
+records.md's `replay-report`. Used for sizes no real run reaches here (5,000
 properties) and for fields a real run does not carry yet.
+
+``version=2`` (the default) writes what this version writes: the properties into the
+store (``properties.jsonl.gz``, through the tool's own writer) and a ``replay-report/2``
+summary listing those that need a look; ``version=1`` writes a run folder of an earlier
+version: an ``evidence-<n>.json`` and a ``decision-<n>.json`` per property and a
+``replay-report/1`` summary listing every property.
 """
 
 from __future__ import annotations
@@ -14,7 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.lanes import decide
-from orchestrator.model import REPORT_SCHEMA, RUN_LOG_SCHEMA, Evidence, Replay, ShrinkSummary
+from orchestrator.core.significance import needs_a_look
+from orchestrator.model import (
+    PROPERTIES_FILE,
+    REPORT_SCHEMA,
+    REPORT_SCHEMA_V1,
+    RUN_LOG_SCHEMA,
+    Evidence,
+    Replay,
+    ShrinkSummary,
+)
+from orchestrator.services import property_store
 
 BASE_REV = "1" * 40
 PATCH_REV = "2" * 40
@@ -128,8 +144,10 @@ def make_run_folder(
     run_id: str = "20260105T090000Z-generated",
     reason_padding: str = "",
     extra_run_log: Mapping[str, Any] | None = None,
+    version: int = 2,
 ) -> Path:
-    """A complete run folder under ``root`` with ``properties`` properties."""
+    """A complete run folder under ``root`` with ``properties`` properties, as this
+    version writes it (``version=2``) or as an earlier one did (``version=1``)."""
     root.mkdir(parents=True, exist_ok=True)
     run_log = {
         "schema": RUN_LOG_SCHEMA,
@@ -165,6 +183,7 @@ def make_run_folder(
                  "exit_code": 0, "wall_ms": 120.0, "seed": 7, "result": None},
             )  # fmt: skip
     entries = []
+    records = []
     worst = 0
     for index in range(1, properties + 1):
         lane_name = mix[(index - 1) % len(mix)]
@@ -189,36 +208,56 @@ def make_run_folder(
         decision = decide(evidence)
         reasons = [reason + reason_padding for reason in decision.reasons]
         decision_doc = {**decision.to_json(), "reasons": reasons}
-        _write(root / f"evidence-{index}.json", evidence.to_json())
-        _write(root / f"decision-{index}.json", decision_doc)
+        if version == 1:
+            _write(root / f"evidence-{index}.json", evidence.to_json())
+            _write(root / f"decision-{index}.json", decision_doc)
         worst = max(worst, {0: 0, 3: 1, 1: 2}[decision.lane.exit_status])
-        entries.append(
-            {
-                "property_id": node,
-                "lane": decision.lane.value,
-                "code": decision.code,
-                "blocking": decision.blocking,
-                "freeze_allowed": decision.freeze_allowed,
-                "reasons": reasons,
-                "base_labels": [r.label for r in base_side],
-                "patch_labels": [r.label for r in patch_side],
-                "base_reasons": [r.reason for r in base_side],
-                "patch_reasons": [r.reason for r in patch_side],
-                "calls_base": _call_sets(base_side),
-                "calls_patch": _call_sets(patch_side),
-                "oracle_changed": evidence.oracle_changed,
-                "evidence_file": f"evidence-{index}.json",
-                "decision_file": f"decision-{index}.json",
-                "decision": decision_doc,
-            }
-        )
+        entry = {
+            "property_id": node,
+            "lane": decision.lane.value,
+            "code": decision.code,
+            "blocking": decision.blocking,
+            "freeze_allowed": decision.freeze_allowed,
+            "reasons": reasons,
+            "base_labels": [r.label for r in base_side],
+            "patch_labels": [r.label for r in patch_side],
+            "base_reasons": [r.reason for r in base_side],
+            "patch_reasons": [r.reason for r in patch_side],
+            "calls_base": _call_sets(base_side),
+            "calls_patch": _call_sets(patch_side),
+            "oracle_changed": evidence.oracle_changed,
+            "evidence_file": f"evidence-{index}.json" if version == 1 else None,
+            "decision_file": f"decision-{index}.json" if version == 1 else None,
+            "decision": decision_doc,
+        }
+        entries.append(entry)
+        if version != 1:
+            entry["index"] = index
+            records.append(
+                {"index": index, "property_id": node, "entry": entry,
+                 "evidence": evidence.to_json(), "decision": decision_doc}
+            )  # fmt: skip
     summary = {
-        "schema": REPORT_SCHEMA,
+        "schema": REPORT_SCHEMA_V1 if version == 1 else REPORT_SCHEMA,
         "run_id": run_id,
         "run_dir": str(root),
         "run_log": run_log,
         "exit_status": {0: 0, 1: 3, 2: 1}[worst],
         "decisions": entries,
     }
+    if version != 1:
+        property_store.writer_for(root).add_records(records)
+        property_store.finish(root, run_id)
+        listed = [entry for entry in entries if needs_a_look(entry["lane"], entry["code"])]
+        lanes: dict[str, int] = {}
+        for entry in entries:
+            lanes[entry["lane"]] = lanes.get(entry["lane"], 0) + 1
+        summary.update(
+            decisions=listed,
+            decisions_left_out=len(entries) - len(listed),
+            properties=len(entries),
+            properties_file=PROPERTIES_FILE,
+            lanes=lanes,
+        )
     _write(root / "summary.json", summary)
     return root

@@ -13,6 +13,7 @@ from report_factories import make_run_folder, node_id
 
 from orchestrator.cli import main
 from orchestrator.core.reports.markdown import GITHUB_SUMMARY_LIMIT
+from orchestrator.services.property_store import StoreRead
 
 
 class Run:
@@ -42,11 +43,18 @@ def assert_refused(run: Run, fragment: str) -> None:
 
 
 def lanes_of(folder: Path) -> list[str]:
-    """Each property's lane, in the summary's order (decision-1.json, decision-2.json, ...)."""
+    """Each property's lane, in the run's order: from the run's store, or from
+    decision-1.json, decision-2.json, ... in a folder of an earlier version."""
+    if (folder / "properties.jsonl.gz").exists():
+        return [record["decision"]["lane"] for record in StoreRead(folder).records()]
     count = len(list(folder.glob("decision-*.json")))
     return [
         json.loads((folder / f"decision-{n}.json").read_text())["lane"] for n in range(1, count + 1)
     ]
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-40])
 
 
 @pytest.fixture
@@ -86,11 +94,16 @@ def test_a_page_elsewhere_links_back_into_the_folders(
             lambda d: (d / "run-log.json").write_text(json.dumps({"incomplete": True})),
             "marked incomplete",
         ),
-        (lambda d: (d / "evidence-7.json").unlink(), "evidence-7.json is missing"),
+        (lambda d: (d / "properties.jsonl.gz").unlink(), "properties.jsonl.gz: no such file"),
+        (lambda d: _truncate(d / "properties.jsonl.gz"), "properties.jsonl.gz: cannot read"),
+        (
+            lambda d: (d / "properties.jsonl.gz").write_bytes(b"not gzip"),
+            "properties.jsonl.gz: cannot read",
+        ),
         (lambda d: (d / "summary.json").write_text("{"), "summary.json: not JSON"),
         (
             lambda d: (d / "summary.json").write_text('{"schema": "replay-evidence/1"}'),
-            "expected a replay-report/1 document",
+            "expected a replay-report/2 or replay-report/1 document",
         ),
     ],
 )
@@ -102,6 +115,17 @@ def test_a_folder_that_is_not_a_finished_run_is_refused_by_name(
     assert_refused(run, fragment)
     assert str(run_folder) in run.err
     assert not (run_folder / "report.html").exists()
+
+
+def test_a_folder_of_an_earlier_version_missing_a_file_is_refused_by_name(
+    cli: Any, tmp_path: Path
+) -> None:
+    run_folder = make_run_folder(tmp_path / "runs" / "old", properties=12, version=1)
+    assert cli("report", str(run_folder)).code == 0  # whole, it is read
+    (run_folder / "evidence-7.json").unlink()
+    run = cli("report", str(run_folder))
+    assert_refused(run, "evidence-7.json is missing")
+    assert str(run_folder) in run.err
 
 
 MARKERS = {

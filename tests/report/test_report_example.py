@@ -95,7 +95,7 @@ def test_replay_writes_the_same_reports_after_the_run(
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["schema"] == "replay-report/1"  # --json output untouched
+    assert json.loads(done.stdout)["schema"] == "replay-report/2"  # --json output untouched
     assert f"html: {page}" in done.stderr
     xmlschema.XMLSchema(junit_xsd).validate(str(junit))
     assert summary.read_text(encoding="utf-8").startswith("before\n## Replay: no blocking lane")

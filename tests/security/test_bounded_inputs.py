@@ -275,6 +275,16 @@ def test_a_fifo_in_a_downloaded_run_folder_is_refused_without_blocking(workspace
     assert_refused_early(workspace, done, "evidence-1.json: a FIFO, not a regular file")
 
 
+def test_a_fifo_for_the_property_store_is_refused_without_blocking(workspace):
+    folder = workspace.parent / "artifact-2"
+    folder.mkdir()
+    summary = {"schema": "replay-report/2", "run_id": "r", "decisions": []}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    os.mkfifo(folder / "properties.jsonl.gz")
+    done = run_cli("report", str(folder), "--markdown", cwd=workspace, deadline_s=60)
+    assert_refused_early(workspace, done, "properties.jsonl.gz: a FIFO, not a regular file")
+
+
 # ------------------------------------------------------------ the same refusals in this process
 
 

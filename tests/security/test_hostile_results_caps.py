@@ -21,6 +21,7 @@ from hostile_results import (
     FORGED_IDS,
     forged_suite,
 )
+from support.cli import stored_evidence
 
 pytestmark = pytest.mark.docker
 
@@ -43,7 +44,7 @@ def test_a_forged_result_of_80000_tests_is_refused_at_the_cap(tmp_path):
     assert decision["base_labels"] == ["assert_pass"]
     assert decision["patch_labels"] == ["harness_error"]
     assert decision["patch_reasons"] == ["corrupt_result"]
-    evidence = (run.run_dir / "evidence-1.json").read_text()
+    evidence = json.dumps(stored_evidence(run.run_dir))
     assert "ORCHESTRATOR_MAX_TESTS" in evidence
     size = folder_bytes(run.run_dir)
     files = sum(1 for _ in run.run_dir.rglob("*"))
@@ -92,7 +93,7 @@ def test_a_test_that_fills_the_results_folder_is_labelled_with_that_cause(tmp_pa
     assert decision["base_labels"] == ["assert_pass"]
     assert decision["patch_labels"] == ["harness_error"]
     assert decision["patch_reasons"] == ["results_full"]
-    evidence = (run.run_dir / "evidence-1.json").read_text()
+    evidence = json.dumps(stored_evidence(run.run_dir))
     assert "/replay-out, 64 MiB) is full" in evidence
     assert b"Traceback" not in run.stderr
     assert_no_host_bytes(run)

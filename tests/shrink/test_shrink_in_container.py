@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from support.cli import stored_evidence  # noqa: E402
+
 from fixtures.build_example import (  # noqa: E402
     MINIMAL_USER,
     ROLE_PROPERTY,
@@ -198,7 +200,7 @@ def test_shrink_test_reaches_the_walkthrough_minimum_on_both_attempts(
         "--replays", "1", "--timeout", "60", "--out", str(run_dir), "--no-record", "--json",
     )  # fmt: skip
     assert replayed.code == 1, replayed.stderr[-3000:]
-    evidence = json.loads((run_dir / "evidence-1.json").read_text())
+    evidence = stored_evidence(run_dir)
     assert evidence["fixture_digest"] == SEED_DIGEST
     assert evidence["origin_digest"] == digest(wide_user())
     shrink = evidence["shrink"]
@@ -323,7 +325,7 @@ def test_replay_shrink_decides_on_the_minimal_fixture_with_a_stable_shrink(
     assert shrink["wide_decision"]["code"] == "assertion_regression"
     # The run folder is the deciding replay's: the minimal fixture's digest, the wide
     # one's as origin, a stable shrink made on the patch in the same image and seed.
-    evidence = json.loads((run_dir / entry["evidence_file"]).read_text())
+    evidence = stored_evidence(run_dir, entry["property_id"])
     assert evidence["fixture_digest"] == SEED_DIGEST
     assert evidence["origin_digest"] == digest(wide_user())
     assert evidence["shrink"]["stable"] is True
@@ -341,7 +343,7 @@ def test_replay_shrink_decides_on_the_minimal_fixture_with_a_stable_shrink(
     assert (run_dir / "fixture-origin.json").read_bytes() == example.user_fixture.read_bytes()
     assert json.loads((run_dir / "fixture-minimal.json").read_text()) == MINIMAL_USER
     assert json.loads((run_dir / "shrink-report.json").read_text())["stable"] is True
-    wide = json.loads((run_dir / "wide" / "evidence-1.json").read_text())
+    wide = stored_evidence(run_dir / "wide")
     assert wide["fixture_digest"] == digest(wide_user())
     assert wide["shrink"] is None
     assert json.loads((run_dir / "wide" / "summary.json").read_text())["run_dir"] == str(
@@ -371,7 +373,7 @@ def test_replay_shrink_leaves_a_property_that_does_not_fail_on_the_patch_alone(
     shrink = summary["shrink"]
     assert (shrink["outcome"], shrink["wide_run_dir"]) == ("not_failing_on_patch", None)
     assert shrink["minimal_digest"] is None
-    evidence = json.loads((run_dir / entry["evidence_file"]).read_text())
+    evidence = stored_evidence(run_dir, entry["property_id"])
     assert evidence["fixture_digest"] == digest(wide_user())
     assert not (run_dir / "wide").exists()
     assert not (run_dir / "fixture-minimal.json").exists()
@@ -435,7 +437,7 @@ def test_replay_shrink_with_tests_from_shrinks_under_the_same_tests(
     )
     report = json.loads((run_dir / "shrink-report.json").read_text())
     assert (report["rev"], report["tests_from"]) == (repo.rev("weakened"), repo.base)
-    evidence = json.loads((run_dir / summary["decisions"][0]["evidence_file"]).read_text())
+    evidence = stored_evidence(run_dir, summary["decisions"][0]["property_id"])
     assert evidence["tests_from"] == repo.base
     assert evidence["fixture_digest"] == SEED_DIGEST
     assert_nothing_left(docker_client, cli, done)

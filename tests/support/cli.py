@@ -59,28 +59,60 @@ class Run:
         return json.loads((self.out / "run-log.json").read_text())
 
     def lanes(self) -> dict[str, str]:
-        return {entry["property_id"]: entry["lane"] for entry in self.summary()["decisions"]}
+        return {entry["property_id"]: entry["lane"] for entry in self.entries()}
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every property's report entry, from the run's store (summary.json lists only
+        those that need a look)."""
+        return [record["entry"] for record in self.records()]
 
     def decisions(self) -> list[dict[str, Any]]:
-        """The decision of each property, as summary.json lists them."""
-        return self._listed("decision_file")
+        """The decision of each property, in the run's order."""
+        return [record["decision"] for record in self.records()]
 
     def evidence(self) -> list[dict[str, Any]]:
-        """The evidence of each property, as summary.json lists them."""
-        return self._listed("evidence_file")
+        """The evidence of each property, in the run's order."""
+        return [record["evidence"] for record in self.records()]
 
-    def _listed(self, key: str) -> list[dict[str, Any]]:
-        # Read through summary.json, and loud when the run wrote none or decided nothing:
+    def evidence_of(self, property_id: str) -> dict[str, Any]:
+        return stored_record(self.out, property_id)["evidence"]
+
+    def records(self) -> list[dict[str, Any]]:
+        # Through summary.json first, and loud when the run wrote none or decided nothing:
         # a check over what a run decided never passes because nothing was found.
-        entries = self.summary()["decisions"]
-        if not entries:
+        self.summary()
+        records = stored_records(self.out)
+        if not records:
             raise AssertionError(f"the run decided nothing (exit {self.exit_code})")
-        return [json.loads((self.out / entry[key]).read_text()) for entry in entries]
+        return records
 
     def written(self, pattern: str) -> list[str]:
         """The names of the files in the run folder that match ``pattern``: for a run
         that must have decided nothing (no summary.json to read through)."""
         return sorted(path.name for path in self.out.glob(pattern))
+
+
+def stored_records(run_dir: Path) -> list[dict[str, Any]]:
+    """Every property's record (``index``, ``property_id``, ``entry``, ``evidence``,
+    ``decision``) in a run folder's store, in the run's order."""
+    from orchestrator.services.property_store import StoreRead
+
+    return list(StoreRead(run_dir).records())
+
+
+def stored_record(run_dir: Path, property_id: str | None = None) -> dict[str, Any]:
+    """One property's record in a run folder's store (the only one, by default)."""
+    records = stored_records(run_dir)
+    if property_id is None:
+        (record,) = records
+        return record
+    (record,) = [r for r in records if r["property_id"] == property_id]
+    return record
+
+
+def stored_evidence(run_dir: Path, property_id: str | None = None) -> dict[str, Any]:
+    """A property's ``replay-evidence/1`` document in the run's store."""
+    return stored_record(run_dir, property_id)["evidence"]
 
 
 class CliProcess:

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.core.shards import (
+    MergedProperties,
     Shard,
     ShardRun,
     check_shards,
@@ -35,22 +36,25 @@ PINS = {
 def shard(index: int, count: int = 3, *, status: int = 0, **pins: Any) -> ShardRun:
     part, record = shard_record(SELECTION, Shard(index=index, count=count), {})
     run_log = {**PINS, **pins, "run_id": f"r{index}", "shard": record, "engines": [f"e{index}"]}
-    decisions = [
+    # Its first property blocks (listed in the merged summary), the others behaved alike.
+    lanes = ["property_regression" if n == 1 else "no_freeze" for n in range(1, len(part) + 1)]
+    records = [
         {
+            "index": n,
             "property_id": p,
-            "lane": "no_freeze",
-            "evidence_file": f"evidence-{n}.json",
-            "decision_file": f"decision-{n}.json",
+            "entry": {"property_id": p, "lane": lane, "index": n, "raw_dir": "raw"},
+            "evidence": {"property_id": p},
+            "decision": {"lane": lane},
         }
-        for n, p in enumerate(part, start=1)
+        for n, (p, lane) in enumerate(zip(part, lanes, strict=True), start=1)
     ]
     summary = {
-        "schema": "replay-report/1",
+        "schema": "replay-report/2",
         "run_id": f"r{index}",
         "exit_status": status,
-        "decisions": decisions,
+        "decisions": [r["entry"] for r in records if r["decision"]["lane"] != "no_freeze"],
     }
-    return ShardRun(name=f"shard-{index}", run_log=run_log, summary=summary)
+    return ShardRun(name=f"shard-{index}", run_log=run_log, summary=summary, records=records)
 
 
 def test_shards_in_any_order_come_back_in_shard_order():
@@ -84,9 +88,8 @@ def test_shards_of_another_cut_are_refused():
 
 def test_a_shard_missing_a_property_is_refused():
     short = shard(2)
-    decisions = list(short.summary["decisions"])[1:]
     cut = ShardRun(
-        name="shard-2", run_log=short.run_log, summary={**short.summary, "decisions": decisions}
+        name="shard-2", run_log=short.run_log, summary=short.summary, records=short.records[1:]
     )
     with pytest.raises(InputError, match="not whole"):
         check_shards([shard(1), cut, shard(3)])
@@ -99,14 +102,20 @@ def test_a_run_without_a_shard_record_is_the_whole_selection():
         check_shards([whole, whole])
 
 
-def test_the_merged_run_renumbers_files_and_moves_raw_folders():
-    merged = merge_runs(check_shards([shard(1), shard(2), shard(3, status=1)]), run_dir="/m")
-    decisions = merged.summary["decisions"]
-    assert sorted(d["property_id"] for d in decisions) == sorted(SELECTION)
-    assert [d["evidence_file"] for d in decisions] == [
-        f"evidence-{n}.json" for n in range(1, len(SELECTION) + 1)
-    ]
-    assert {d["raw_dir"] for d in decisions} <= {"shards/1/raw", "shards/2/raw", "shards/3/raw"}
+def test_the_merged_run_renumbers_its_properties_and_moves_raw_folders():
+    shards = check_shards([shard(1), shard(2), shard(3, status=1)])
+    merged = merge_runs(shards, run_dir="/m")
+    properties = MergedProperties(merged.summary)
+    records = list(properties.records(shards))
+    assert sorted(r["property_id"] for r in records) == sorted(SELECTION)
+    assert [r["index"] for r in records] == [r["entry"]["index"] for r in records]
+    assert [r["index"] for r in records] == list(range(1, len(SELECTION) + 1))
+    assert [r["entry"]["shard"] for r in records] == [1] * 3 + [2] * 2 + [3] * 2
+    assert {r["entry"]["raw_dir"] for r in records} == {f"shards/{n}/raw" for n in (1, 2, 3)}
+    # The summary lists the properties that need a look (each shard's first) and counts.
+    assert [d["index"] for d in merged.summary["decisions"]] == [1, 4, 6]
+    assert merged.summary["lanes"] == {"property_regression": 3, "no_freeze": 4}
+    assert (merged.summary["properties"], merged.summary["decisions_left_out"]) == (7, 4)
     targets = [c.target for c in merged.copies]
     assert len(targets) == len(set(targets))
     assert merged.summary["exit_status"] == 1
@@ -138,7 +147,7 @@ def screened_shard(index: int, screened: int, replayed: int) -> ShardRun:
             "replayed": replayed,
         },
     }
-    return ShardRun(name=run.name, run_log=run.run_log, summary=summary)
+    return ShardRun(name=run.name, run_log=run.run_log, summary=summary, records=run.records)
 
 
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=3, max_size=3))

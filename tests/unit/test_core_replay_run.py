@@ -117,17 +117,42 @@ def test_the_report_says_what_moved_the_way_the_decision_does() -> None:
     patch = (Replay(label="assert_pass", calls={"clock": 2, "open": 1}, image_digest=IMAGE),) * 2
     (item,) = replay_run.decide_all(plan, {BASE: {PROP: base}, PATCH: {PROP: patch}}, {})
     assert (item.index, item.decision.code) == (1, "call_budget")
-    report = replay_run.report_document(plan, [item])
-    assert report["schema"] == "replay-report/1"
+    report = replay_run.report_document(
+        plan, [replay_run.decided(item, replay_run.report_entry(item))]
+    )
+    assert report["schema"] == "replay-report/2"
     assert report["exit_status"] == 1
     (entry,) = report["decisions"]
     assert entry["calls_base"] == {"clock": [1]}
     assert entry["calls_patch"] == {"clock": [2], "open": [1]}
     assert entry["call_deltas"] == list(item.decision.reasons)
     assert entry["call_deltas"] == ["clock: base {1} vs patch {2}", "open: base {0} vs patch {1}"]
-    assert (entry["evidence_file"], entry["decision_file"]) == (
-        "evidence-1.json",
-        "decision-1.json",
+    # Its evidence and decision are in the run's store, by its index.
+    assert (entry["index"], entry["evidence_file"], entry["decision_file"]) == (1, None, None)
+    assert (report["properties"], report["decisions_left_out"]) == (1, 0)
+    assert report["lanes"] == {"property_regression": 1}
+    assert report["properties_file"] == "properties.jsonl.gz"
+
+
+def test_the_report_lists_what_needs_a_look_and_counts_the_rest() -> None:
+    plan = run_plan()
+    same = (Replay(label="assert_pass", calls={"clock": 1}, image_digest=IMAGE),) * 2
+    moved = (Replay(label="assert_fail", calls={"clock": 1}, image_digest=IMAGE),) * 2
+    labelled = {
+        BASE: {"t.py::test_a": same, PROP: same, "t.py::test_c": same},
+        PATCH: {"t.py::test_a": same, PROP: moved, "t.py::test_c": same},
+    }
+    items = replay_run.decide_all(plan, labelled, {})
+    rows = [replay_run.decided(item, replay_run.report_entry(item)) for item in items]
+    report = replay_run.report_document(plan, rows)
+    assert [entry["property_id"] for entry in report["decisions"]] == [PROP]
+    assert report["decisions"][0]["index"] == 2
+    assert (report["properties"], report["decisions_left_out"]) == (3, 2)
+    assert report["lanes"] == {"no_freeze": 2, "property_regression": 1}
+    assert report["exit_status"] == 1
+    assert [row.entry is not None for row in rows] == [False, True, False]
+    assert replay_run.not_listed_line(rows) == (
+        "2 more in no_freeze (behaved alike on both sides): --all lists them"
     )
 
 

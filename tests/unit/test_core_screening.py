@@ -149,10 +149,17 @@ def test_evidence_declares_the_replays_each_property_got() -> None:
     # Row 1 still checks the count: a screened property that lost a replay is malformed.
     short = replace(loud.evidence, base=loud.evidence.base[:2])
     assert decide(short).code == "replay_count"
-    report = replay_run.report_document(plan, items, found)
+    entries = [replay_run.report_entry(item) for item in items]
+    report = replay_run.report_document(
+        plan,
+        [replay_run.decided(item, entry) for item, entry in zip(items, entries, strict=True)],
+        found,
+    )
     assert report["screening"]["replayed"] == 1
     assert replay_run.screening_line(report["screening"]) == "screened 2, replayed 1"
-    assert [entry["replays"] for entry in report["decisions"]] == [1, 3]
+    assert [entry["replays"] for entry in entries] == [1, 3]
+    assert [entry["replays"] for entry in report["decisions"]] == [3]  # the one needing a look
+    assert report["decisions_left_out"] == 1
 
 
 def test_without_screening_the_evidence_is_as_before() -> None:
@@ -163,7 +170,8 @@ def test_without_screening_the_evidence_is_as_before() -> None:
     assert doc["replays"] == 2
     assert "screened" not in doc
     assert "signal" not in doc
-    summary = replay_run.report_document(plan, [item])["screening"]
+    decided = replay_run.decided(item, replay_run.report_entry(item))
+    summary = replay_run.report_document(plan, [decided])["screening"]
     assert summary == {
         "policy": "replays_all",
         "screen": 0,

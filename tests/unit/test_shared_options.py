@@ -212,7 +212,7 @@ def test_json_names_each_command_s_document_alike() -> None:
     assert {
         name: command_options(name)["--json"].help for name in COMMANDS if name != "reproduce"
     } == {
-        "replay": "Print the replay-report/1 JSON document.",
+        "replay": "Print the replay-report/2 (every property) JSON document.",
         "shrink": "Print the shrink-report/1 JSON document.",
         "accept": "Print the acceptance/1 JSON document.",
         "budget": "Print the budget-report/1 JSON document.",

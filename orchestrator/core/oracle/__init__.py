@@ -46,6 +46,7 @@ module's items), :mod:`.resolve`
 (bases in other modules), :mod:`.slicer` (one property's slice), :mod:`.compare` (two sides).
 """
 
+from orchestrator.core.oracle.analysis import forget_modules
 from orchestrator.core.oracle.compare import collected_on_one_side, compare_slices, compare_sources
 from orchestrator.core.oracle.model import (
     NEW_ON_PATCH_HINT,
@@ -83,6 +84,7 @@ __all__ = [
     "collected_on_one_side",
     "compare_slices",
     "compare_sources",
+    "forget_modules",
     "imported_class",
     "inherited_modules",
     "may_inherit_from_elsewhere",

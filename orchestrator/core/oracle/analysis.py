@@ -470,3 +470,10 @@ def _references(item: Item) -> References:
     return References(
         frozenset(names), frozenset(attributes), frozenset(fixtures), frozenset(dotted)
     )
+
+
+def forget_modules() -> None:
+    """Drop the parsed modules kept for the properties of one module (their trees are a
+    few hundred KB each): called once a run's properties are sliced."""
+    for cached in (parse, file_dump, analyse_source, scope_of_class):
+        cached.cache_clear()

@@ -43,6 +43,11 @@ def compare_slices(base: OracleSlice, patch: OracleSlice) -> OracleChange:
         )
     whole = SliceStatus.WHOLE_FILE in (base.status, patch.status)
     before, after = (base.whole_file, patch.whole_file) if whole else (base.parts, patch.parts)
+    if base is patch:  # one slice for both sides (the same files): one digest, no change
+        same = parts_digest(before)
+        return OracleChange(
+            property_id=property_id, base_digest=same, patch_digest=same, whole_file=whole
+        )
     detail = _whole_file_detail(base, patch)
     return OracleChange(
         property_id=property_id,

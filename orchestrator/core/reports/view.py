@@ -1,19 +1,23 @@
 """The documents of a run folder as frozen values for the renderers. Pure.
 
-Input is what ``orchestrator.services.run_folders`` read from disk: ``summary.json``
-(a ``replay-report/1`` document), ``run-log.json``, the ``evidence-<n>.json`` and
-``decision-<n>.json`` files and the raw per-replay files under ``raw/<side>/``.
+Input is what ``orchestrator.services.run_folders`` read from disk: ``summary.json``,
+``run-log.json``, the properties' documents and the raw per-replay files under
+``raw/<side>/``. A ``replay-report/2`` folder keeps every property's entry, evidence and
+decision in its store (``records``: read one at a time, in the run's order); a
+``replay-report/1`` folder (an earlier version's) lists every entry in ``summary.json``
+and has an ``evidence-<n>.json`` and a ``decision-<n>.json`` file per property.
 
 Reading is tolerant of fields that are absent (older or newer writers, other CI
 systems, merged folders): an absent or mistyped optional field is shown as unknown,
 never guessed. Only the summary itself must be a ``replay-report/1`` object with
-a list of decisions; anything else raises ``SchemaError``.
+a list of decisions, or a ``replay-report/2`` one with its store; anything else raises
+``SchemaError``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -22,7 +26,7 @@ from orchestrator.core.lanes import worst_exit_status
 from orchestrator.core.pytest_command import split_node_id
 from orchestrator.core.test_files import removed_tests_line
 from orchestrator.errors import SchemaError
-from orchestrator.model import REPORT_SCHEMA, Lane
+from orchestrator.model import REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMAS, Lane
 
 BASE = "base"
 PATCH = "patch"
@@ -144,6 +148,9 @@ class RunDocuments:
     evidence: Mapping[str, Any] | None = None
     decisions: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] | None = None
+    # replay-report/2: the store's records (``entry``, ``evidence``, ``decision`` each),
+    # in the run's order; iterating reads them afresh.
+    records: Iterable[Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -469,13 +476,21 @@ def _property(
     index: int,
     run_id: str,
     docs: RunDocuments,
+    stored: Mapping[str, Any] | None = None,
 ) -> PropertyView:
+    """One property's view: from a store's record (``stored``), else from the entry and
+    the files it names."""
     evidence_docs = docs.evidence or {}
     raw = docs.raw or {}
     evidence_file = _str(entry, "evidence_file")
     decision_file = _str(entry, "decision_file")
-    evidence = evidence_docs.get(evidence_file) if evidence_file is not None else None
-    decision = _decision_of(entry, docs.decisions or {})
+    if stored is not None:
+        evidence = _get(stored, "evidence")
+        decision = _get(stored, "decision")
+        decision = decision if isinstance(decision, Mapping) else _decision_of(entry, {})
+    else:
+        evidence = evidence_docs.get(evidence_file) if evidence_file is not None else None
+        decision = _decision_of(entry, docs.decisions or {})
     lane = _str(decision, "lane") or _str(entry, "lane") or "unknown"
     property_id = _str(entry, "property_id") or _str(evidence, "property_id") or f"#{index}"
     blocking = _bool(decision, "blocking")
@@ -524,22 +539,30 @@ def read_run(docs: RunDocuments) -> RunView:
     """The run folder's documents as one ``RunView``. Raises ``SchemaError`` when the
     summary is not a ``replay-report/1`` object with a list of decisions."""
     summary = docs.summary
-    if not isinstance(summary, Mapping) or summary.get("schema") != REPORT_SCHEMA:
+    if not isinstance(summary, Mapping) or summary.get("schema") not in REPORT_SCHEMAS:
         found = _get(summary, "schema")
         raise SchemaError(
-            f"summary.json: expected a {REPORT_SCHEMA} document, found "
+            f"summary.json: expected a {REPORT_SCHEMA} or {REPORT_SCHEMA_V1} document, found "
             + ("no schema" if found is None else f"schema {found!r}")
         )
     entries = summary.get("decisions")
     if not isinstance(entries, list):
         raise SchemaError("summary.json: decisions: expected an array")
+    if summary.get("schema") == REPORT_SCHEMA and docs.records is None:
+        raise SchemaError(f"summary.json: a {REPORT_SCHEMA} document without its store")
     # The run log in the folder is the one written before anything ran; the summary
     # carries a copy, used when the file is absent (a folder assembled elsewhere).
     run_log = docs.run_log if isinstance(docs.run_log, Mapping) else _get(summary, "run_log")
     run_id = _str(summary, "run_id") or _str(run_log, "run_id") or docs.name
-    properties = tuple(
-        _property(entry, index, run_id, docs) for index, entry in enumerate(entries, start=1)
-    )
+    if summary.get("schema") == REPORT_SCHEMA and docs.records is not None:
+        properties = tuple(
+            _property(record.get("entry"), index, run_id, docs, record)
+            for index, record in enumerate(docs.records, start=1)
+        )
+    else:
+        properties = tuple(
+            _property(entry, index, run_id, docs) for index, entry in enumerate(entries, start=1)
+        )
     return RunView(
         name=docs.name,
         link=docs.link,
