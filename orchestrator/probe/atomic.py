@@ -20,7 +20,7 @@ import contextlib
 import json
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 RESULT_MODE = 0o644
@@ -42,8 +42,21 @@ def write_bytes_atomic(
     mode: int | None = RESULT_MODE,
     sync_folder: bool = True,
 ) -> None:
-    """Write `data` to `path` via a temporary file in the same folder.
+    """:func:`write_chunks_atomic` of one piece of bytes."""
+    write_chunks_atomic(path, (data,), mode=mode, sync_folder=sync_folder)
 
+
+def write_chunks_atomic(
+    path: str | os.PathLike[str],
+    chunks: Iterable[bytes],
+    *,
+    mode: int | None = RESULT_MODE,
+    sync_folder: bool = True,
+) -> None:
+    """Write ``chunks`` to `path` via a temporary file in the same folder.
+
+    The file's bytes are ``chunks`` one after the other (a whole suite's result is
+    copied in from a spool a chunk at a time, never held whole).
     `mode` is the file's permission bits; ``None`` means 0666 less the process umask.
     The temporary file is fsynced before the rename and the folder after it, so a
     crash mid-write leaves either the previous state or the complete file, never
@@ -56,7 +69,8 @@ def write_bytes_atomic(
         if mode is not None:
             os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp_path, target)

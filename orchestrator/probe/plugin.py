@@ -19,6 +19,7 @@ are in place before conftest files and test modules are imported.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ from typing import Any, Final
 import pytest
 
 from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, neutral
-from orchestrator.probe.atomic import write_bytes_atomic
+from orchestrator.probe.atomic import write_chunks_atomic
 from orchestrator.probe.deps import Deps
 from orchestrator.probe.meter import METER, install
 from orchestrator.probe.record import (
@@ -44,6 +45,7 @@ from orchestrator.probe.record import (
     read_only_write,
 )
 from orchestrator.probe.share import SELECTION_SIZE, register_share
+from orchestrator.probe.spool import TestSpool
 
 install()
 
@@ -139,7 +141,8 @@ class ProbeSession:
         self.seed = read_seed(os.environ)
         self.records: dict[str, PhaseRecord] = {}
         self.current: PhaseRecord | None = None
-        self.tests: list[str] = []  # encoded entries (see encode_entry)
+        # Encoded entries (see encode_entry), on disk beside the result as they finish.
+        self.tests = TestSpool(self.result_path)
         self.skipped: list[dict[str, Any]] = []
         self.written = False
         self._same_file = _SameFile()
@@ -170,7 +173,7 @@ class ProbeSession:
             self._collectors_seen.add(report.nodeid)
             nodeid = report.nodeid or SESSION
             read_only = self._collect_read_only.pop(report.nodeid, None)
-            self.tests.append(
+            self.tests.add(
                 harness_entry(nodeid, "collection_error", report.longreprtext, read_only)
             )
 
@@ -235,13 +238,11 @@ class ProbeSession:
                 if match is None or line.startswith("("):
                     continue
                 arg = match.group("arg").strip()
-                self.tests.append(
-                    harness_entry(self._relative_arg(arg), "not_found", str(argument))
-                )
+                self.tests.add(harness_entry(self._relative_arg(arg), "not_found", str(argument)))
                 found_any = True
         if not found_any:
             message = "; ".join(str(a) for a in error.args)
-            self.tests.append(harness_entry(SESSION, "usage_error", message))
+            self.tests.add(harness_entry(SESSION, "usage_error", message))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._tests_total = self.config.stash.get(SELECTION_SIZE, len(session.items))
@@ -427,7 +428,7 @@ class ProbeSession:
         if encoded is None:
             self.skipped.append({"nodeid": record.nodeid, "reason": record.skip_reason})
         else:
-            self.tests.append(encoded)
+            self.tests.add(encoded)
         self.records.pop(record.nodeid, None)
         if self.current is record:
             self.current = None
@@ -488,9 +489,10 @@ class ProbeSession:
         # "tests" sorts after every other key, so appending it to the encoded rest gives
         # the bytes `json.dumps(..., sort_keys=True)` of the whole document would.
         head = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        tests = self.tests if self._session_error is None else [*self.tests, self._session_error]
-        text = f'{head[:-1]},"tests":[{",".join(tests)}]}}'
-        write_bytes_atomic(self.result_path, text.encode("utf-8"))
+        extra = () if self._session_error is None else (self._session_error,)
+        opening = f'{head[:-1]},"tests":['.encode()
+        chunks = itertools.chain((opening,), self.tests.chunks(extra), (b"]}",))
+        write_chunks_atomic(self.result_path, chunks)
 
     # -- fixture support ---------------------------------------------------------------
 
@@ -599,6 +601,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     probe = config.stash.get(_SESSION_KEY, None)
     if probe is not None:
         probe.write(None)  # no-op when the session already wrote its result
+        probe.tests.remove()
         config.pluginmanager.unregister(probe)
 
 

@@ -21,6 +21,7 @@ from orchestrator.probe import PROBE_VERSION, RUN_SCHEMA, SPLIT_ENV, WORKER_ENV
 from orchestrator.probe.deadline import Deadline, kill_groups
 from orchestrator.probe.jobs import COMPLETED, TIMEOUT, Job, child_environment, read_result
 from orchestrator.probe.spawn import Spawner, take_terminal
+from orchestrator.probe.spool import spool_path
 from orchestrator.probe.workers import (
     WorkerOutcome,
     merge_results,
@@ -153,6 +154,7 @@ def _sessions(runner: Runner, job: Job, log_path: Path) -> list[_Session]:
 
 def _remove(session: _Session) -> None:
     session.result.unlink(missing_ok=True)
+    Path(spool_path(str(session.result))).unlink(missing_ok=True)  # a session killed mid-way
     if session.split is not None:
         session.split.unlink(missing_ok=True)
 

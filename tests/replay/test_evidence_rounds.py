@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, init
-from support.cli import stored_evidence
+from support.cli import stored_evidence, stored_records
 from test_replay_command import assert_nothing_left, by_property, run_cli
 
 pytestmark = pytest.mark.docker
@@ -188,7 +188,7 @@ def test_rounds_run_in_the_screenings_kept_containers(tmp_path, repo, docker_cli
     result = replay(tmp_path, repo, "--evidence-cap", "20")
     assert result.code == 1, result.stderr
     report = read(tmp_path / "run" / "summary.json")
-    decided = by_property(report)
+    decided = {r["property_id"]: r["entry"] for r in stored_records(tmp_path / "run")}
     first = decided[FIRST]
     assert (first["code"], first["replays"], first["screened"]) == ("weak_evidence", 20, 1)
     assert first["patch_labels"][0] == "assert_fail"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from replay_gitrepo import commit, git, init
-from support.cli import stored_evidence
+from support.cli import stored_evidence, stored_records
 from test_replay_command import assert_nothing_left, by_property, run_cli
 
 pytestmark = pytest.mark.docker
@@ -105,8 +105,19 @@ def test_screening_replays_only_the_properties_with_signal(tmp_path, repo, docke
     assert result.code == 1, result.stderr  # the call budget and the new test block
     out = tmp_path / "run"
     report = json.loads((out / "summary.json").read_text())
-    decided = by_property(report)
+    decided = {r["property_id"]: r["entry"] for r in stored_records(out)}
     assert set(decided) == {*QUIET, FLAKY, BUDGET, NEW}
+    # summary.json lists what needs a look (not the quiet ones) and counts the others.
+    assert {e["property_id"] for e in report["decisions"]} == set(decided) - set(QUIET)
+    assert report["decisions_left_out"] == len(QUIET)
+    # The table: what needs a look, blocking first (reject_run, property_regression, then
+    # flake_queue_eligible), and one line counting the others; no row of theirs.
+    rows = [line.split()[0] for line in result.stdout.splitlines()[1:4]]
+    assert rows == [NEW, BUDGET, FLAKY]
+    assert "2 more in no_freeze (behaved alike on both sides): --all lists them" in (
+        result.stdout.splitlines()
+    )
+    assert not any(line.startswith(QUIET) for line in result.stdout.splitlines())
 
     # A P/P property with equal counts: one screening replay per side, and it says so.
     for property_id in QUIET:

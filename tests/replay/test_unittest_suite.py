@@ -181,6 +181,7 @@ def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
         tmp_path, "replay", "--repo", str(repo), "--base", base, "--patch", patch,
         "--image", IMAGE, "--replays", "2", "--no-record", "--out", str(run_dir),
         "--junit", str(tmp_path / "junit.xml"), "--summary", str(tmp_path / "summary.md"),
+        "--all",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr  # the fast path fails where base skipped it
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -200,7 +201,8 @@ def test_skipped_tests_are_decided_shown_and_counted(tmp_path, skipping):
     backend = evidence_of(run_dir, BACKEND)
     assert [r["label"] for r in backend["patch"]] == ["skipped"]  # screened once: no signal
     assert backend["patch"][0]["message"] == "needs BACKEND_URL"
-    # The terminal table: every test has its row, the reasons are there, the skips counted.
+    # The terminal table (--all): every test has its row, the reasons are there, the skips
+    # counted.
     lines = done.stdout.splitlines()
     (row,) = [line for line in lines if line.startswith(BACKEND + " ")]
     assert row.split()[1:3] == ["skipped", "x1"]

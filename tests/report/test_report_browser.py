@@ -8,7 +8,6 @@ generated run of 5,000 properties opens and scrolls without a long task of a sec
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import browser
 import pytest
 from example_runs import CLI
+from support.cli import stored_records
 
 from fixtures.build_example import ExampleRepo
 
@@ -46,11 +46,9 @@ def example_page(
 
 
 def lanes_in(example: tuple[ExampleRepo, list[Path]]) -> Counter[str]:
-    """How many properties of each lane the run folders decided (read from their files)."""
+    """How many properties of each lane the run folders decided (read from their stores)."""
     _, outs = example
-    return Counter(
-        json.loads(path.read_text())["lane"] for out in outs for path in out.glob("decision-*.json")
-    )
+    return Counter(record["decision"]["lane"] for out in outs for record in stored_records(out))
 
 
 def open_page(driver: Any, page: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 import xmlschema
 from example_runs import CLI, RUNS, replay_args
 from junitparser import JUnitXml
+from support.cli import stored_records
 
 from fixtures.build_example import ExampleRepo, git
 
@@ -40,7 +41,7 @@ def test_annotations_point_at_the_failing_assertion_in_the_patch(
         run_log = json.loads((out / "run-log.json").read_text())
         done = report(str(out), env={"GITHUB_ACTIONS": "true"})
         assert done.returncode == 0, done.stderr
-        lanes = [json.loads(p.read_text())["lane"] for p in sorted(out.glob("decision-*.json"))]
+        lanes = [record["decision"]["lane"] for record in stored_records(out)]
         lines = done.stdout.splitlines()
         blocking = {"property_regression", "block_patch", "different_bug", "reject_run"}
         assert sum(line.startswith("::error ") for line in lines) == sum(
