@@ -233,16 +233,29 @@ class Limits:
     writable_tree: bool = False
     # Who set timeout_s (None: nobody; replay derives a whole suite's own).
     timeout_source: str | None = "--timeout"
+    memory: str | None = None  # --memory, as given (None: the default rule)
 
     def validate(self) -> None:
         from orchestrator.core.replay_env import check_pythonpath, parse_env
 
+        if self.memory is not None:
+            self.memory_mb()
         if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
             raise InputError(
                 f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}"
             )
         parse_env([f"{key}={value}" for key, value in self.env])
         check_pythonpath(self.pythonpath)
+
+    def memory_mb(self) -> int | None:
+        from orchestrator.core.schedule import memory_mb
+
+        if self.memory is None:
+            return None
+        try:
+            return memory_mb(self.memory)
+        except ValueError as error:
+            raise InputError(str(error)) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -452,6 +465,7 @@ class ReplayArguments:
             env=limits.env,
             pythonpath=limits.pythonpath,
             writable_tree=limits.writable_tree,
+            memory_mb=limits.memory_mb(),
             run_id=self.recording.run_id,
             out=self.outputs.out,
         )

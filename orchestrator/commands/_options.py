@@ -342,6 +342,15 @@ JobsOption = Annotated[
         "divided between the sides it runs at once (see --slots), at least 1.",
     ),
 ]
+MemoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--memory",
+        help="Memory of each side's container, e.g. 768m or 2g. Default: 512m per --jobs "
+        "worker, and 6 KB more per test for a suite whose recorded tests number more than "
+        "50,000 (pytest holds every collected test for the session).",
+    ),
+]
 SeedOption = Annotated[
     int, typer.Option("--seed", help="Seed given to every replay as $REPLAY_SEED.")
 ]

@@ -26,6 +26,7 @@ from orchestrator.commands._options import (
     JobsOption,
     JunitOption,
     LedgerOption,
+    MemoryOption,
     OptionalImageOption,
     OptionalTimeoutOption,
     OriginOption,
@@ -98,6 +99,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     false_block_rate: FalseBlockRateOption = None,
     evidence_cap: EvidenceCapOption = None,
     jobs: JobsOption = None,
+    memory: MemoryOption = None,
     timeout: OptionalTimeoutOption = None,
     seed: SeedOption = 0,
     runner_id: RunnerIdOption = None,
@@ -220,7 +222,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         ),
         limits=Limits(
             image=settings.image, timeout_s=settings.timeout_s,
-            timeout_source=settings.timeout_source, env=settings.env,
+            timeout_source=settings.timeout_source, memory=memory, env=settings.env,
             pythonpath=settings.pythonpath, writable_tree=writable_tree,
         ),
         recording=Recording(

@@ -96,6 +96,7 @@ class ReplayOptions:
     test_paths: tuple[str, ...] = ()  # --test-path: more test files (with --tests-from)
     changed: bool = False  # --changed: select the tests the patch touched
     jobs: int | None = None  # --jobs J (None: the engine's CPUs divided between its sides)
+    memory_mb: int | None = None  # --memory (None: core.schedule.container_limits's rule)
     engines: tuple[str, ...] = ()  # --engine URLs; empty: DOCKER_HOST or the local socket
     slots: int | None = None  # sides at once per engine; None: each engine's CPU count
     shard: Shard | None = None

@@ -20,6 +20,7 @@ is known).
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,16 @@ __all__ = [
 DURATIONS_SCHEMA = "replay-durations/1"
 # One worker's share of the container (the replay defaults before --jobs existed).
 MEMORY_PER_JOB_MB = 512
+# pytest itself holds every collected test (and its report) for the session: about 5 KB
+# a small test (533 MB at 100,000, plain pytest). Past this many recorded tests each
+# worker gets MEMORY_PER_TEST_KB more per test.
+TESTS_IN_BASE_MEMORY = 50_000
+MEMORY_PER_TEST_KB = 6
+# --memory: what a container may be given, as a size (docker's units).
+MIN_MEMORY_MB = 64
+MAX_MEMORY_MB = 1024 * 1024
+_MEMORY = re.compile(r"\s*([0-9]{1,9})\s*([kmg]?)b?\s*", re.IGNORECASE)
+_UNIT_KB = {"": 1 / 1024, "k": 1, "m": 1024, "g": 1024 * 1024}
 PIDS_PER_JOB = 256
 CPUS_PER_JOB = 1.0
 
@@ -97,16 +108,37 @@ class ContainerLimits:
     cpus: float
 
 
-def container_limits(jobs: int, engine_cpus: int | None) -> ContainerLimits:
+def container_limits(
+    jobs: int, engine_cpus: int | None, *, tests: int = 0, memory_mb: int | None = None
+) -> ContainerLimits:
     """Limits of a side's container running ``jobs`` workers: memory and pids per worker,
-    one CPU per worker, never more CPUs than the engine has (it refuses more)."""
+    one CPU per worker, never more CPUs than the engine has (it refuses more). A worker
+    collects the whole selection: past :data:`TESTS_IN_BASE_MEMORY` recorded ``tests``
+    each gets :data:`MEMORY_PER_TEST_KB` more per test. ``memory_mb`` (``--memory``)
+    is the container's, whatever the rest."""
     jobs = max(1, jobs)
     cpus = CPUS_PER_JOB * jobs
     if engine_cpus:
         cpus = min(cpus, float(engine_cpus))
-    return ContainerLimits(
-        memory=f"{MEMORY_PER_JOB_MB * jobs}m", pids=PIDS_PER_JOB * jobs, cpus=cpus
-    )
+    if memory_mb is None:
+        extra_kb = max(0, tests - TESTS_IN_BASE_MEMORY) * MEMORY_PER_TEST_KB
+        memory_mb = (MEMORY_PER_JOB_MB + -(-extra_kb // 1024)) * jobs
+    return ContainerLimits(memory=f"{memory_mb}m", pids=PIDS_PER_JOB * jobs, cpus=cpus)
+
+
+def memory_mb(text: str) -> int:
+    """``--memory`` as megabytes: a whole number with an optional unit (``k``, ``m``,
+    ``g``; bytes without one), as docker takes it, rounded up to a megabyte; a
+    ``ValueError`` saying what it takes for anything else or outside
+    :data:`MIN_MEMORY_MB` to :data:`MAX_MEMORY_MB`."""
+    match = _MEMORY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"--memory {text!r}: a size such as 768m or 2g")
+    size_kb = int(match.group(1)) * _UNIT_KB[match.group(2).lower()]
+    megabytes = int(-(-size_kb // 1024))
+    if not MIN_MEMORY_MB <= megabytes <= MAX_MEMORY_MB:
+        raise ValueError(f"--memory {text!r}: between {MIN_MEMORY_MB}m and {MAX_MEMORY_MB}m")
+    return megabytes
 
 
 def measured_durations(

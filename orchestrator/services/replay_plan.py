@@ -410,7 +410,12 @@ def sides_plan(
     ``property_ids`` only when given)."""
     options = plan.options
     scheduling = plan.scheduling
-    limits = container_limits(scheduling.jobs, scheduling.engine_cpus)
+    limits = container_limits(
+        scheduling.jobs,
+        scheduling.engine_cpus,
+        tests=len(scheduling.durations),
+        memory_mb=options.memory_mb,
+    )
     named = plan.property_ids if property_ids is None else tuple(property_ids)
     return ReplayPlan(
         image_id=plan.pins.image_id,

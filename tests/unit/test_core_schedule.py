@@ -190,3 +190,35 @@ def test_container_limits_scale_with_jobs_within_the_engine(jobs, cpus) -> None:
     assert limits.memory == f"{512 * jobs}m"
     assert limits.pids == 256 * jobs
     assert limits.cpus == (min(jobs, cpus) if cpus else jobs)
+
+
+@given(st.integers(1, 8), st.integers(0, 400_000))
+def test_a_larger_suite_gets_more_memory_past_fifty_thousand_tests(jobs, tests) -> None:
+    limits = schedule.container_limits(jobs, None, tests=tests)
+    megabytes = int(limits.memory.removesuffix("m"))
+    assert megabytes >= schedule.MEMORY_PER_JOB_MB * jobs
+    if tests <= schedule.TESTS_IN_BASE_MEMORY:
+        assert megabytes == schedule.MEMORY_PER_JOB_MB * jobs
+    else:  # about 6 KB per test past 50,000, for each worker (each collects them all)
+        extra_kb = (tests - schedule.TESTS_IN_BASE_MEMORY) * schedule.MEMORY_PER_TEST_KB
+        assert megabytes * 1024 >= (schedule.MEMORY_PER_JOB_MB * 1024 + extra_kb) * jobs
+    assert schedule.container_limits(1, None, tests=100_000).memory == "805m"
+
+
+def test_memory_given_is_the_container_s_whatever_the_suite() -> None:
+    assert schedule.container_limits(4, None, tests=10**6, memory_mb=900).memory == "900m"
+
+
+@pytest.mark.parametrize(
+    ("text", "megabytes"),
+    [("768m", 768), ("2g", 2048), ("2G", 2048), ("1048576k", 1024), ("536870912", 512),
+     ("64m", 64), ("100mb", 100)],
+)  # fmt: skip
+def test_memory_takes_docker_s_sizes(text, megabytes) -> None:
+    assert schedule.memory_mb(text) == megabytes
+
+
+@pytest.mark.parametrize("text", ["", "lots", "1.5g", "63m", "-1g", "2t", "9999999999"])
+def test_memory_outside_what_a_container_takes_is_refused(text) -> None:
+    with pytest.raises(ValueError, match="--memory"):
+        schedule.memory_mb(text)

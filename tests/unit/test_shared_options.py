@@ -232,6 +232,8 @@ def test_json_names_each_command_s_document_alike() -> None:
         (groups.FixtureAndShrink(attempts=0), "--attempts 0: must be between 1 and"),
         (groups.Sampling(samples=4), "--samples 4: must be between 5 and"),
         (groups.Scheduling(evidence_cap=0), "--evidence-cap 0: must be between 1 and 200"),
+        (groups.Limits(memory="lots"), "--memory 'lots': a size such as 768m or 2g"),
+        (groups.Limits(memory="32m"), "--memory '32m': between 64m and"),
         (groups.Scheduling(false_block_rate=0.0), "--false-block-rate 0.0: must be above 0"),
         (groups.Scheduling(false_block_rate=2.0), "--false-block-rate 2.0: must be above 0"),
         (groups.Sampling(budget_ms=float("nan")), "--budget-ms"),
