@@ -145,6 +145,7 @@ def make_run_folder(
     reason_padding: str = "",
     extra_run_log: Mapping[str, Any] | None = None,
     version: int = 2,
+    first: int = 1,
 ) -> Path:
     """A complete run folder under ``root`` with ``properties`` properties, as this
     version writes it (``version=2``) or as an earlier one did (``version=1``)."""
@@ -185,9 +186,9 @@ def make_run_folder(
     entries = []
     records = []
     worst = 0
-    for index in range(1, properties + 1):
+    for index in range(1, properties + 1):  # node ids from ``first`` on
         lane_name = mix[(index - 1) % len(mix)]
-        node = node_id(index)
+        node = node_id(index + first - 1)
         base_side, patch_side, extra = PATTERNS[lane_name](node, 10 + index % 40, replays)
         evidence = Evidence(
             base_rev=BASE_REV,

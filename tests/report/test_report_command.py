@@ -309,3 +309,44 @@ def test_replay_refuses_an_unwritable_report_path_before_anything_runs(
     )  # fmt: skip
     assert_refused(run, "cannot be written")
     assert not out.exists()
+
+
+def test_shards_of_either_version_merge_into_one_store_that_report_reads(
+    cli: Any, tmp_path: Path
+) -> None:
+    selection = [node_id(n) for n in range(1, 31)]
+    cut = {"count": 2, "selection": "sha256:s", "selected": 30, "partition": "sha256:p"}
+    old = make_run_folder(
+        tmp_path / "shard-1", properties=18, version=1, run_id="r1",
+        extra_run_log={"shard": {**cut, "index": 1}},
+    )  # fmt: skip
+    new = make_run_folder(
+        tmp_path / "shard-2", properties=12, first=19, run_id="r2",
+        extra_run_log={"shard": {**cut, "index": 2}},
+    )  # fmt: skip
+    merged_dir = tmp_path / "merged"
+    done = cli("merge", str(new), str(old), "--out", str(merged_dir), "--json")
+    assert done.code in (1, 3), done.err
+    document = json.loads(done.out)
+    assert document["schema"] == "replay-report/2"
+    assert [entry["property_id"] for entry in document["decisions"]] == selection
+    assert [entry["shard"] for entry in document["decisions"]] == [1] * 18 + [2] * 12
+    records = list(StoreRead(merged_dir).records())
+    assert [record["entry"] for record in records] == document["decisions"]
+    assert [record["evidence"]["property_id"] for record in records] == selection
+    summary = json.loads((merged_dir / "summary.json").read_text())
+    assert summary["properties"] == 30
+    assert summary["decisions_left_out"] == sum(r["entry"]["lane"] == "no_freeze" for r in records)
+    assert cli("report", str(merged_dir), "--junit", str(tmp_path / "j.xml")).code == 0
+    assert (tmp_path / "j.xml").read_text().count("<testcase ") == 30
+
+
+def test_a_report_of_either_version_of_a_run_says_the_same(cli: Any, tmp_path: Path) -> None:
+    old = make_run_folder(tmp_path / "old", properties=42, version=1)
+    new = make_run_folder(tmp_path / "new", properties=42)
+    outputs = []
+    for folder in (old, new):
+        done = cli("report", str(folder), "--markdown", "--junit", str(folder / "j.xml"))
+        assert done.code == 0, done.err
+        outputs.append((done.out, (folder / "j.xml").read_text()))
+    assert outputs[0] == outputs[1]
