@@ -14,6 +14,10 @@ written out with ``checkout-index``. Why this and not ``git worktree add``:
   checkout and ignores ``export-ignore``/``export-subst``, so the tests run on
   exactly the files a developer would see.
 
+Blobs the host parses (configuration files, test modules, requirement files) are read
+streamed, one object at a time, each under a byte cap (``ORCHESTRATOR_MAX_READ_BYTES``,
+``core.tree_limits``): over it is exit 2 naming the file, never the whole blob in memory.
+
 Every exported tree lives in a scratch folder named after the owning process
 (``orchestrator-replay-<pid>.<start>@<host id>-…``); it is removed on exit, and
 :func:`sweep_scratch` removes the folders of processes that died (``orchestrator-thaw-…``
@@ -27,15 +31,16 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
+from orchestrator.adapters.git_batch import CatFile
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
-from orchestrator.core.tree_limits import TreeSize, tree_caps, tree_problem
+from orchestrator.core.tree_limits import TreeCaps, TreeSize, read_problem, tree_caps, tree_problem
 from orchestrator.errors import GitError, InputError, UnknownRevisionError
 
 if TYPE_CHECKING:
@@ -105,52 +110,41 @@ def read_blobs_at(
 ) -> list[dict[str, bytes | None]]:
     """For each ``(sha, paths)`` of ``wanted``, in order, the bytes of each path at that
     commit (``None`` when absent or not a file: a folder, a submodule), all in one
-    ``git cat-file --batch``. A path with a line break cannot be a batch line: it is read
-    on its own."""
+    streamed ``git cat-file --batch``. A blob over the read cap is an :class:`InputError`
+    (exit 2) naming the path, the revision, its size and the cap; it is never read."""
     check_repository(repo)
+    caps = _caps()
     asked = [(sha, list(paths)) for sha, paths in wanted]
-    lines = [f"{sha}:{path}" for sha, paths in asked for path in paths if "\n" not in path]
-    found = dict(zip(lines, _batch_blobs(repo, lines), strict=True))
-    results: list[dict[str, bytes | None]] = []
-    for sha, paths in asked:
-        side: dict[str, bytes | None] = {}
-        for path in paths:
-            name = f"{sha}:{path}"
-            side[path] = found[name] if name in found else _one_blob(repo, name)
-        results.append(side)
-    return results
+    keys = [(sha, path) for sha, paths in asked for path in paths]
+    names: list[str] = []
+    for sha, path in keys:
+        # A path with a line break cannot be a batch line: its object is named by its id.
+        names.append(f"{sha}:{path}" if "\n" not in path else _object_id(repo, f"{sha}:{path}"))
+    found: dict[tuple[str, str], bytes | None] = {}
+    with CatFile(repo, names) as batch:
+        for (sha, path), blob in zip(keys, batch.objects(), strict=True):
+            if blob.kind != "blob":
+                found[(sha, path)] = None
+                continue
+            problem = read_problem(f"{path} at {sha[:12]}", blob.size, caps)
+            if problem is not None:
+                raise InputError(problem)
+            found[(sha, path)] = batch.read()
+    return [{path: found[(sha, path)] for path in paths} for sha, paths in asked]
 
 
-def _batch_blobs(repo: Path, names: Sequence[str]) -> list[bytes | None]:
-    """``git cat-file --batch`` of ``<sha>:<path>`` names: each blob's bytes, else None."""
-    if not names:
-        return []
-    output = _git_output(
-        repo, "cat-file", "--batch=%(objectname) %(objecttype) %(objectsize)",
-        stdin="".join(f"{name}\n" for name in names).encode("utf-8", "surrogateescape"),
-    )  # fmt: skip
-    blobs: list[bytes | None] = []
-    offset = 0
-    for _ in names:
-        end = output.index(b"\n", offset)
-        header = output[offset:end].split(b" ")
-        offset = end + 1
-        # Found: "<40 or 64 hex> <type> <size>"; else "<name> missing" (or "ambiguous").
-        if len(header) == 3 and header[2].isdigit() and header[1] in _OBJECT_TYPES:
-            size = int(header[2])
-            blob = output[offset : offset + size]
-            offset += size + 1  # the object, then a newline
-            blobs.append(blob if header[1] == b"blob" else None)
-        else:
-            blobs.append(None)
-    return blobs
+def _object_id(repo: Path, name: str) -> str:
+    """The object ``<sha>:<path>`` names, else a name the batch reports missing."""
+    answer = _git_answer(repo, "rev-parse", "--verify", "--quiet", name)
+    oid = answer.decode().strip() if answer is not None else ""
+    return oid if oid and "\n" not in oid else "0" * 40
 
 
-_OBJECT_TYPES = frozenset({b"blob", b"tree", b"commit", b"tag"})
-
-
-def _one_blob(repo: Path, name: str) -> bytes | None:
-    return _git_answer(repo, "cat-file", "blob", name)
+def _caps() -> TreeCaps:
+    try:
+        return tree_caps(os.environ)
+    except ValueError as error:
+        raise InputError(str(error)) from None
 
 
 def _git_answer(repo: Path, *args: str) -> bytes | None:
@@ -175,23 +169,24 @@ def list_tree(repo: Path, sha: str) -> dict[str, str]:
     return files
 
 
-def read_objects(repo: Path, shas: Iterable[str]) -> dict[str, bytes]:
-    """The bytes of each blob SHA (one ``git cat-file --batch`` for all of them)."""
+def read_objects(
+    repo: Path, shas: Iterable[str], *, names: Mapping[str, str] | None = None
+) -> dict[str, bytes]:
+    """The bytes of each blob SHA (one streamed ``git cat-file --batch`` for all of
+    them); one over the read cap is an :class:`InputError` naming it (``names``: a path
+    for each SHA, for that message)."""
     wanted = list(dict.fromkeys(shas))
-    if not wanted:
-        return {}
-    output = _git_output(repo, "cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
+    caps = _caps()
     found: dict[str, bytes] = {}
-    offset = 0
-    for sha in wanted:
-        end = output.index(b"\n", offset)
-        header = output[offset:end].decode().split()
-        offset = end + 1
-        if len(header) != 3:  # "<sha> missing": a resolved tree never lists one
-            raise GitError(f"git cat-file failed: {sha} is missing")
-        size = int(header[2])
-        found[sha] = output[offset : offset + size]
-        offset += size + 1  # the object, then a newline
+    with CatFile(repo, wanted) as batch:
+        for sha, blob in zip(wanted, batch.objects(), strict=True):
+            if blob.kind is None:  # a resolved tree never lists one
+                raise GitError(f"git cat-file failed: {sha} is missing")
+            where = f"{names[sha]} (blob {sha[:12]})" if names and sha in names else f"blob {sha}"
+            problem = read_problem(where, blob.size, caps)
+            if problem is not None:
+                raise InputError(problem)
+            found[sha] = batch.read()
     return found
 
 
@@ -302,11 +297,7 @@ def tree_size(repo: Path, sha: str) -> TreeSize:
 
 def check_tree_size(repo: Path, sha: str) -> None:
     """Refuse (exit 2) a commit whose tree is over the caps (``core.tree_limits``)."""
-    try:
-        caps = tree_caps(os.environ)
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    problem = tree_problem(tree_size(repo, sha), caps)
+    problem = tree_problem(tree_size(repo, sha), _caps())
     if problem is not None:
         raise InputError(f"{sha[:12]}: {problem}; nothing was exported")
 

@@ -52,11 +52,12 @@ def load_config(repo: Path, rev: str) -> LoadedConfig:
     """``[tool.orchestrator]`` and the project's name at ``rev`` (pinned here)."""
     try:
         sha = git_adapter.resolve_rev(repo, rev)
-        blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
     except (InputError, GitError):
         # No repository or no such revision: the command's own checks say so, in their
         # order (a usage mistake first); there is no configuration to read.
         return LoadedConfig(config=core.ProjectConfig(), rev=None, project=None)
+    # A file over the read cap is exit 2 here, naming it (never read whole).
+    blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
     texts = {path: _text(blobs[path], path, sha) for path in METADATA_FILES}
     try:
         config = core.parse_config(texts["pyproject.toml"])
