@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
-from orchestrator.adapters.git_batch import CatFile
+from orchestrator.adapters.git_batch import CatFile, parse_ls_tree
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
 from orchestrator.core.tree_limits import TreeCaps, TreeSize, read_problem, tree_caps, tree_problem
@@ -51,6 +51,8 @@ THAW_SCRATCH_PREFIX = "orchestrator-thaw-"  # a freeze's stored fixture, written
 SCRATCH_PREFIXES = (SCRATCH_PREFIX, THAW_SCRATCH_PREFIX)  # every scratch folder the tool makes
 # Exported files must be readable by the container's uid 1000, whatever the caller's umask.
 READABLE_UMASK = 0o022
+# A regular file's modes in a tree (a link is 120000, a submodule 160000).
+REGULAR_MODES = frozenset({"100644", "100755"})
 
 
 # Repositories already checked by this process (the check is one ``rev-parse``).
@@ -418,10 +420,41 @@ def mainline_root(repo: Path, sha: str) -> str:
 
 
 def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:
-    """Every file path under ``folder`` (repository-relative) at commit ``sha``."""
+    """Every regular file under ``folder`` (repository-relative) at commit ``sha``: no
+    symbolic link and no submodule, as the host's reads of an exported tree see it."""
     check_repository(repo)
-    out = _git_output(repo, "ls-tree", "-r", "-z", "--name-only", sha, "--",
-                      folder.rstrip("/") + "/")  # fmt: skip
-    return tuple(
-        path.decode("utf-8", errors="surrogateescape") for path in out.split(b"\0") if path
+    out = _git_output(
+        repo, "--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", sha, "--",
+        folder.rstrip("/") + "/",
+    )  # fmt: skip
+    return tuple(entry.path for entry in parse_ls_tree(out) if entry.mode in REGULAR_MODES)
+
+
+def file_modes(repo: Path, sha: str, names: Iterable[str]) -> dict[str, str]:
+    """The mode of each of ``names`` (at the top of the tree) present at commit ``sha``
+    (``100644``/``100755``: a regular file, ``120000``: a symbolic link, ``040000``: a
+    folder, ``160000``: a submodule); an absent name is left out."""
+    wanted = [name for name in names if name]
+    if any("/" in name for name in wanted):
+        raise ValueError("file_modes takes names at the top of the tree")
+    if not wanted:
+        return {}
+    check_repository(repo)
+    out = _git_output(
+        repo, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", sha, "--", *wanted
     )
+    return {entry.path: entry.mode for entry in parse_ls_tree(out) if entry.path in wanted}
+
+
+def read_regular_files(
+    repo: Path, sha: str, names: Sequence[str]
+) -> tuple[dict[str, bytes | None], dict[str, str]]:
+    """:func:`read_blobs` of ``names`` (at the top of the tree), regular files only: the
+    bytes of each (None when absent or not a regular file), and the mode of each name
+    that is there but not a regular file (a symbolic link's text is no configuration,
+    and on the host the exported link would never be followed)."""
+    modes = file_modes(repo, sha, names)
+    regular = [name for name in names if modes.get(name) in REGULAR_MODES]
+    read = read_blobs(repo, sha, regular)
+    others = {name: mode for name, mode in modes.items() if mode not in REGULAR_MODES}
+    return {name: read.get(name) for name in names}, others

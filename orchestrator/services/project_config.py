@@ -48,6 +48,16 @@ def _text(data: bytes | None, path: str, rev: str) -> str | None:
         raise InputError(f"{path}: not UTF-8 text at {rev[:12]}") from None
 
 
+def read_metadata_files(repo: Path, sha: str) -> dict[str, bytes | None]:
+    """:data:`METADATA_FILES` at ``sha``: only regular files (a symbolic link is absent,
+    logged, as in the import roots: its text is no configuration), each under the read
+    cap (over it: exit 2 naming it, never read whole)."""
+    files, others = git_adapter.read_regular_files(repo, sha, METADATA_FILES)
+    for name, mode in sorted(others.items()):
+        log.warning("tree.file_refused", path=name, rev=sha, why=f"{name}: mode {mode}")
+    return files
+
+
 def load_config(repo: Path, rev: str) -> LoadedConfig:
     """``[tool.orchestrator]`` and the project's name at ``rev`` (pinned here)."""
     try:
@@ -56,8 +66,7 @@ def load_config(repo: Path, rev: str) -> LoadedConfig:
         # No repository or no such revision: the command's own checks say so, in their
         # order (a usage mistake first); there is no configuration to read.
         return LoadedConfig(config=core.ProjectConfig(), rev=None, project=None)
-    # A file over the read cap is exit 2 here, naming it (never read whole).
-    blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
+    blobs = read_metadata_files(repo, sha)
     texts = {path: _text(blobs[path], path, sha) for path in METADATA_FILES}
     try:
         config = core.parse_config(texts["pyproject.toml"])

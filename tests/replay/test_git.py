@@ -257,7 +257,13 @@ def test_read_blobs_takes_any_path_and_only_files(tmp_path):
         "nope.py": None,
         "tests/": None,
     }
-    assert set(git_adapter.list_paths(path, sha, "tests")) == {*names, "tests/link.py"}
+    # The import roots' listing takes regular files only (as the host reads a tree).
+    assert set(git_adapter.list_paths(path, sha, "tests")) == set(names)
+    (path / "top.py").symlink_to("tests/empty.py")
+    (path / "top.txt").write_text("x\n")
+    top = commit(path, {}, "top")
+    modes = git_adapter.file_modes(path, top, ["tests", "top.py", "top.txt", "nope"])
+    assert modes == {"tests": "040000", "top.py": "120000", "top.txt": "100644"}
 
 
 def test_read_blobs_at_reads_several_revisions_in_order(repo):
