@@ -1,18 +1,22 @@
 """Git, thin: resolve revisions to full SHAs, list trees, read blobs, export a revision's
 tree (and lay another revision's test files over it).
 
-Sources are *exported*, not checked out as worktrees: the revision's tree is read
-into a private index file (``GIT_INDEX_FILE`` in our own temporary folder) and
-written out with ``checkout-index``. Why this and not ``git worktree add``:
+Sources are *exported*, not checked out as worktrees: the revision's tree is listed
+(``ls-tree``) and every file written out by the tool itself from one streamed ``git
+cat-file --batch`` (:mod:`orchestrator.adapters.tree_export`). Why this and not ``git
+worktree add`` or ``checkout-index``:
 
 - the result has no ``.git`` file (a worktree's ``.git`` points at a host path and
   breaks git inside a container);
 - nothing is written into the repository (no ``.git/worktrees/<name>`` entry to
-  prune after a killed run, so concurrent replays of one repository never
+  prune after a killed run, no index, so concurrent replays of one repository never
   contend for worktree metadata and need no add/remove lock);
-- unlike ``git archive`` it honours the same filters and attributes as a normal
-  checkout and ignores ``export-ignore``/``export-subst``, so the tests run on
-  exactly the files a developer would see.
+- every file is exactly its committed bytes: the tree's ``.gitattributes`` (``eol=crlf``,
+  ``ident``, ``working-tree-encoding``, ``filter=``) and the operator's ``core.autocrlf``
+  are not applied, so the tree cap (checked on ``ls-tree -l`` sizes before a byte is
+  written, then counted as written) holds for what lands on disk, and no filter driver
+  runs on the tree's say. Unlike ``git archive``, ``export-ignore``/``export-subst`` are
+  ignored too: the tests run on the files of the commit.
 
 Blobs the host parses (configuration files, test modules, requirement files) are read
 streamed, one object at a time, each under a byte cap (``ORCHESTRATOR_MAX_READ_BYTES``,
@@ -37,8 +41,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
-from orchestrator.adapters.git_batch import CatFile, parse_ls_tree
+from orchestrator.adapters.git_batch import CatFile, TreeEntry, parse_ls_tree
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
+from orchestrator.adapters.tree_export import write_tree
+from orchestrator.adapters.tree_files import remove_tree_file, tree_usage
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
 from orchestrator.core.tree_limits import TreeCaps, TreeSize, read_problem, tree_caps, tree_problem
 from orchestrator.errors import GitError, InputError, UnknownRevisionError
@@ -159,16 +165,11 @@ def _git_answer(repo: Path, *args: str) -> bytes | None:
 def list_tree(repo: Path, sha: str) -> dict[str, str]:
     """Every file of commit ``sha``'s tree (regular files and symlinks; no submodules):
     path -> blob SHA, in git's order."""
-    output = _git_output(repo, "ls-tree", "-r", "-z", "--full-tree", sha)
-    files: dict[str, str] = {}
-    for record in output.split(b"\0"):
-        if not record:
-            continue
-        meta, _, path = record.partition(b"\t")
-        _mode, kind, blob = meta.decode().split()
-        if kind == "blob":
-            files[path.decode("utf-8", errors="surrogateescape")] = blob
-    return files
+    return {entry.path: entry.oid for entry in _entries(repo, sha) if entry.kind == "blob"}
+
+
+def _entries(repo: Path, sha: str) -> list[TreeEntry]:
+    return parse_ls_tree(_git_output(repo, "ls-tree", "-r", "-z", "--full-tree", sha))
 
 
 def read_objects(
@@ -244,26 +245,6 @@ def sweep_scratch(
     return removed
 
 
-def _git(
-    repo: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> None:
-    completed = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env={**os.environ, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        umask=READABLE_UMASK,
-    )
-    if completed.returncode != 0:
-        # Only resolved SHAs of a repository that opened get here: the input was good, so
-        # a failure is the machine's (a corrupt object, a full disk), not the user's.
-        detail = (completed.stderr or completed.stdout).strip().splitlines()
-        verb = next((arg for arg in args if not arg.startswith("-")), "")
-        raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
-
-
 def _git_output(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
     """A git command's standard output; a failure is the machine's (see :func:`_git`)."""
     completed = subprocess.run(
@@ -304,19 +285,19 @@ def check_tree_size(repo: Path, sha: str) -> None:
         raise InputError(f"{sha[:12]}: {problem}; nothing was exported")
 
 
-def export_tree(repo: Path, sha: str, dest: Path, index_file: Path) -> None:
-    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), via a private index.
+def export_tree(repo: Path, sha: str, dest: Path) -> TreeSize:
+    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), every file as
+    committed (:mod:`orchestrator.adapters.tree_export`); what it then holds.
 
     ``sha`` is a resolved commit (:func:`resolve_rev`): a git command that fails here
-    is a :class:`GitError` (exit 3), not bad input.
+    is a :class:`GitError` (exit 3), not bad input; a tree over the caps, or with a path
+    the host may not write, is bad input (exit 2).
     """
     check_tree_size(repo, sha)  # before a byte is written: a packed bomb stays packed
-    env = {"GIT_INDEX_FILE": str(index_file)}
-    _git(repo, "read-tree", sha, env=env)
+    entries = _entries(repo, sha)
     dest.mkdir(parents=True, exist_ok=True)
-    # --work-tree (not --prefix) so that bare repositories work too.
-    _git(repo, f"--work-tree={dest}", "checkout-index", "--all", "--force", env=env)
-    index_file.unlink(missing_ok=True)
+    dest.chmod(0o755)
+    return write_tree(repo, sha, dest, entries, caps=_caps())
 
 
 def apply_patch(tree: Path, patch: Path) -> None:
@@ -338,41 +319,24 @@ def apply_patch(tree: Path, patch: Path) -> None:
         raise InputError(f"{patch}: does not apply ({detail[0] if detail else 'git apply failed'})")
 
 
-def overlay_files(repo: Path, tree: Path, overlay: SideOverlay, index_file: Path) -> None:
+def overlay_files(repo: Path, tree: Path, overlay: SideOverlay) -> TreeSize:
     """Lay one revision's files over an exported tree: remove ``overlay.remove``, then
-    write ``overlay.write`` as they are at ``overlay.rev`` (through a private index, with
-    the same filters and attributes as the export itself)."""
+    write ``overlay.write`` as they are at ``overlay.rev`` (as committed, replacing what
+    is in the way, never through a link). The tree's bytes after the overlay, counted as
+    they are written, stay under the caps."""
     for path in overlay.remove:
-        target = tree / path
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        _prune_empty(target.parent, tree)
+        remove_tree_file(tree, path)
     if not overlay.write:
-        return
+        return TreeSize(files=0, total_bytes=0)
     check_tree_size(repo, overlay.rev)
-    env = {"GIT_INDEX_FILE": str(index_file)}
-    _git(repo, "read-tree", overlay.rev, env=env)
-    _git(
-        repo,
-        f"--work-tree={tree}",
-        "checkout-index",
-        "--force",
-        "-z",
-        "--stdin",
-        env=env,
-        stdin="\0".join(overlay.write) + "\0",
-    )
-    index_file.unlink(missing_ok=True)
-
-
-def _prune_empty(folder: Path, root: Path) -> None:
-    """Remove ``folder`` and its parents while they are empty, never ``root`` itself."""
-    while folder != root and root in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
+    wanted = set(overlay.write)
+    entries = [entry for entry in _entries(repo, overlay.rev) if entry.path in wanted]
+    if len(entries) != len(wanted):
+        missing = sorted(wanted - {entry.path for entry in entries})[0]
+        raise GitError(f"git ls-tree failed: {missing} is not in {overlay.rev[:12]}")
+    usage = tree_usage(tree)
+    held = TreeSize(files=usage.files, total_bytes=usage.total_bytes)
+    return write_tree(repo, overlay.rev, tree, entries, caps=_caps(), written=held, over=True)
 
 
 @contextmanager
@@ -397,11 +361,11 @@ def checkout(
         with interrupts.shielded():  # a Ctrl-C lands after the folder is known, or before
             scratch = make_scratch("src")
         tree = scratch / "src"
-        export_tree(repo, sha, tree, scratch / "index")
+        export_tree(repo, sha, tree)
         if mutant is not None:
             apply_patch(tree, mutant)
         if tests is not None:
-            overlay_files(repo, tree, tests, scratch / "tests-index")
+            overlay_files(repo, tree, tests)
         complete = True
         yield tree
     finally:

@@ -147,7 +147,7 @@ def test_bad_input_is_exit_2_and_git_failing_on_good_input_is_exit_3(repo, tmp_p
     assert stale.value.exit_code == ExitCode.USAGE
 
     # Good input, broken machine: the revision resolves, but a blob it needs is corrupt on
-    # disk, so checkout-index fails. That is the infrastructure's failure, not the user's.
+    # disk, so the export cannot read it. That is the infrastructure's failure, not the user's.
     blob = git(path, "rev-parse", f"{first}:lib.py")
     loose = path / ".git" / "objects" / blob[:2] / blob[2:]
     loose.chmod(0o644)
@@ -156,7 +156,7 @@ def test_bad_input_is_exit_2_and_git_failing_on_good_input_is_exit_3(repo, tmp_p
     with pytest.raises(GitError) as broken, git_adapter.checkout(path, first):
         pass
     assert broken.value.exit_code == ExitCode.UNDECIDED
-    assert "checkout-index" in str(broken.value)
+    assert "git cat-file failed: lib.py" in str(broken.value)
     assert "\n" not in str(broken.value)
     assert list(private_tmp.iterdir()) == []
 
