@@ -260,27 +260,33 @@ def _git_output(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
 def tree_size(repo: Path, sha: str) -> TreeSize:
     """Files and bytes of commit ``sha``'s tree as the object store says (nothing is
     unpacked: ``ls-tree -l`` reads each object's header)."""
-    output = _git_output(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
+    return size_of(_sized_entries(repo, sha))
+
+
+def _sized_entries(repo: Path, sha: str) -> list[TreeEntry]:
+    return parse_ls_tree(_git_output(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha))
+
+
+def size_of(entries: Iterable[TreeEntry]) -> TreeSize:
+    """Files (blobs: files and links) and bytes of ``ls-tree -l`` entries. Pure."""
     files = total = largest = 0
     largest_path = ""
-    for record in output.split(b"\0"):
-        meta, _, path = record.partition(b"\t")
-        fields = meta.split()
-        if len(fields) != 4 or fields[1] != b"blob":
+    for entry in entries:
+        if entry.kind != "blob":
             continue
-        size = int(fields[3]) if fields[3].isdigit() else 0
         files += 1
-        total += size
-        if size > largest:
-            largest, largest_path = size, path.decode("utf-8", errors="replace")
+        total += entry.size
+        if entry.size > largest:
+            largest, largest_path = entry.size, entry.path
     return TreeSize(
         files=files, total_bytes=total, largest_path=largest_path, largest_bytes=largest
     )
 
 
-def check_tree_size(repo: Path, sha: str) -> None:
-    """Refuse (exit 2) a commit whose tree is over the caps (``core.tree_limits``)."""
-    problem = tree_problem(tree_size(repo, sha), _caps())
+def check_tree_size(repo: Path, sha: str, size: TreeSize | None = None) -> None:
+    """Refuse (exit 2) a commit whose tree is over the caps (``core.tree_limits``);
+    ``size``: its size when known."""
+    problem = tree_problem(size or tree_size(repo, sha), _caps())
     if problem is not None:
         raise InputError(f"{sha[:12]}: {problem}; nothing was exported")
 
@@ -293,8 +299,9 @@ def export_tree(repo: Path, sha: str, dest: Path) -> TreeSize:
     is a :class:`GitError` (exit 3), not bad input; a tree over the caps, or with a path
     the host may not write, is bad input (exit 2).
     """
-    check_tree_size(repo, sha)  # before a byte is written: a packed bomb stays packed
-    entries = _entries(repo, sha)
+    entries = _sized_entries(repo, sha)
+    # Before a byte is written: a packed bomb stays packed.
+    check_tree_size(repo, sha, size_of(entries))
     dest.mkdir(parents=True, exist_ok=True)
     dest.chmod(0o755)
     return write_tree(repo, sha, dest, entries, caps=_caps())
@@ -328,9 +335,10 @@ def overlay_files(repo: Path, tree: Path, overlay: SideOverlay) -> TreeSize:
         remove_tree_file(tree, path)
     if not overlay.write:
         return TreeSize(files=0, total_bytes=0)
-    check_tree_size(repo, overlay.rev)
+    listed = _sized_entries(repo, overlay.rev)
+    check_tree_size(repo, overlay.rev, size_of(listed))
     wanted = set(overlay.write)
-    entries = [entry for entry in _entries(repo, overlay.rev) if entry.path in wanted]
+    entries = [entry for entry in listed if entry.path in wanted]
     if len(entries) != len(wanted):
         missing = sorted(wanted - {entry.path for entry in entries})[0]
         raise GitError(f"git ls-tree failed: {missing} is not in {overlay.rev[:12]}")
