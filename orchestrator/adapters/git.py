@@ -16,7 +16,9 @@ worktree add`` or ``checkout-index``:
   are not applied, so the tree cap (checked on ``ls-tree -l`` sizes before a byte is
   written, then counted as written) holds for what lands on disk, and no filter driver
   runs on the tree's say. Unlike ``git archive``, ``export-ignore``/``export-subst`` are
-  ignored too: the tests run on the files of the commit.
+  ignored too: the tests run on the files of the commit. (A mutant patch is applied with
+  ``git apply`` in the tree, outside any repository: no attribute applies there either,
+  and git refuses a path through a link or out of the tree.)
 
 Blobs the host parses (configuration files, test modules, requirement files) are read
 streamed, one object at a time, each under a byte cap (``ORCHESTRATOR_MAX_READ_BYTES``,
