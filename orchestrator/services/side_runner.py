@@ -324,7 +324,7 @@ def tree_pythonpath(tree: Path, extra: Sequence[str] = ()) -> replay_env.SidePat
         elif entry.kind is FileKind.DIRECTORY and _is_regular(tree, f"{path}/__init__.py"):
             src_paths.append(f"{path}/__init__.py")
         elif entry.kind is FileKind.SYMLINK:
-            _refused(tree_files.TreeFileRefused(path, Refusal.LINK, f"{path}: {Refusal.LINK}"))
+            _refused(path, f"{path}: {Refusal.LINK}")
     return replay_env.side_pythonpath(files, src_paths, extra)
 
 
@@ -334,7 +334,7 @@ def _tree_file(tree: Path, path: str) -> bytes | None:
     except tree_files.TreeFileRefused as refused:
         if refused.refusal in (Refusal.SIZE, Refusal.PATH):
             raise  # exit 2, naming the file and the cap
-        _refused(refused)
+        _refused(refused.path, refused.message)
         return None
 
 
@@ -342,7 +342,7 @@ def _tree_dir(tree: Path, path: str) -> tuple[tree_files.Entry, ...]:
     try:
         return tree_files.list_tree_dir(tree, path) or ()
     except tree_files.TreeFileRefused as refused:
-        _refused(refused)
+        _refused(refused.path, refused.message)
         return ()
 
 
@@ -350,16 +350,16 @@ def _is_regular(tree: Path, path: str) -> bool:
     try:
         entry = tree_files.tree_entry(tree, path)
     except tree_files.TreeFileRefused as refused:
-        _refused(refused)
+        _refused(refused.path, refused.message)
         return False
     if entry is not None and entry.kind is not FileKind.REGULAR:
-        _refused(tree_files.TreeFileRefused(path, Refusal.KIND, f"{path}: a {entry.kind}"))
+        _refused(path, f"{path}: a {entry.kind}, not a regular file")
     return entry is not None and entry.kind is FileKind.REGULAR
 
 
-def _refused(refused: tree_files.TreeFileRefused) -> None:
-    """A file of the tree the import roots do without: said once, in the log."""
-    log.warning("tree.file_refused", path=refused.path, why=refused.message)
+def _refused(path: str, why: str) -> None:
+    """A file of the tree the import roots do without: said in the log."""
+    log.warning("tree.file_refused", path=path, why=why)
 
 
 def import_roots(plan: ReplayPlan, side: SideSpec, tree: Path) -> tuple[str, ...]:
