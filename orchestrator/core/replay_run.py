@@ -165,6 +165,7 @@ class RunPlan:
     @property
     def neutralise(self) -> Neutralisation:
         return self.neutralisation or Neutralisation(seed=self.options.seed)
+
     # Where each replay's deadline (options.timeout_s) came from, in one line.
     timeout_rule: str = "--timeout"
 
