@@ -267,6 +267,9 @@ class ReplaySettings:
     env: tuple[tuple[str, str], ...]
     false_block_rate: float = DEFAULT_ALPHA
     evidence_cap: int = DEFAULT_CAP
+    # Who set timeout_s: "--timeout", the table, or None (the default: a replay of a
+    # whole suite derives its own, core.replay_deadline).
+    timeout_source: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,9 +278,6 @@ class EvidenceGiven:
 
     false_block_rate: float | None = None
     cap: int | None = None
-    # Who set timeout_s: "--timeout", the table, or None (the default: a replay of a
-    # whole suite derives its own, core.replay_deadline).
-    timeout_source: str | None = None
 
 
 def replay_settings(
