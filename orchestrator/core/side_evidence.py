@@ -183,13 +183,17 @@ def _node_ids(doc: Mapping[str, Any]) -> frozenset[str]:
 
 
 def _planned(node_id: str, planned: frozenset[str]) -> bool:
-    """Was ``node_id`` asked for: named, a parametrization of a named function, or a
-    module or folder entry enclosing a named test."""
+    """Was ``node_id`` asked for: named, a parametrization of a named function, a test in
+    a named module or folder, or a module or folder entry enclosing a named test."""
     if node_id in planned or node_id.split("[", 1)[0] in planned:
         return True
-    return any(
-        name.startswith(node_id + "::") or name.startswith(node_id + "/") for name in planned
-    )
+    for name in planned:
+        inside = name.rstrip("/")
+        if node_id.startswith((inside + "::", inside + "/")):
+            return True
+        if name.startswith((node_id + "::", node_id + "/")):
+            return True
+    return False
 
 
 def unclean_reason(

@@ -173,8 +173,8 @@ def _alchemy_save(
         )
     )
     insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    result = conn.execute(insert(TABLE).values(**values).on_conflict_do_nothing())
-    written = bool(result.rowcount == 1)
+    statement = insert(TABLE).values(**values).on_conflict_do_nothing().returning(TABLE.c.key)
+    written = conn.execute(statement).first() is not None
     total = conn.execute(select(func.coalesce(func.sum(TABLE.c.size), 0))).scalar() or 0
     if total > store.max_bytes:
         rows = conn.execute(
