@@ -59,11 +59,13 @@ def test_a_truncated_or_tampered_entry_is_ignored(tmp_path):
     foreign = encode_entry(entry("b"))
     path.write_bytes(foreign)
     found, problem = decode_entry(store.load(entry().key) or b"", entry().key)
-    assert found is None and problem == "stored under another key"
+    assert found is None
+    assert problem == "stored under another key"
     tampered = zlib.compress(zlib.decompress(whole).replace(b'"run-1"', b'"run-2"'))
     path.write_bytes(tampered)
     found, problem = decode_entry(store.load(entry().key) or b"", entry().key)
-    assert found is None and "digest" in (problem or "")
+    assert found is None
+    assert "digest" in (problem or "")
     path.write_bytes(b"not zlib at all")
     assert decode_entry(store.load(entry().key) or b"", entry().key)[0] is None
 
@@ -89,7 +91,8 @@ def test_the_folder_is_bounded_least_recently_used_first(tmp_path):
     assert store.load(entry("a").key) is not None  # used now: "b" is the oldest
     store.save(entry("c", os.urandom(2000)))
     assert not _path(tmp_path, "b").exists()
-    assert _path(tmp_path, "a").exists() and _path(tmp_path, "c").exists()
+    assert _path(tmp_path, "a").exists()
+    assert _path(tmp_path, "c").exists()
 
 
 def test_keys_that_are_not_keys_name_no_file(tmp_path):
