@@ -190,7 +190,8 @@ def main() -> None:
             other = readme_commit(repo, base, work)
             results.append(bench(repo.name, repo, base, patch, other, args.rounds, work))
     print(
-        "| target | properties | floor (f) | replay --no-reuse (n) | replay, base reused (r) | (r)/(f) | (n)/(f) | rounds reused | lanes differing |"
+        "| target | properties | floor (f) | replay --no-reuse (n) | replay, base reused (r)"
+        " | (r)/(f) | (n)/(f) | rounds reused | lanes differing |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for item in results:
