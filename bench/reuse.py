@@ -104,6 +104,8 @@ def replay(repo: Path, base: str, patch: str, cwd: Path, *extra: str) -> tuple[f
     if done.returncode not in (0, 1, 3):
         sys.exit(f"bench: replay exited {done.returncode}: {done.stderr[-2000:]}")
     report = json.loads(done.stdout)
+    # What was reused is written to run-log.json once the run is complete.
+    report["run_log"] = json.loads((out / "run-log.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
     return elapsed, report
 
