@@ -164,6 +164,11 @@ def _git_answer(repo: Path, *args: str) -> bytes | None:
     return completed.stdout if completed.returncode == 0 else None
 
 
+def tree_id(repo: Path, sha: str) -> str:
+    """The id of commit ``sha``'s tree: two commits with one tree export the same files."""
+    return _git_output(repo, "rev-parse", "--verify", f"{sha}^{{tree}}").decode().strip()
+
+
 def list_tree(repo: Path, sha: str) -> dict[str, str]:
     """Every file of commit ``sha``'s tree (regular files and symlinks; no submodules):
     path -> blob SHA, in git's order."""

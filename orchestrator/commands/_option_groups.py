@@ -255,8 +255,16 @@ class Recording:
     owner: str | None = None
     expires: str | None = None
     run_id: str | None = None
+    reuse: bool = True  # --no-reuse: no side's screening is looked up nor stored
+    evidence_cache: Path | None = None
 
     def validate(self) -> None:
+        if (
+            self.evidence_cache is not None
+            and self.evidence_cache.exists()
+            and not (self.evidence_cache.is_dir())
+        ):
+            raise InputError(f"--evidence-cache {self.evidence_cache}: not a folder")
         if self.run_id is not None and not _RUN_ID.match(self.run_id):
             raise InputError(
                 f"--run-id {self.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
@@ -453,6 +461,12 @@ class ReplayArguments:
             writable_tree=limits.writable_tree,
             run_id=self.recording.run_id,
             out=self.outputs.out,
+            reuse=self.recording.reuse,
+            evidence_cache=(
+                None
+                if self.recording.evidence_cache is None
+                else self.recording.evidence_cache.resolve()
+            ),
         )
 
 

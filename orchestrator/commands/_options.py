@@ -395,6 +395,26 @@ RunIdOption = Annotated[
         "same id records no second decision for a property in the ledger.",
     ),
 ]
+ReuseOption = Annotated[
+    bool,
+    typer.Option(
+        "--reuse/--no-reuse",
+        help="Reuse the base side's screening when an earlier run stored it under the same "
+        "key (its tree, image, command, environment, seed, probe...), and store each side "
+        "that screened cleanly, in the ledger and --evidence-cache (--no-reuse: neither).",
+    ),
+]
+EvidenceCacheOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--evidence-cache",
+        envvar="ORCHESTRATOR_EVIDENCE_CACHE",
+        file_okay=False,
+        help="A folder (a CI cache step keeps it) where sides' screening evidence is "
+        "stored and looked up, beside the ledger; bounded by "
+        "$ORCHESTRATOR_EVIDENCE_CACHE_BYTES (default 2 GiB).",
+    ),
+]
 OutOption = Annotated[
     Path | None, typer.Option("--out", help="Run folder (default .replay/runs/<run-id>/).")
 ]

@@ -15,6 +15,7 @@ from orchestrator.commands._options import (
     CommandOption,
     EnginesOption,
     EnvOption,
+    EvidenceCacheOption,
     EvidenceCapOption,
     ExpiresOption,
     FalseBlockRateOption,
@@ -38,6 +39,7 @@ from orchestrator.commands._options import (
     ReplaysOption,
     RepoOption,
     ReportJsonOption,
+    ReuseOption,
     RunIdOption,
     RunnerIdOption,
     ScreenOption,
@@ -112,6 +114,8 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     writable_tree: WritableTreeOption = False,
     ledger: LedgerOption,
     record: RecordOption = True,
+    reuse: ReuseOption = True,
+    evidence_cache: EvidenceCacheOption = None,
     freeze: FreezeOption = False,
     owner: OwnerOption = None,
     expires: ExpiresOption = None,
@@ -139,6 +143,11 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
 
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
+
+    A side that screened cleanly is stored under a digest of everything that decides
+    its evidence (in the ledger, and in --evidence-cache DIR); a later run whose base
+    side has that key reuses it and screens only the patch, then replays the tests with
+    signal on both sides fresh, as always (--no-reuse: neither).
 
     A property whose own test code (its oracle) differs between the sides is not
     compared (reject_run). --tests-from lays one revision's test files over both
@@ -220,7 +229,7 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
         ),
         recording=Recording(
             ledger=ledger, record=record, freeze=freeze, owner=owner, expires=expires,
-            run_id=run_id,
+            run_id=run_id, reuse=reuse, evidence_cache=evidence_cache,
         ),
         outputs=Outputs(out=out, as_json=as_json, html=html, junit=junit, summary=summary),
     )  # fmt: skip

@@ -127,6 +127,8 @@ def _run_container(
             output_tail=list(tail.lines)[-10:],
         )
     files = replay_files_from(read, len(numbers))
+    if run.reuse is not None:  # the bytes a clean screening is stored with
+        run.reuse.capture(batch, side.name, numbers, read.files)
     _warn_without_result(side.name, files)
     raw_root = run.raw_root(batch)
     if raw_root is not None:

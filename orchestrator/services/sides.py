@@ -100,6 +100,8 @@ from orchestrator.services.warm import Exported, WarmPool
 if TYPE_CHECKING:
     from docker import DockerClient
 
+    from orchestrator.services.evidence_reuse import SideReuse
+
 log = get_logger(__name__)
 
 INTERNAL_ERROR_FILE = "internal-error.txt"  # a broken side's traceback, under keep_raw/<side>/
@@ -155,6 +157,8 @@ class _Run:
     live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
     # Screening's two phases: the first parks its containers there, the second runs in them.
     warm: WarmPool | None = None
+    # A screening's first phase: sides whose screening an earlier run stored, and offers.
+    reuse: SideReuse | None = None
     fixture_copy: Path | None = None
     durations_copy: Path | None = None
     # Written by the export and engine threads, read after they finished.
@@ -266,6 +270,10 @@ def _run_side_job(
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
         pythonpath = import_roots(run.plan, side, run.trees[side.name])
+        if run.reuse is not None:  # an earlier run's screening of this very side
+            reused = run.reuse.take(run, engine, batch, side, pythonpath)
+            if reused is not None:
+                return reused
         for unit_index, numbers in enumerate(container_units(run.plan), start=1):
             if run.cancelled.is_set():
                 facts = ContainerFacts(cancelled=True, message="interrupted before start")
@@ -296,6 +304,8 @@ def _run_side_job(
         _internal_error(run, side.name, error, run.raw_root(batch))
         what, _, reason = run.internal_errors[side.name]
         _fill_missing(run, observed, ContainerFacts(engine_error=reason, message=what))
+    if run.reuse is not None:
+        run.reuse.offer(run, batch, side, observed)
     return observed
 
 
@@ -401,6 +411,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     pool: Pool | None = None,
     batches: Sequence[Batch] | None = None,
     warm: WarmPool | None = None,
+    reuse: SideReuse | None = None,
 ) -> SidesOutcome:
     """Side name -> property id -> one :class:`Replay` per replay (``labelled``), which
     engine ran each property, the attempts of engines that went away, and how each
@@ -424,7 +435,9 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     first call keeps its inputs there, and its containers whose exec ended well; the
     second runs its batches in those of the same side and engine (fresh ones where there
     is none, or it no longer runs) and exports and stages nothing again. The pool removes
-    what it holds when it closes.
+    what it holds when it closes. ``reuse`` (a screening's first phase) gives a side the
+    screening an earlier run of it stored, instead of its containers, and keeps every
+    side that screened cleanly for storing (:mod:`orchestrator.services.evidence_reuse`).
 
     Engine failures are labels (``harness_error`` with the engine's reason). After
     cleanup, a side's bad input raises its :class:`InputError` (exit 2), git failing
@@ -465,6 +478,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         progress=progress,
         keep_raw=keep_raw,
         batches=len(batches),
+        reuse=reuse,
     )
     if warm is not None:
         run.warm, run.cancelled, run.live, run.done = warm, warm.cancelled, warm.live, warm.release
