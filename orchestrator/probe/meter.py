@@ -4,11 +4,21 @@ One process-wide meter, switched on only while a test's call phase runs. The aud
 hook and the `time.sleep` wrapper are installed once, before any test module is
 imported, and do nothing while the meter is off: the hook's first statement is the
 cheap `active` check, then one dict lookup on the event name.
+
+A file open counts when the test or the code under test made it, not when the
+interpreter's own machinery did on its behalf (docs/lanes.md, "What a call budget
+counts"): an import reading source or bytecode, linecache reading a source file for a
+traceback, `inspect.getsource` or a warning's line, pdb reading its rc files, doctest's
+runner. Those reads depend on what ran earlier in the process (a source another test's
+traceback already cached is not read again), so counting them would make a test's
+counts depend on its neighbours.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import linecache
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -53,6 +63,24 @@ _MODULE_LOCKS: Final[dict[str, Any] | None] = getattr(
     sys.modules.get("_frozen_importlib"), "_module_locks", None
 )
 _SUBPROCESS_SUFFIX: Final = "subprocess.py"
+
+# What the frames between an `open` and the code that asked for it are. The standard
+# library is walked through (pathlib, io, tokenize, json: the code's own call, whoever
+# opened the file); a frame in one of the machinery modules makes the read the
+# machinery's; the first frame outside the standard library (the test, the code under
+# test, a third-party library, a doctest's example) makes it the code's.
+_CODE: Final = 0
+_STDLIB: Final = 1
+_MACHINERY: Final = 2
+# linecache serves tracebacks, inspect.getsource, warnings and pytest's reports (its
+# tokenize.open and loader reads included); pdb and bdb read ~/.pdbrc and ./.pdbrc when
+# doctest's runner builds its debugger; doctest is the runner around a doctest's examples.
+_MACHINERY_FILES: Final = frozenset(("linecache.py", "pdb.py", "bdb.py", "doctest.py"))
+_THIRD_PARTY_DIRS: Final = ("site-packages", "dist-packages")
+# The standard library's folder as this interpreter writes it in code objects.
+_STDLIB_DIR: Final = os.path.dirname(linecache.getlines.__code__.co_filename) + os.sep
+# co_filename -> kind, learned once per file: the walk is one dict lookup per frame.
+_FILE_KINDS: Final[dict[str, int]] = {}
 
 
 class NetworkDenied(OSError):
@@ -105,6 +133,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             return
         if (_MODULE_LOCKS is None or _MODULE_LOCKS) and _opened_by_import():
             return
+        if _opened_by_machinery():
+            return
     elif dependency == "socket":
         target = _remote_target(event, args)
         if target is not None:
@@ -127,6 +157,37 @@ def _opened_by_import() -> bool:
             return False
         frame = back
     return False
+
+
+def _opened_by_machinery() -> bool:
+    """True when a machinery module stands between this `open` and the first frame of
+    the test or the code under test (so the code did not ask for this file)."""
+    kinds = _FILE_KINDS
+    frame: Any = sys._getframe(2)  # 0: here, 1: _audit, 2: the code that called open
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        kind = kinds.get(filename)
+        if kind is None:
+            kind = kinds[filename] = file_kind(filename)
+        if kind == _CODE:
+            return False
+        if kind == _MACHINERY:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def file_kind(filename: str) -> int:
+    """Whether a code object's file is the code's, the standard library's, or one of
+    the machinery modules whose reads are not the code's."""
+    if filename.startswith("<frozen "):
+        return _STDLIB
+    if not filename.startswith(_STDLIB_DIR):
+        return _CODE  # the tests, the code under test, site-packages, "<doctest ...>"
+    inside = filename[len(_STDLIB_DIR) :]
+    if inside.split(os.sep, 1)[0] in _THIRD_PARTY_DIRS:
+        return _CODE
+    return _MACHINERY if inside in _MACHINERY_FILES else _STDLIB
 
 
 def _caller_file(depth: int) -> str:
