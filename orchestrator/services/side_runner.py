@@ -108,6 +108,8 @@ class SideContainer(Protocol):
 
     def settled(self, exit_: docker_adapter.Exit) -> tuple[ContainerFacts, bool]: ...
 
+    def ended(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
+
     def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
 
     def kill(self) -> None: ...
@@ -167,9 +169,9 @@ def read_back(
         )
         read = read_results_stream(chunks)
         if read.problem:  # the container may have ended under the reader: why counts
-            after, still = container.settled(exit_)
-            if not still and after.engine_error:
-                facts = after
+            after = container.ended(exit_)
+            if after.engine_error:  # its end, not the stream it cut short, is the result
+                facts, read = after, ResultsRead()
     else:
         status = facts.exit_code
     oom = facts.oom_killed or bool(read.oom_kill)
