@@ -87,6 +87,7 @@ SUITE = """
 import importlib.resources
 import inspect
 import linecache
+import pkgutil
 import tokenize
 import traceback
 import warnings
@@ -149,6 +150,10 @@ def test_tokenize_open_is_the_codes_read():
         assert handle.read() == "data\\n"
 
 
+def test_package_data_through_the_loader_is_the_codes_read():
+    assert pkgutil.get_data("pkgdata", "res.txt") == b"res\\n"
+
+
 def test_asks_for_the_shared_data(request):
     assert request.getfixturevalue("shared_data") == "data\\n"
 
@@ -172,6 +177,7 @@ TESTS = (
     "test_suite.py::test_reads_its_data",
     "test_suite.py::test_tokenize_open_is_the_codes_read",
     "test_suite.py::test_a_package_resource_is_the_codes_read",
+    "test_suite.py::test_package_data_through_the_loader_is_the_codes_read",
     "test_suite.py::test_asks_for_the_shared_data",
     "test_suite.py::test_asks_for_the_shared_data_too",
     "lib.py::lib.checked",
@@ -184,6 +190,7 @@ OWN_OPENS = {
     "test_suite.py::test_reads_its_data": 1,
     "test_suite.py::test_tokenize_open_is_the_codes_read": 1,
     "test_suite.py::test_a_package_resource_is_the_codes_read": 1,
+    "test_suite.py::test_package_data_through_the_loader_is_the_codes_read": 1,
 }
 
 
