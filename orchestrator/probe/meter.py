@@ -7,20 +7,24 @@ cheap `active` check, then one dict lookup on the event name.
 
 A file open counts when the test or the code under test made it, not when the
 interpreter's own machinery did on its behalf (docs/lanes.md, "What a call budget
-counts"): an import reading source or bytecode, linecache reading a source file for a
-traceback, `inspect.getsource` or a warning's line, pdb reading its rc files, doctest's
-runner. Those reads depend on what ran earlier in the process (a source another test's
-traceback already cached is not read again), so counting them would make a test's
-counts depend on its neighbours.
+counts"): an import reading source or bytecode; linecache reading a source file for a
+traceback, `inspect.getsource`, a warning's line or pytest's report (its two entry points
+are wrapped: while a thread is inside them, its opens are linecache's); pdb reading its
+rc files (`~/.pdbrc`, `./.pdbrc`) after its "pdb.Pdb" audit event, as doctest's runner
+makes its debugger. Those reads depend on what ran earlier in the process (a source
+another test's traceback already cached is not read again), so counting them would make
+a test's counts depend on its neighbours. On the way of an open the code makes, both
+rules cost two truth tests.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import linecache
-import os
 import sys
 import time
+from _thread import get_ident
 from collections.abc import Callable, Iterable
 from typing import Any, Final, SupportsIndex
 
@@ -50,7 +54,10 @@ EVENT_DEPENDENCY: Final[dict[str, str]] = {
     "sqlite3.connect": "sqlite",
     "http.client.connect": "http",
     "urllib.Request": "http",
+    # Not a dependency: pdb making a debugger, just before it reads its rc files.
+    "pdb.Pdb": "<debugger>",
 }
+_DEBUGGER: Final = "<debugger>"
 
 _ADDRESS_EVENTS: Final = frozenset(("socket.connect", "socket.sendto", "socket.sendmsg"))
 # How far up the stack an `open` is attributed to the import machinery. The source
@@ -64,23 +71,14 @@ _MODULE_LOCKS: Final[dict[str, Any] | None] = getattr(
 )
 _SUBPROCESS_SUFFIX: Final = "subprocess.py"
 
-# What the frames between an `open` and the code that asked for it are. The standard
-# library is walked through (pathlib, io, tokenize, json: the code's own call, whoever
-# opened the file); a frame in one of the machinery modules makes the read the
-# machinery's; the first frame outside the standard library (the test, the code under
-# test, a third-party library, a doctest's example) makes it the code's.
-_CODE: Final = 0
-_STDLIB: Final = 1
-_MACHINERY: Final = 2
-# linecache serves tracebacks, inspect.getsource, warnings and pytest's reports (its
-# tokenize.open and loader reads included); pdb and bdb read ~/.pdbrc and ./.pdbrc when
-# doctest's runner builds its debugger; doctest is the runner around a doctest's examples.
-_MACHINERY_FILES: Final = frozenset(("linecache.py", "pdb.py", "bdb.py", "doctest.py"))
-_THIRD_PARTY_DIRS: Final = ("site-packages", "dist-packages")
-# The standard library's folder as this interpreter writes it in code objects.
-_STDLIB_DIR: Final = os.path.dirname(linecache.getlines.__code__.co_filename) + os.sep
-# co_filename -> kind, learned once per file: the walk is one dict lookup per frame.
-_FILE_KINDS: Final[dict[str, int]] = {}
+# linecache's entry points: every source read for a traceback, `inspect.getsource`, a
+# warning's line or pytest's report goes through one of them (`getline` and doctest's
+# own patched `getlines` call them by name), `tokenize.open` and loader reads included.
+_SOURCE_READERS: Final = ("getlines", "updatecache")
+# pdb reads ~/.pdbrc and ./.pdbrc whenever a debugger is made (doctest's runner makes one
+# for every doctest), right after its "pdb.Pdb" audit event.
+_PDB_RC: Final = ".pdbrc"
+_PDB_RC_ANYWHERE: Final = "/.pdbrc"
 
 
 class NetworkDenied(OSError):
@@ -94,12 +92,16 @@ class NetworkDenied(OSError):
 class Meter:
     """Per-process call counts for the test body currently running."""
 
-    __slots__ = ("active", "counts", "network")
+    __slots__ = ("active", "counts", "debugger_made", "network", "reading_source")
 
     def __init__(self) -> None:
         self.active = False
         self.counts: dict[str, int] = {}
         self.network: list[str] = []
+        # Thread id -> how deep it is in linecache's entry points (empty almost always).
+        self.reading_source: dict[int, int] = {}
+        # The test body made a pdb debugger (doctest's runner does): its rc files follow.
+        self.debugger_made = False
 
     def start(self, extra_names: Iterable[str]) -> None:
         counts = dict.fromkeys(STABLE_DEPENDENCIES, 0)
@@ -107,6 +109,7 @@ class Meter:
             counts[name] = 0
         self.counts = counts
         self.network = []
+        self.debugger_made = False
         self.active = True
 
     def stop(self) -> None:
@@ -129,11 +132,14 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         return
     if dependency == "open":
         # An integer is an existing descriptor being wrapped (pipes, fdopen), not a file opened.
-        if isinstance(args[0], int):
+        path = args[0]
+        if isinstance(path, int):
             return
+        if meter.reading_source and get_ident() in meter.reading_source:
+            return  # linecache reading a source file, for a traceback or inspect
+        if meter.debugger_made and _is_pdb_rc(path):
+            return  # pdb reading its rc files as it makes a debugger
         if (_MODULE_LOCKS is None or _MODULE_LOCKS) and _opened_by_import():
-            return
-        if _opened_by_machinery():
             return
     elif dependency == "socket":
         target = _remote_target(event, args)
@@ -141,9 +147,16 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             meter.counts["socket"] += 1
             meter.network.append(target)
             raise NetworkDenied(f"replay probe: network access denied ({target})")
+    elif dependency == _DEBUGGER:
+        meter.debugger_made = True
+        return
     elif event == "os.posix_spawn" and _caller_file(2).endswith(_SUBPROCESS_SUFFIX):
         return  # subprocess.Popen already counted this spawn
     meter.counts[dependency] += 1
+
+
+def _is_pdb_rc(path: object) -> bool:
+    return isinstance(path, str) and (path.endswith(_PDB_RC_ANYWHERE) or path == _PDB_RC)
 
 
 def _opened_by_import() -> bool:
@@ -157,37 +170,6 @@ def _opened_by_import() -> bool:
             return False
         frame = back
     return False
-
-
-def _opened_by_machinery() -> bool:
-    """True when a machinery module stands between this `open` and the first frame of
-    the test or the code under test (so the code did not ask for this file)."""
-    kinds = _FILE_KINDS
-    frame: Any = sys._getframe(2)  # 0: here, 1: _audit, 2: the code that called open
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        kind = kinds.get(filename)
-        if kind is None:
-            kind = kinds[filename] = file_kind(filename)
-        if kind == _CODE:
-            return False
-        if kind == _MACHINERY:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def file_kind(filename: str) -> int:
-    """Whether a code object's file is the code's, the standard library's, or one of
-    the machinery modules whose reads are not the code's."""
-    if filename.startswith("<frozen "):
-        return _STDLIB
-    if not filename.startswith(_STDLIB_DIR):
-        return _CODE  # the tests, the code under test, site-packages, "<doctest ...>"
-    inside = filename[len(_STDLIB_DIR) :]
-    if inside.split(os.sep, 1)[0] in _THIRD_PARTY_DIRS:
-        return _CODE
-    return _MACHINERY if inside in _MACHINERY_FILES else _STDLIB
 
 
 def _caller_file(depth: int) -> str:
@@ -248,17 +230,41 @@ class CountedSleep:
         self.probe_real_sleep(seconds)
 
 
+def reading_source(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``real`` (one of linecache's entry points), with the opens the calling thread makes
+    inside it left out of the counts."""
+
+    @functools.wraps(real)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        readers = METER.reading_source
+        thread = get_ident()
+        readers[thread] = readers.get(thread, 0) + 1
+        try:
+            return real(*args, **kwargs)
+        finally:
+            depth = readers.pop(thread) - 1
+            if depth:
+                readers[thread] = depth
+
+    read.probe_real = real  # type: ignore[attr-defined]
+    return read
+
+
 _installed = False
 
 
 def install() -> None:
-    """Install the audit hook and the sleep wrapper (idempotent per module instance)."""
+    """Install the audit hook, the sleep wrapper and linecache's wrappers (idempotent per
+    module instance; a wrapper from an earlier import of this module is unwrapped, never
+    stacked)."""
     global _installed
     if not _installed:
         sys.addaudithook(_audit)
         _installed = True
     current = time.sleep
     if not isinstance(current, CountedSleep):
-        # A wrapper from an earlier import of this module is unwrapped, never stacked.
         real: _Sleep = getattr(current, "probe_real_sleep", current)
         time.sleep = CountedSleep(real)
+    for name in _SOURCE_READERS:
+        entry = getattr(linecache, name)
+        setattr(linecache, name, reading_source(getattr(entry, "probe_real", entry)))

@@ -259,3 +259,37 @@ def test_each_tests_counts_are_the_same_alone_first_or_after_failing_tests(
     seen = calls_by_test(probe_run, *order)
     for nodeid in order:
         assert seen[nodeid] == alone[nodeid], (nodeid, order)
+
+
+def test_linecache_entry_points_are_wrapped_once_and_pdb_reads_its_own_rc_files(
+    tmp_path, monkeypatch
+):
+    import pdb
+
+    from orchestrator.probe import meter
+
+    names = ("getlines", "updatecache")
+    originals = [getattr(linecache, name).probe_real for name in names]
+    meter.install()  # again: the wrappers are replaced, never stacked
+    for name, original in zip(names, originals, strict=True):
+        assert getattr(linecache, name).probe_real is original
+        assert not hasattr(original, "probe_real")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    source = tmp_path / "module.py"
+    source.write_text("x = 1\n")
+    (tmp_path / ".pdbrc").write_text("")
+    (tmp_path / "not.pdbrc").write_text("")
+    meter.METER.start(())
+    try:
+        with open(".pdbrc"):  # the code's own read: no debugger was made
+            pass
+        assert linecache.getline(str(source), 1) == "x = 1\n"  # linecache's read
+        pdb.Pdb(nosigint=True)  # reads ~/.pdbrc and ./.pdbrc: pdb's
+        with open("not.pdbrc"):
+            pass
+    finally:
+        meter.METER.stop()
+    assert meter.METER.counts["open"] == 2
+    assert meter.METER.reading_source == {}
