@@ -281,6 +281,16 @@ class ProbeSession:
             record.network = METER.network
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_fixture_setup(self) -> Generator[None, Any, None]:
+        # A fixture the body asks for (request.getfixturevalue) is set up while it runs:
+        # its calls are setup's, as before the body, and a wider-scoped one is set up only
+        # by the first test that asks (the next would count nothing).
+        metered = METER.active
+        METER.active = False
+        yield
+        METER.active = metered
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, Any, None]:

@@ -129,6 +129,8 @@ class SideContainer(Protocol):
 
     def settled(self, exit_: docker_adapter.Exit) -> tuple[ContainerFacts, bool]: ...
 
+    def ended(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
+
     def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
 
     def kill(self) -> None: ...
@@ -206,9 +208,9 @@ def read_back(
             log.info(
                 "results.refused", container=container.name, problem=read.problem, reaper=reaped
             )
-            after, still = container.settled(exit_)
-            if not still and after.engine_error:
-                facts = after
+            after = container.ended(exit_)
+            if after.engine_error:  # its end, not the stream it cut short, is the result
+                facts, read = after, ResultsRead()
         elif keep is not None:
             chunks, _ = container.exec_chunks(
                 emptier_command(interpreter, out, keep),
