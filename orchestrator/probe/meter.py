@@ -11,7 +11,8 @@ counts"): an import reading source or bytecode; linecache reading a source file 
 traceback, `inspect.getsource`, a warning's line or pytest's report (its two entry points
 are wrapped: while a thread is inside them, its opens are linecache's); pdb reading its
 rc files (`~/.pdbrc`, `./.pdbrc`) after its "pdb.Pdb" audit event, as doctest's runner
-makes its debugger. Those reads depend on what ran earlier in the process (a source
+makes its debugger; Hypothesis reading (or writing) its table of Unicode categories, once
+per process. Those reads depend on what ran earlier in the process (a source
 another test's traceback already cached is not read again), so counting them would make
 a test's counts depend on its neighbours. On the way of an open the code makes, both
 rules cost two truth tests.
@@ -248,6 +249,28 @@ def reading_source(real: Callable[..., Any]) -> Callable[..., Any]:
 
     read.probe_real = real  # type: ignore[attr-defined]
     return read
+
+
+# Test machinery outside the standard library that reads a file once per process,
+# whichever test first needs it: Hypothesis's tables of Unicode categories and of what
+# a codec encodes (read from its storage folder, else computed and written there, by the
+# first test that draws text).
+# Wrapped like linecache's entry points once the module is loaded (a test module's
+# import loads it).
+_LIBRARY_READERS: Final = (
+    ("hypothesis.internal.charmap", "charmap"),
+    ("hypothesis.internal.charmap", "intervals_from_codec"),
+)
+
+
+def wrap_library_readers() -> None:
+    """Wrap the entry points of :data:`_LIBRARY_READERS` whose module is loaded (cheap:
+    a lookup each; never stacked)."""
+    for module_name, name in _LIBRARY_READERS:
+        module = sys.modules.get(module_name)
+        entry = getattr(module, name, None) if module is not None else None
+        if entry is not None and not hasattr(entry, "probe_real"):
+            setattr(module, name, reading_source(entry))
 
 
 _installed = False

@@ -36,7 +36,7 @@ import pytest
 from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, neutral
 from orchestrator.probe.atomic import write_bytes_atomic
 from orchestrator.probe.deps import Deps
-from orchestrator.probe.meter import METER, install
+from orchestrator.probe.meter import METER, install, wrap_library_readers
 from orchestrator.probe.record import (
     MESSAGE_LIMIT,
     PhaseRecord,
@@ -257,6 +257,7 @@ class ProbeSession:
     # -- running --------------------------------------------------------------------
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
+        wrap_library_readers()  # loaded by now, if a test module imported it
         record = PhaseRecord(nodeid)
         self.records[nodeid] = record
         self.current = record

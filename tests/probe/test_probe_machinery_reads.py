@@ -293,3 +293,43 @@ def test_linecache_entry_points_are_wrapped_once_and_pdb_reads_its_own_rc_files(
         meter.METER.stop()
     assert meter.METER.counts["open"] == 2
     assert meter.METER.reading_source == {}
+
+
+HYPOTHESIS_SUITE = """
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=3, database=None)
+@given(st.text(max_size=3))
+def test_draws_text_first(text):
+    assert isinstance(text, str)
+
+
+@settings(max_examples=3, database=None)
+@given(st.text(max_size=3))
+def test_draws_text_too(text):
+    assert isinstance(text, str)
+"""
+
+
+def test_hypothesiss_table_of_unicode_categories_is_read_by_no_test(
+    pytester: pytest.Pytester, probe_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hypothesis reads (or computes and writes) its charmap once per process, for the
+    first test that draws text: not that test's call, whichever it is."""
+    pytester.makepyfile(test_text=HYPOTHESIS_SUITE)
+    first, second = "test_text.py::test_draws_text_first", "test_text.py::test_draws_text_too"
+    for storage in ("fresh", "warm"):  # the table computed and written, then read
+        monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(pytester.path / "hyp"))
+        for order in ((first, second), (second, first)):
+            import hypothesis.internal.charmap as charmap
+
+            monkeypatch.setattr(charmap, "_charmap", None)  # a fresh interpreter's
+            cached = getattr(charmap.intervals_from_codec, "probe_real", None)
+            cached = cached or charmap.intervals_from_codec
+            if hasattr(cached, "cache_clear"):
+                cached.cache_clear()
+            document = probe_run(*order)
+            calls = {entry["nodeid"]: entry["calls"] for entry in document["tests"]}
+            assert calls[first] == calls[second] == ZERO, (storage, order, calls)
