@@ -21,19 +21,11 @@ def check(*, as_json: bool, ledger: str) -> None:
     weekly tally counts freezes that outlived their expiry. Meant for CI (see
     docs/ci/thaw.yml): a freeze is a time box, and this is where the box closes.
     """
-    from orchestrator.adapters.ledger import sqlite_reads
     from orchestrator.errors import ExitCode, VerdictError
+    from orchestrator.services.ledger_access import overdue_freezes
 
     now = datetime.now(UTC)
-    expired = sqlite_reads.live_freezes(ledger, expired_at=now)
-    # Expired freezes are recorded as overdue, a write: the store does that (reading them
-    # again in its transaction); so it does for a ledger the SQLite path cannot read.
-    if expired is None or expired:
-        from orchestrator.adapters.ledger import Ledger
-        from orchestrator.services.ledger_jobs import check_expired
-
-        with Ledger.open(ledger) as store:
-            expired = check_expired(store, now)
+    expired = overdue_freezes(ledger, now)
     if as_json:
         from orchestrator.commands._output import echo_json
 

@@ -168,11 +168,11 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     (requirements, extras, groups, pip, apt, python-image); an option given here replaces
     that key.
     """
-    from orchestrator.adapters.docker import connect
     from orchestrator.commands._output import echo_json
     from orchestrator.core.project_config import ImageBuildInputs, image_build_inputs
     from orchestrator.core.project_image import GivenIndex
     from orchestrator.log import get_logger
+    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.image import ImageOptions, build_image, plan_image
     from orchestrator.services.project_config import load_config
 
@@ -222,15 +222,10 @@ def build(  # noqa: PLR0913 - a Typer command's options are its parameters
     planned = (*plan.requirements.notes, *plan.index.notes)
     for note in planned:
         logger.info("image.note", note=note)
-    client = connect(os.environ)
-    try:
+    with engine_client(os.environ) as client:
         report = build_image(
-            plan,
-            client=client,
-            on_line=lambda line: logger.debug("image.build", line=line),
+            plan, client=client, on_line=lambda line: logger.debug("image.build", line=line)
         )
-    finally:
-        client.close()
     for note in report["notes"][len(planned) :]:
         logger.info("image.note", note=note)
     logger.info(
@@ -271,22 +266,19 @@ def runner(
     by a digest of its recipe (orchestrator-runner:ctx-<12 hex>): when that tag exists
     nothing is built.
     """
-    from orchestrator.adapters.docker import connect
     from orchestrator.commands._output import echo_json
     from orchestrator.log import get_logger
+    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.runner_image import RunnerImageOptions, build_runner_image
 
     logger = get_logger("orchestrator.image")
-    client = connect(os.environ)
-    try:
+    with engine_client(os.environ) as client:
         report = build_runner_image(
             client,
             RunnerImageOptions(base_image=base_image),
             env=os.environ,
             on_line=lambda line: logger.info("runner_image.build", line=line),
         )
-    finally:
-        client.close()
     if as_json:
         echo_json(report)
     else:

@@ -29,14 +29,9 @@ def list_infra(*, as_json: bool, ledger: str) -> None:
     `replay` queues a property here when a replay timed out or ended in a harness
     error (lane infra_queue): the runner broke, not the patch, so nothing is frozen.
     """
-    from orchestrator.adapters.ledger import sqlite_reads
+    from orchestrator.services.ledger_access import infra_entries
 
-    entries = sqlite_reads.infra_entries(ledger)
-    if entries is None:  # not an up-to-date SQLite ledger: the store opens (or creates) it
-        from orchestrator.adapters.ledger import Ledger
-
-        with Ledger.open(ledger) as store:
-            entries = store.infra_entries()
+    entries = infra_entries(ledger)
     if as_json:
         from orchestrator.commands._output import echo_json
 

@@ -59,13 +59,13 @@ def reproduce(
     out of range, a fixture whose bytes no longer match: one line, before any container
     starts), 3 the image is no longer on the engine or the engine failed, 130 interrupted.
     """
-    from orchestrator.adapters.docker import connect
     from orchestrator.commands._option_groups import (
         RecordedReplay,
         ReproduceArguments,
         Session,
     )
     from orchestrator.core.reproduce import Mode
+    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.reproduce import prepare
     from orchestrator.services.reproduce import reproduce as run_again
 
@@ -80,19 +80,18 @@ def reproduce(
     prepared = prepare(arguments.request())
     from orchestrator.core.text_safety import CommandGuard
 
-    client = connect(os.environ)
     # pytest's output comes from the tree under test: no line of it may start a workflow
     # command in a CI log, however the chunks cut it.
     guard = CommandGuard()
     try:
-        results = run_again(
-            prepared,
-            client=client,
-            on_output=lambda chunk: _write_output(guard.feed(chunk)),
-            on_note=_note,
-        )
+        with engine_client(os.environ) as client:
+            results = run_again(
+                prepared,
+                client=client,
+                on_output=lambda chunk: _write_output(guard.feed(chunk)),
+                on_note=_note,
+            )
     finally:
-        client.close()
         _write_output(guard.close())
     if len(results) > 1 and mode is Mode.RUN:
         _print_outputs(results)

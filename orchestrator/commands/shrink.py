@@ -211,19 +211,16 @@ def shrink_arguments(  # noqa: PLR0913 - one value per option
 
 def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:
     from orchestrator import log
-    from orchestrator.adapters.docker import connect
+    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.shrink import plan_test_shrink, shrink_test
 
     logger = log.get_logger("orchestrator.shrink")
-    client = connect(os.environ)
-    try:
+    with engine_client(os.environ) as client:
         plan = plan_test_shrink(request, client=client)
         logger.info("shrink.planned", test=request.test, rev=plan.rev, image_id=plan.image_id)
         json_logs = bool(getattr(ctx.obj, "json_logs", False))
         with _progress(json_logs, logger) as progress:
             outcome = shrink_test(plan, payload, client=client, progress=progress)
-    finally:
-        client.close()
     return outcome.report
 
 

@@ -71,23 +71,16 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
     Without --image a flake freeze is re-probed on the image it was pinned to, a
     timing freeze on orchestrator-runner:latest.
     """
-    from orchestrator.adapters.git import resolve_rev
-    from orchestrator.adapters.ledger import Ledger
     from orchestrator.commands._output import echo_json
     from orchestrator.core.durations import parse_duration
     from orchestrator.errors import ExitCode, VerdictError
-    from orchestrator.services.thaw import ThawOptions, run_thaw
+    from orchestrator.services.thaw import ThawOptions, thaw_due
 
     within = parse_duration(due_within, option="--due-within")
-    repo = repo.resolve()
-    sha = resolve_rev(repo, rev)
-    now = datetime.now(UTC)
     options = ThawOptions(
-        repo=repo, rev=sha, replays=replays, timeout_s=timeout, image=image, runner_id=runner_id
+        repo=repo, rev=rev, replays=replays, timeout_s=timeout, image=image, runner_id=runner_id
     )
-    with Ledger.open(ledger) as store:
-        # The engine is connected only when a freeze is actually claimed.
-        report = run_thaw(store, options, now=now, due_within=within, client=None)
+    report = thaw_due(ledger, options, now=datetime.now(UTC), due_within=within)
     if as_json:
         echo_json(report.to_json())
     elif report.results:
@@ -110,7 +103,7 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
         typer.echo("no freeze is due")
     if report.overdue:
         raise VerdictError(
-            f"{report.overdue} freeze(s) still overdue at {sha[:12]}; owners must fix them",
+            f"{report.overdue} freeze(s) still overdue at {report.rev[:12]}; owners must fix them",
             ExitCode.BLOCKING,
         )
 
