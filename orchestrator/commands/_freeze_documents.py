@@ -5,18 +5,17 @@ Declared with Typer; the ``freeze`` group (``commands/freeze.py``) loads them wh
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 
+from orchestrator.commands._command_options import (
+    ExportFreezesOutOption,
+    ShowFreezeFreezeIdArgument,
+)
 from orchestrator.commands._options import LedgerOption
 
 
 def show_freeze(
-    freeze_id: Annotated[
-        int, typer.Argument(metavar="ID", help="The freeze id (from freeze list).")
-    ],
+    freeze_id: ShowFreezeFreezeIdArgument,
     *,
     ledger: LedgerOption,
 ) -> None:
@@ -44,10 +43,7 @@ def show_freeze(
 
 
 def export_freezes(
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Write the document to FILE (atomically) instead of stdout."),
-    ] = None,
+    out: ExportFreezesOutOption = None,
     *,
     ledger: LedgerOption,
 ) -> None:

@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 
 import click
 
-from orchestrator.commands._ledger_option import ledger_option
+from orchestrator.commands._ledger_option import json_flag, ledger_option
 from orchestrator.commands._output import echo_line
 
 
 # Plain Click, not Typer: a read command starts without importing Typer.
 @click.command("check")
-@click.option("--json", "as_json", is_flag=True, help="Print a freeze-check/1 JSON document.")
+@json_flag("Print a freeze-check/1 JSON document.")
 @ledger_option
 def check(*, as_json: bool, ledger: str) -> None:
     """Exit 1 listing every live freeze past its expiry (with owners), else exit 0.

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
 
 import typer
 
+from orchestrator.commands._command_options import (
+    DoctorAsJsonOption,
+)
 from orchestrator.commands._options import RUNNER_IMAGE, ImageOption
 
 
 def doctor(
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a doctor/1 JSON document.")
-    ] = False,
+    as_json: DoctorAsJsonOption = False,
     image: ImageOption = RUNNER_IMAGE,
 ) -> None:
     """Check the engine, the runner image, git and Python: one line each; then one line

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.commands._lazy import LazyGroup, declared, module_command
-from orchestrator.commands._ledger_option import ledger_option
+from orchestrator.commands._ledger_option import expired_flag, json_flag, ledger_option
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ def _print_rows(rows: Sequence[FreezeRow], now: datetime) -> None:
 
 
 @click.command("list")
-@click.option("--expired", is_flag=True, help="Only rows past their expiry now.")
-@click.option("--json", "as_json", is_flag=True, help="Print a freeze-list/1 JSON document.")
+@expired_flag
+@json_flag("Print a freeze-list/1 JSON document.")
 @ledger_option
 def list_freezes(*, expired: bool, as_json: bool, ledger: str) -> None:
     """List live freezes: id, kind, state (live or EXPIRED), expiry, owner, property or test.

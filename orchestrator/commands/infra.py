@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from orchestrator.commands._lazy import LazyGroup, declared
-from orchestrator.commands._ledger_option import ledger_option
+from orchestrator.commands._ledger_option import json_flag, ledger_option
 from orchestrator.commands._table import Column, print_table
 
 _COLUMNS = (
@@ -21,7 +21,7 @@ _COLUMNS = (
 
 # Plain Click, not Typer: a read command starts without importing Typer.
 @click.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print an infra-list/1 JSON document.")
+@json_flag("Print an infra-list/1 JSON document.")
 @ledger_option
 def list_infra(*, as_json: bool, ledger: str) -> None:
     """List queued infrastructure cases: labels per side, runner id, error sub-reasons.
