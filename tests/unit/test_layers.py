@@ -19,7 +19,7 @@ RANKS = {
     "services": 2,
     "adapters": 3, "files": 3,  # files: the shell's own reads and atomic writes
     "core": 4,
-    "model": 5, "kinds": 5, "errors": 5, "log": 5, "interrupts": 5, "images": 5,
+    "model": 5, "kinds": 5, "errors": 5, "log": 5, "interrupts": 5,
     "lazy_names": 5, "prompt_exit": 5,
 }  # fmt: skip
 
