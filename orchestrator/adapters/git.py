@@ -1,9 +1,15 @@
 """Git, thin: resolve revisions to full SHAs, list trees, read blobs, export a revision's
 tree (and lay another revision's test files over it).
 
+GitPython is the engine: its ``Repo`` and object database (``Repo.odb`` over its
+persistent ``git cat-file``: :mod:`orchestrator.adapters.git_batch`) for every object read,
+``git.Git`` for every other command. It is imported on first use, never at start-up
+(``--help`` and the read commands stay fast); ``git apply`` of a mutant runs apart (it
+needs the process umask that keeps the tree readable, which ``git.Git`` cannot set).
+
 Sources are *exported*, not checked out as worktrees: the revision's tree is listed
-(``ls-tree``) and every file written out by the tool itself from one streamed ``git
-cat-file --batch`` (:mod:`orchestrator.adapters.tree_export`). Why this and not ``git
+(``ls-tree``) and every file written out by the tool itself, its blob streamed from the
+object database (:mod:`orchestrator.adapters.tree_export`). Why this and not ``git
 worktree add`` or ``checkout-index``:
 
 - the result has no ``.git`` file (a worktree's ``.git`` points at a host path and
@@ -43,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
-from orchestrator.adapters.git_batch import CatFile, TreeEntry, parse_ls_tree
+from orchestrator.adapters.git_batch import Objects, TreeEntry, gitpython, parse_ls_tree
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
 from orchestrator.adapters.tree_export import write_tree
 from orchestrator.adapters.tree_files import remove_tree_file, tree_usage
@@ -74,17 +80,12 @@ def check_repository(repo: Path) -> None:
     key = os.fspath(repo)
     if key in _CHECKED:
         return
-    try:
-        completed = subprocess.run(
-            ["git", "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir",
-             "--show-prefix"],
-            capture_output=True, check=False,
-        )  # fmt: skip
-    except FileNotFoundError:
-        raise GitError("the git command is not installed (or not on PATH)") from None
-    lines = completed.stdout.decode("utf-8", errors="surrogateescape").splitlines()
-    if completed.returncode != 0 or len(lines) < 2:
-        reason = completed.stderr.decode(errors="replace").strip().splitlines()
+    status, out, err = _run(
+        "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir", "--show-prefix"
+    )
+    lines = out.decode("utf-8", errors="surrogateescape").splitlines()
+    if status != 0 or len(lines) < 2:
+        reason = err.decode(errors="replace").strip().splitlines()
         detail = reason[-1].removeprefix("fatal: ") if reason else ""
         if not detail or "not a git repository" in detail or "cannot change to" in detail:
             detail = "not a git repository"
@@ -131,15 +132,16 @@ def read_blobs_at(
         # A path with a line break cannot be a batch line: its object is named by its id.
         names.append(f"{sha}:{path}" if "\n" not in path else _object_id(repo, f"{sha}:{path}"))
     found: dict[tuple[str, str], bytes | None] = {}
-    with CatFile(repo, names) as batch:
-        for (sha, path), blob in zip(keys, batch.objects(), strict=True):
+    with Objects(repo) as objects:
+        for (sha, path), name in zip(keys, names, strict=True):
+            blob = objects.header(name)
             if blob.kind != "blob":
                 found[(sha, path)] = None
                 continue
             problem = read_problem(f"{path} at {sha[:12]}", blob.size, caps)
             if problem is not None:
                 raise InputError(problem)
-            found[(sha, path)] = batch.read()
+            found[(sha, path)] = objects.read(blob)
     return [{path: found[(sha, path)] for path in paths} for sha, paths in asked]
 
 
@@ -160,8 +162,8 @@ def _caps() -> TreeCaps:
 def _git_answer(repo: Path, *args: str) -> bytes | None:
     """A git command's standard output, or None when it says no (an unknown revision, an
     absent path): for questions whose "no" is an answer, not a failure."""
-    completed = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
-    return completed.stdout if completed.returncode == 0 else None
+    status, out, _ = _run("-C", str(repo), *args)
+    return out if status == 0 else None
 
 
 def tree_id(repo: Path, sha: str) -> str:
@@ -197,12 +199,8 @@ def tree_modes(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, str | No
 def is_ancestor(repo: Path, ancestor: str, sha: str) -> bool:
     """Whether commit ``ancestor`` is ``sha`` or one of its ancestors in ``repo`` (False
     when either is unknown there). Both are full SHAs the caller checked."""
-    completed = subprocess.run(
-        ["git", "-C", str(repo), "merge-base", "--is-ancestor", ancestor, sha],
-        capture_output=True,
-        check=False,
-    )
-    return completed.returncode == 0
+    status, _, _ = _run("-C", str(repo), "merge-base", "--is-ancestor", ancestor, sha)
+    return status == 0
 
 
 def _entries(repo: Path, sha: str) -> list[TreeEntry]:
@@ -218,15 +216,18 @@ def read_objects(
     wanted = list(dict.fromkeys(shas))
     caps = _caps()
     found: dict[str, bytes] = {}
-    with CatFile(repo, wanted) as batch:
-        for sha, blob in zip(wanted, batch.objects(), strict=True):
+    if not wanted:
+        return found
+    with Objects(repo) as objects:
+        for sha in wanted:
+            blob = objects.header(sha)
             if blob.kind is None:  # a resolved tree never lists one
                 raise GitError(f"git cat-file failed: {sha} is missing")
             where = f"{names[sha]} (blob {sha[:12]})" if names and sha in names else f"blob {sha}"
             problem = read_problem(where, blob.size, caps)
             if problem is not None:
                 raise InputError(problem)
-            found[sha] = batch.read()
+            found[sha] = objects.read(blob)
     return found
 
 
@@ -282,16 +283,33 @@ def sweep_scratch(
     return removed
 
 
-def _git_output(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """A git command's standard output; a failure is the machine's (see :func:`_git`)."""
-    completed = subprocess.run(
-        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=False
-    )
-    if completed.returncode != 0:
-        detail = completed.stderr.decode(errors="replace").strip().splitlines()
+def _run(*args: str) -> tuple[int, bytes, bytes]:
+    """``git *args`` through GitPython's ``git.Git``: its exit status, standard output and
+    standard error, as bytes (a missing git command is a :class:`GitError`)."""
+    git = gitpython()
+    try:
+        status, out, err = git.Git().execute(
+            ["git", *args],
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+    except git.exc.GitCommandNotFound:
+        raise GitError("the git command is not installed (or not on PATH)") from None
+    if isinstance(err, str):
+        err = err.encode("utf-8", "surrogateescape")
+    return int(status), bytes(out), err
+
+
+def _git_output(repo: Path, *args: str) -> bytes:
+    """A git command's standard output; a failure is the machine's (a :class:`GitError`)."""
+    status, out, err = _run("-C", str(repo), *args)
+    if status != 0:
+        detail = err.decode(errors="replace").strip().splitlines()
         verb = next((arg for arg in args if not arg.startswith("-")), "")
-        raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
-    return completed.stdout
+        raise GitError(f"git {verb} failed: {detail[-1] if detail else status}")
+    return out
 
 
 def tree_size(repo: Path, sha: str) -> TreeSize:

@@ -1,90 +1,68 @@
-"""Git's machine-readable output: ``git cat-file --batch`` streamed (one object at a
-time, its body in chunks) and ``git ls-tree -r -z`` records parsed.
+"""Git's objects through GitPython, and ``git ls-tree -r -z`` records parsed.
 
-The output of a batch is never held whole: each object's header is read, then its body
-is read, copied or skipped in chunks of at most :data:`CHUNK` bytes, so the caller sees
-an object's size before a byte of it is in memory and can refuse a huge one (the blob
-readers of :mod:`orchestrator.adapters.git` and the tree writer of
-:mod:`orchestrator.adapters.tree_export` do). The names are fed by a thread, so neither
-pipe can fill while the other waits; the process is killed if the caller stops early.
+:class:`Objects` is one repository's object database (GitPython's ``Repo.odb``, a
+``GitCmdObjectDB``): every object is asked for through GitPython's persistent ``git
+cat-file --batch-check`` first (its kind and size, never a byte of its body), and only
+an object the caller then reads is streamed from the persistent ``git cat-file
+--batch`` (``odb.stream``), in chunks of at most :data:`CHUNK` bytes. So the blob readers
+of :mod:`orchestrator.adapters.git` and the tree writer of
+:mod:`orchestrator.adapters.tree_export` see an object's size before any of it is in
+memory and refuse a huge one unread. GitPython's persistent process is not for threads:
+each :class:`Objects` has its own ``Repo`` (one per call, closed with it). A body left
+half-read (the caller stopped, or git died) stops both processes, so the next object
+starts a fresh batch, and a failure is a :class:`GitError` with git's last line.
+
+GitPython is imported when an :class:`Objects` is opened, never at start-up (``--help``
+and the read commands stay fast).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import subprocess
-import tempfile
-import threading
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import Any
 
 from orchestrator.errors import GitError
 
 CHUNK = 1 << 20
-_KINDS = frozenset({"blob", "tree", "commit", "tag"})
-_HEX = frozenset("0123456789abcdef")
+
+
+def gitpython() -> Any:
+    """The ``git`` package (GitPython), imported on first use. A missing git command is
+    this adapter's own error (:class:`GitError`, when a command runs), not an import
+    failure."""
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+    import git
+
+    return git
 
 
 @dataclass(frozen=True, kw_only=True)
 class Found:
-    """One object of the batch: ``kind`` is None when git does not have it (missing, or
-    an ambiguous name)."""
+    """One object by name: ``kind`` is None when git does not have it (missing, or an
+    ambiguous name); ``oid`` its full id when found."""
 
     name: str
     kind: str | None
     size: int = 0
+    oid: str = ""
 
 
-def parse_header(name: str, line: bytes) -> Found:
-    """A ``%(objectname) %(objecttype) %(objectsize)`` header, else ``<name> missing``
-    (or ``ambiguous``): only a hex object name starts a found object's line."""
-    fields = line.rstrip(b"\n").split(b" ")
-    if len(fields) == 3 and fields[2].isdigit():
-        oid, kind = fields[0].decode("ascii", "replace"), fields[1].decode("ascii", "replace")
-        if len(oid) in (40, 64) and set(oid) <= _HEX and kind in _KINDS:
-            return Found(name=name, kind=kind, size=int(fields[2]))
-    return Found(name=name, kind=None)
+class Objects:
+    """One repository's objects (a context manager): :meth:`header` of any object name,
+    then :meth:`chunks` or :meth:`read` of a found object's body."""
 
+    def __init__(self, repo: Path) -> None:
+        git = gitpython()
+        try:
+            self._repo = git.Repo(os.fspath(repo))
+        except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError) as error:
+            raise GitError(f"git cat-file failed: {repo}: not a git repository ({error})") from None
 
-class CatFile:
-    """One ``git cat-file --batch`` over ``names`` (a context manager): iterate
-    :meth:`objects`; for the current object, :meth:`read` or :meth:`chunks` its body (or
-    leave it: it is skipped). A batch that ends early is a :class:`GitError` with git's
-    last line (a corrupt object)."""
-
-    def __init__(self, repo: Path, names: Sequence[str]) -> None:
-        if any("\n" in name for name in names):
-            raise ValueError("a batch name cannot hold a line break")
-        self.repo = repo
-        self.names = list(names)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._stdout: IO[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
-        self._writer: threading.Thread | None = None
-        self._left = -1  # bytes of the current body not read yet (-1: no body)
-        self._done = False
-
-    def __enter__(self) -> CatFile:
-        if not self.names:
-            self._done = True
-            return self
-        self._stderr = tempfile.TemporaryFile()  # never a pipe nobody drains
-        self._process = subprocess.Popen(
-            ["git", "-C", str(self.repo), "cat-file", "--buffer",
-             "--batch=%(objectname) %(objecttype) %(objectsize)"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, bufsize=CHUNK,
-        )  # fmt: skip
-        self._stdout = self._process.stdout
-        _widen(self._stdout)
-        data = "".join(f"{name}\n" for name in self.names).encode("utf-8", "surrogateescape")
-        self._writer = threading.Thread(
-            target=_feed, args=(self._process.stdin, data), name="cat-file-names", daemon=True
-        )
-        self._writer.start()
+    def __enter__(self) -> Objects:
         return self
 
     def __exit__(
@@ -95,81 +73,83 @@ class CatFile:
     ) -> None:
         self.close()
 
-    def objects(self) -> Iterator[Found]:
-        """Each name's object, in order (its body must be read before the next, or it is
-        skipped); the batch is checked complete at the end."""
-        for name in self.names:
-            self._finish_body()
-            line = self._out().readline()
-            if not line.endswith(b"\n"):
-                self._fail()
-            found = parse_header(name, line)
-            self._left = found.size if found.kind is not None else -1
-            yield found
-        self._finish_body()
-        self._end()
+    def header(self, name: str) -> Found:
+        """The kind and size of the object ``name`` names (``<sha>:<path>``, an object id),
+        read from ``cat-file --batch-check``: nothing of its body is read."""
+        if "\n" in name:
+            raise ValueError("an object name cannot hold a line break")
+        try:
+            oid, kind, size = self._repo.git.get_object_header(name)
+        except ValueError:  # "<name> missing" or "ambiguous": no object, unless git died
+            self._check_alive("cat_file_header")
+            return Found(name=name, kind=None)
+        except OSError as error:  # the persistent process is gone (a broken pipe)
+            self._fail("cat_file_header", str(error))
+        return Found(name=name, kind=_text(kind), size=int(size), oid=_text(oid))
 
-    def chunks(self) -> Iterator[bytes]:
-        """The current object's body (what is left of it), in chunks of :data:`CHUNK`."""
-        while self._left > 0:
-            chunk = self._out().read(min(CHUNK, self._left))
-            if not chunk:
-                self._fail()
-            self._left -= len(chunk)
-            yield chunk
+    def chunks(self, found: Found) -> Generator[bytes, None, None]:
+        """The body of an object :meth:`header` found, in chunks of at most :data:`CHUNK`
+        (the caller checked its size first)."""
+        from gitdb.util import hex_to_bin
 
-    def read(self) -> bytes:
-        """The current object's body, whole: the caller checked its size first."""
-        return b"".join(self.chunks())
+        body: Any = None
+        left, complete = found.size, False
+        try:
+            try:
+                stream = self._repo.odb.stream(hex_to_bin(found.oid))
+            except (ValueError, OSError) as error:
+                self._fail("cat_file_all", str(error))
+            body = stream.stream  # GitPython's sized view of the persistent batch's output
+            if stream.size != found.size:
+                self._fail("cat_file_all", f"{found.name}: its size changed while read")
+            while left > 0:
+                chunk = body.read(min(CHUNK, left))
+                if not chunk:
+                    self._fail("cat_file_all", f"{found.name}: the object ended early")
+                left -= len(chunk)
+                yield chunk
+            complete = True
+        finally:
+            if not complete:
+                self._abandon(body)
+
+    def read(self, found: Found) -> bytes:
+        """A found object's body, whole: the caller checked its size first."""
+        return b"".join(self.chunks(found))
 
     def close(self) -> None:
-        """Stop the batch (killed when it did not end by itself) and release its pipes."""
-        process = self._process
-        if process is None:
-            return
-        self._process = None
-        if process.poll() is None and not self._done:
-            process.kill()
-        if process.stdout is not None:
-            process.stdout.close()
-        process.wait()
-        if self._writer is not None:
-            self._writer.join()
-        if self._stderr is not None:
-            self._stderr.close()
+        """Stop GitPython's persistent processes and release the repository."""
+        self._repo.close()
 
-    def _out(self) -> IO[bytes]:
-        if self._stdout is None:
-            raise RuntimeError("use the batch as a context manager")
-        return self._stdout
+    def _abandon(self, body: Any) -> None:
+        """A body left unread: the batch's next answer would start inside it, so both
+        persistent processes stop (the next object starts fresh). GitPython would read
+        the rest of an unread body when the stream is collected: there is none to read."""
+        if body is not None:
+            body._nbr = body._size
+        self._repo.git.clear_cache()
 
-    def _finish_body(self) -> None:
-        for _ in self.chunks():
-            pass
-        if self._left == 0 and self._out().read(1) != b"\n":  # every body ends in one
-            self._fail()
-        self._left = -1
+    def _check_alive(self, which: str) -> None:
+        command = getattr(self._repo.git, which, None)
+        process = getattr(command, "proc", None)
+        if process is not None and process.poll() is not None:
+            self._fail(which, "")
 
-    def _end(self) -> None:
-        self._done = True
-        process = self._process
-        if process is None:
-            return
-        if process.wait() != 0:
-            self._fail()
+    def _fail(self, which: str, detail: str) -> Any:
+        """The batch failed (a corrupt object, git gone): git's last line, as a GitError."""
+        command = getattr(self._repo.git, which, None)
+        process = getattr(command, "proc", None)
+        last = ""
+        if process is not None and process.stderr is not None and process.poll() is not None:
+            lines = process.stderr.read().decode(errors="replace").strip().splitlines()
+            last = lines[-1].removeprefix("fatal: ") if lines else ""
+        self._repo.git.clear_cache()
+        raise GitError(f"git cat-file failed: {last or detail or 'the batch ended early'}")
 
-    def _fail(self) -> None:
-        """The batch ended before its last object: git's reason, as a GitError."""
-        process = self._process
-        detail = ""
-        if process is not None:
-            process.wait()
-            if self._stderr is not None:
-                self._stderr.seek(0)
-                lines = self._stderr.read().decode(errors="replace").strip().splitlines()
-                detail = lines[-1].removeprefix("fatal: ") if lines else ""
-            detail = detail or f"exit status {process.returncode}"
-        raise GitError(f"git cat-file failed: {detail or 'the batch ended early'}")
+
+def _text(value: str | bytes) -> str:
+    """A header's word (GitPython hands them over as bytes)."""
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,23 +182,3 @@ def parse_ls_tree(output: bytes) -> list[TreeEntry]:
             )
         )
     return entries
-
-
-def _widen(pipe: IO[bytes] | None) -> None:
-    """A pipe of :data:`CHUNK` bytes where Linux allows it (64 KiB by default): git and
-    this process take turns less often. Best effort."""
-    if pipe is not None and hasattr(fcntl, "F_SETPIPE_SZ"):
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, CHUNK)
-
-
-def _feed(stdin: IO[bytes] | None, data: bytes) -> None:
-    if stdin is None:
-        return
-    try:
-        stdin.write(data)
-    except (BrokenPipeError, OSError, ValueError):
-        pass  # the batch was stopped (or died): its reader says why
-    finally:
-        with contextlib.suppress(BrokenPipeError, OSError):
-            stdin.close()

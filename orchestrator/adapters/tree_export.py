@@ -4,8 +4,9 @@ Why not ``git checkout-index``: a checkout applies the tree's own ``.gitattribut
 (``eol=crlf``, ``ident``, ``working-tree-encoding=UTF-32LE``, ``filter=...``) and the
 operator's ``core.autocrlf``, so a 4 MB blob can become 150 MB on disk, past the sizes
 ``ls-tree -l`` gave the tree cap; git 2.39 cannot take attributes from elsewhere than the
-tree. Here every file is its blob's bytes, streamed from one ``git cat-file --batch``
-(:mod:`orchestrator.adapters.git_batch`) and counted as written against the caps
+tree. Here every file is its blob's bytes, its size asked first and its body streamed
+from GitPython's persistent ``git cat-file`` (:mod:`orchestrator.adapters.git_batch`),
+and counted as written against the caps
 (:func:`orchestrator.core.tree_limits.write_problem`): the written total never passes
 them. The fidelity given up, documented in docs/security.md: no ``.gitattributes``
 conversion or filter is applied (nor ``export-ignore``/``export-subst``), a submodule is
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.adapters.git_batch import CatFile, TreeEntry
+from orchestrator.adapters.git_batch import Objects, TreeEntry
 from orchestrator.adapters.input_file import file_kind
 from orchestrator.core.bounds import FileKind
 from orchestrator.core.tree_files import MAX_LINK_BYTES, path_problem
@@ -61,23 +62,23 @@ def write_tree(
         if problem is not None:
             raise InputError(f"{rev[:12]}: {entry.path!r}: {problem}; nothing was written")
     writer = _Writer(root, rev=rev, caps=caps, written=written, over=over)
-    blobs = [entry for entry in entries if entry.kind == "blob"]
     try:
-        with CatFile(repo, [entry.oid for entry in blobs]) as batch:
-            objects = batch.objects()
+        with Objects(repo) as objects:
             for entry in entries:
                 if entry.kind != "blob":
                     if entry.mode == GITLINK:
                         writer.folder(entry.path)
                     continue
-                found = next(objects)
+                found = objects.header(entry.oid)
                 if found.kind != "blob":
                     raise GitError(
                         f"git cat-file failed: {entry.path} ({entry.oid}) is missing or corrupt"
                     )
-                writer.write(entry, found.size, batch.chunks())
-            if next(objects, None) is not None:  # runs the batch's end check
-                raise GitError("git cat-file failed: more objects than asked for")
+                body = objects.chunks(found)
+                try:
+                    writer.write(entry, found.size, body)
+                finally:
+                    body.close()  # a body the writer refused is never read
     finally:
         writer.close()
     return writer.written

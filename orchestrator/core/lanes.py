@@ -16,7 +16,7 @@ from dataclasses import replace
 from enum import StrEnum
 
 from orchestrator.core.calls import budget_changes, describe_change
-from orchestrator.model import KNOWN_LABELS, Decision, Evidence, Label, Lane, Replay
+from orchestrator.model import KNOWN_LABELS, Decision, Evidence, Label, Lane, LaneKind, Replay
 
 # lanes.md row 1, in the order their codes are reported.
 REQUIRED_FIELDS = (
@@ -326,8 +326,9 @@ def _decide(evidence: Evidence) -> Decision:
     )
 
 
-# Exit statuses by how bad they are: 1 (blocking) beats 3 (undecided) beats 0.
-_EXIT_RANK = {0: 0, 3: 1, 1: 2}
+# Exit statuses by how bad they are: 1 (blocking) beats 3 (undecided) beats 0, as the
+# lane kinds declare them (model.LaneKind).
+_EXIT_RANK = {kind.exit_status: kind.severity for kind in LaneKind}
 
 
 def worst_exit_status(statuses: Sequence[int]) -> int | None:
@@ -335,4 +336,4 @@ def worst_exit_status(statuses: Sequence[int]) -> int | None:
     None when there is none."""
     if not statuses:
         return None
-    return max(statuses, key=lambda status: _EXIT_RANK.get(status, 1))
+    return max(statuses, key=lambda status: _EXIT_RANK.get(status, LaneKind.UNDECIDED.severity))

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from orchestrator.core.pool import Batch
     from orchestrator.core.test_files import TestOverlay
     from orchestrator.services.engines import DockerEngine
-    from orchestrator.services.sides import _Run
+    from orchestrator.services.sides import SidesRun
 
 log = get_logger(__name__)
 
@@ -142,7 +142,7 @@ class SideReuse:
 
     def take(
         self,
-        run: _Run,
+        run: SidesRun,
         engine: DockerEngine,
         batch: Batch,
         side: SideSpec,
@@ -200,7 +200,7 @@ class SideReuse:
         with self._lock:
             self._bytes.setdefault((batch.key, batch.attempt, side), {}).update(got)
 
-    def offer(self, run: _Run, batch: Batch, side: SideSpec, observed: Observed) -> None:
+    def offer(self, run: SidesRun, batch: Batch, side: SideSpec, observed: Observed) -> None:
         """After a side's screening containers: keep it for storing when it went cleanly."""
         where = (batch.key, batch.attempt, side.name)
         with self._lock:
@@ -273,7 +273,7 @@ class SideReuse:
 
     def key_of(
         self,
-        run: _Run,
+        run: SidesRun,
         engine: DockerEngine,
         batch: Batch,
         side: SideSpec,

@@ -1,4 +1,4 @@
-"""``git cat-file --batch`` streamed (adapters/git_batch.py) and the blob readers' cap,
+"""GitPython's object database streamed (adapters/git_batch.py) and the blob readers' cap,
 on real repositories built in tmp_path."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from replay_gitrepo import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.git_batch import CHUNK, CatFile, Found, parse_header
+from orchestrator.adapters.git_batch import CHUNK, Found, Objects
 from orchestrator.errors import GitError, InputError
 
 BIG = 5 * CHUNK + 123
@@ -26,48 +26,51 @@ def repo(tmp_path: Path) -> tuple[Path, str]:
     return path, sha
 
 
-@given(name=st.text(min_size=1).filter(lambda text: "\n" not in text))
-def test_a_missing_line_is_never_read_as_an_object(name):
-    for word in ("missing", "ambiguous"):
-        line = f"{name} {word}\n".encode("utf-8", "surrogateescape")
-        assert parse_header(name, line) == Found(name=name, kind=None)
+@given(path=st.text(min_size=1).filter(lambda text: "\n" not in text and "\0" not in text))
+def test_a_missing_name_is_never_read_as_an_object(objects, path):
+    """Whatever the path (one that spells a header too), an absent one has no object."""
+    store, sha = objects
+    if path in ("big.bin", "pyproject.toml", "tests", "tests/test_a.py"):
+        return
+    assert store.header(f"{sha}:{path}") == Found(name=f"{sha}:{path}", kind=None)
 
 
-@given(
-    oid=st.sampled_from(["0" * 40, "a1" * 20, "f" * 64]),
-    kind=st.sampled_from(["blob", "tree", "commit", "tag"]),
-    size=st.integers(min_value=0, max_value=10**12),
-)
-def test_a_found_objects_header_gives_its_kind_and_size(oid, kind, size):
-    found = parse_header("x", f"{oid} {kind} {size}\n".encode())
-    assert (found.kind, found.size) == (kind, size)
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory):
+    """One object store over the repository, for every example of a property test."""
+    path = init(tmp_path_factory.mktemp("objects") / "repo")
+    (path / "big.bin").write_bytes(b"\1" * BIG)
+    sha = commit(path, {"pyproject.toml": "[tool.x]\n", "tests/test_a.py": "x = 1\n"}, "c")
+    with Objects(path) as store:
+        yield store, sha
 
 
-def test_a_blob_is_streamed_in_chunks_and_the_batch_checked_complete(repo):
+def test_a_header_gives_kind_and_size_and_the_blob_is_streamed_in_chunks(repo):
     path, sha = repo
-    names = [f"{sha}:big.bin", f"{sha}:nope", f"{sha}:tests", f"{sha}:pyproject.toml"]
-    with CatFile(path, names) as batch:
-        objects = batch.objects()
-        big = next(objects)
-        assert (big.kind, big.size) == ("blob", BIG)
-        sizes = [len(chunk) for chunk in batch.chunks()]
+    with Objects(path) as store:
+        big = store.header(f"{sha}:big.bin")
+        assert (big.kind, big.size, len(big.oid)) == ("blob", BIG, 40)
+        sizes = [len(chunk) for chunk in store.chunks(big)]
         assert max(sizes) <= CHUNK
         assert sum(sizes) == BIG
-        assert next(objects).kind is None
-        assert next(objects).kind == "tree"  # its body skipped, unread
-        toml = next(objects)
-        assert batch.read() == b"[tool.x]\n"
+        assert store.header(f"{sha}:nope").kind is None
+        assert store.header(f"{sha}:tests").kind == "tree"  # its body never asked for
+        toml = store.header(f"{sha}:pyproject.toml")
+        assert store.read(toml) == b"[tool.x]\n"
         assert toml.size == len(b"[tool.x]\n")
-        assert next(objects, None) is None
 
 
-def test_a_batch_left_early_is_stopped(repo):
+def test_a_body_left_early_stops_the_batch_and_the_next_object_reads_whole(repo):
     path, sha = repo
-    with CatFile(path, [f"{sha}:big.bin"] * 200) as batch:
-        process = batch._process
-        assert next(batch.objects()).size == BIG  # then left, 1 GiB unread
-    assert process is not None
-    assert process.returncode is not None
+    with Objects(path) as store:
+        big = store.header(f"{sha}:big.bin")
+        body = store.chunks(big)
+        assert len(next(body)) == CHUNK
+        process = store._repo.git.cat_file_all.proc
+        body.close()  # 4 MiB left unread
+        assert process.poll() is not None
+        assert store.read(store.header(f"{sha}:pyproject.toml")) == b"[tool.x]\n"
+        assert sum(len(chunk) for chunk in store.chunks(big)) == BIG
 
 
 def test_a_blob_over_the_read_cap_is_exit_2_naming_it_and_never_read(repo, monkeypatch):
@@ -104,7 +107,7 @@ def test_a_corrupt_object_ends_the_batch_as_gits_failure(repo):
 
 def test_a_name_with_a_line_break_is_no_batch_line(repo):
     path, sha = repo
-    with pytest.raises(ValueError, match="line break"):
-        CatFile(path, ["a\nb"])
+    with Objects(path) as store, pytest.raises(ValueError, match="line break"):
+        store.header("a\nb")
     # read_blobs names such a path by its object instead (absent here: None).
     assert git_adapter.read_blobs(path, sha, ["a\nb"]) == {"a\nb": None}
