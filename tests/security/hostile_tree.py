@@ -229,3 +229,141 @@ def attack_repo(
         git(repo, "rm", "-q", "--cached", *drop)
     head = commit_files(repo, patch, "the hostile tree")
     return Repo(path=repo, base=base_sha, head=head)
+
+
+def linked_pyproject(root: Path) -> Repo:
+    """A pull request whose ``pyproject.toml`` links to a host file (through a target
+    that is valid TOML as text, so only following the link on the host tells)."""
+    return tree_repo(root, {"pyproject.toml": link(toml_link_to(host_config(root)))})
+
+
+# ------------------------------------------------- commands that read the exported tree
+
+
+def accept(root: Path, repo: Repo, **env: str) -> Run:
+    mutant = root / "mutant.patch"
+    mutant.write_text(MUTANT)
+    return run_cli(
+        root,
+        "accept", "--repo", str(repo.path), "--property", PROPERTY, "--mutant", str(mutant),
+        "--rev", repo.head, "--fixture", str(fixture(root, "passes.json", {"y": 1})),
+        "--replays", "1", "--image", IMAGE, "--json",
+        "--ledger", f"sqlite:///{root / 'cwd' / 'ledger.db'}",
+        env=env,
+    )  # fmt: skip
+
+
+def shrink(root: Path, repo: Repo, **env: str) -> Run:
+    return run_cli(
+        root,
+        "shrink", str(fixture(root, "fails.json", {"x": 1, "y": 2, "z": 3})),
+        "--test", PROPERTY, "--repo", str(repo.path), "--rev", repo.head, "--image", IMAGE,
+        "--out", str(root / "cwd" / "minimal.json"), "--json",
+        env=env,
+    )  # fmt: skip
+
+
+def thaw(root: Path, repo: Repo, image_id: str, **env: str) -> Run:
+    """A flake freeze of the property, due an hour ago, re-probed at the pull request."""
+    from datetime import UTC, datetime, timedelta
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ledger"))
+    from ledger_factories import FIXTURE_BYTES, ORIGIN_BYTES, eligible, flake_record
+
+    from orchestrator.adapters.ledger import Ledger
+
+    url = f"sqlite:///{root / 'cwd' / 'ledger.db'}"
+    (root / "cwd").mkdir(exist_ok=True)
+    now = datetime.now(UTC)
+    record = flake_record(
+        property_id=PROPERTY,
+        image_digest=image_id,
+        command="pytest -q",
+        opened_at=now - timedelta(days=2),
+        expires_at=now - timedelta(hours=1),
+    )
+    with Ledger.open(url) as ledger:
+        written = ledger.write_flake_freeze(
+            record,
+            decision=eligible()[1],
+            now=now - timedelta(days=2),
+            fixture_bytes=FIXTURE_BYTES,
+            origin_bytes=ORIGIN_BYTES,
+        )
+    assert written.written, written.codes
+    return run_cli(
+        root,
+        "thaw", "--repo", str(repo.path), "--rev", repo.head, "--replays", "1",
+        "--json", "--ledger", url,
+        env=env,
+    )  # fmt: skip
+
+
+# ------------------------------------------------- a .gitattributes expansion bomb
+
+EXPORT_CAP = 4 * 1024 * 1024
+EXPORT_CAPPED = {"ORCHESTRATOR_MAX_TREE_BYTES": str(EXPORT_CAP)}
+# Every conversion git 2.39 applies on checkout, on the bomb only (the code stays Python).
+ATTRIBUTES = "*.txt text eol=crlf ident working-tree-encoding=UTF-32LE\n"
+BOMB = b"$Id$\n" * (200 * 1024)  # 1 MiB as committed; 38 MiB once checked out
+# The replayed test measures the tree it was given (/src, the host's scratch folder
+# mounted read-only): on the host, nothing else could see a folder removed at the end.
+MEASURE = f"""\
+import os
+
+
+def tree_bytes(root="/src"):
+    total = 0
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def check(bomb):
+    total = tree_bytes()
+    assert total <= {EXPORT_CAP}, f"the exported tree holds {{total}} bytes"
+    assert os.path.getsize(bomb) == {len(BOMB)}, "not the committed bytes"
+"""
+TESTS_MEASURE = (
+    MEASURE
+    + """
+
+def test_attack():
+    check("/src/tests/data/bomb.txt")
+"""
+)
+
+
+def gitattributes_bomb(root: Path) -> Repo:
+    """The pull request adds the bomb, its ``.gitattributes`` and a test that measures
+    the tree it was exported as."""
+    attack = MEASURE + "\n\ndef run():\n    check('/src/data/bomb.txt')\n"
+    return attack_repo(
+        root,
+        {
+            ".gitattributes": file(ATTRIBUTES),
+            "data/bomb.txt": file(BOMB),
+            "attack.py": file(attack),
+        },
+    )
+
+
+def gitattributes_bomb_in_tests(root: Path) -> Repo:
+    """The same in the pull request's tests folder, for ``--tests-from patch`` to lay
+    over the base side."""
+    return attack_repo(
+        root,
+        {
+            "tests/.gitattributes": file(ATTRIBUTES),
+            "tests/data/bomb.txt": file(BOMB),
+            "tests/test_attack.py": file(TESTS_MEASURE),
+        },
+    )
+
+
+def as_hostile(repo: Repo, head: str | None = None) -> Any:
+    """The shape ``hostile_repo.replay`` takes."""
+    from hostile_repo import Repo as HostileRepo
+
+    return HostileRepo(path=repo.path, base=repo.base, patch=head or repo.head)

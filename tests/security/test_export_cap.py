@@ -16,32 +16,19 @@ import subprocess
 
 import pytest
 from hostile_repo import GIT_ENV, PROPERTY, git, replay
-from hostile_tree import Repo, attack_repo, file, scratch_left
+from hostile_tree import EXPORT_CAPPED as CAPPED
+from hostile_tree import (
+    MEASURE,
+    Repo,
+    as_hostile,
+    attack_repo,
+    file,
+    gitattributes_bomb,
+    gitattributes_bomb_in_tests,
+    scratch_left,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-CAP = 4 * 1024 * 1024
-CAPPED = {"ORCHESTRATOR_MAX_TREE_BYTES": str(CAP)}
-# Every conversion git 2.39 applies on checkout, on the bomb only (the code stays Python).
-ATTRIBUTES = "*.txt text eol=crlf ident working-tree-encoding=UTF-32LE\n"
-BOMB = b"$Id$\n" * (200 * 1024)  # 1 MiB as committed; 38 MiB once checked out
-MEASURE = f"""\
-import os
-
-
-def tree_bytes(root="/src"):
-    total = 0
-    for folder, _dirs, names in os.walk(root):
-        for name in names:
-            total += os.lstat(os.path.join(folder, name)).st_size
-    return total
-
-
-def check(bomb):
-    total = tree_bytes()
-    assert total <= {CAP}, f"the exported tree holds {{total}} bytes"
-    assert os.path.getsize(bomb) == {len(BOMB)}, "not the committed bytes"
-"""
 
 
 def assert_labels(run, base: str, patch: str) -> None:
@@ -52,41 +39,15 @@ def assert_labels(run, base: str, patch: str) -> None:
 
 
 def test_a_gitattributes_bomb_is_written_as_committed(tmp_path):
-    attack = MEASURE + "\n\ndef run():\n    check('/src/data/bomb.txt')\n"
-    repo = attack_repo(
-        tmp_path,
-        {
-            ".gitattributes": file(ATTRIBUTES),
-            "data/bomb.txt": file(BOMB),
-            "attack.py": file(attack),
-        },
-    )
-    run = replay(tmp_path, as_hostile(repo), env=CAPPED)
+    run = replay(tmp_path, as_hostile(gitattributes_bomb(tmp_path)), env=CAPPED)
     assert_labels(run, "assert_pass", "assert_pass")
     assert scratch_left(run) == []
-
-
-TESTS_MEASURE = (
-    MEASURE
-    + """
-
-def test_attack():
-    check("/src/tests/data/bomb.txt")
-"""
-)
 
 
 def test_a_gitattributes_bomb_laid_over_the_other_side_is_written_as_committed(tmp_path):
     """``--tests-from patch``: the pull request's tests folder, with its own
     ``.gitattributes`` and bomb, is laid over the base side too."""
-    repo = attack_repo(
-        tmp_path,
-        {
-            "tests/.gitattributes": file(ATTRIBUTES),
-            "tests/data/bomb.txt": file(BOMB),
-            "tests/test_attack.py": file(TESTS_MEASURE),
-        },
-    )
+    repo = gitattributes_bomb_in_tests(tmp_path)
     run = replay(tmp_path, as_hostile(repo), "--tests-from", "patch", env=CAPPED)
     assert_labels(run, "assert_pass", "assert_pass")  # base: through the overlay alone
     assert scratch_left(run) == []
@@ -138,13 +99,6 @@ def crafted_commit(repo: Repo, name: bytes) -> str:
     ).stdout  # fmt: skip
     outer = hashed("tree", b"40000 " + name + b"\0" + inner + listing)
     return git(repo.path, "commit-tree", outer.hex(), "-p", repo.head, "-m", "crafted")
-
-
-def as_hostile(repo: Repo, head: str | None = None):
-    """The shape ``hostile_repo.replay`` takes."""
-    from hostile_repo import Repo as HostileRepo
-
-    return HostileRepo(path=repo.path, base=repo.base, patch=head or repo.head)
 
 
 def test_the_measure_passes_on_a_tree_without_an_attack(tmp_path):

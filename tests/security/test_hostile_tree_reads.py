@@ -12,29 +12,24 @@ docs/security.md lists these attacks."""
 from __future__ import annotations
 
 import json
-import sys
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from hostile_tree import (
     CODE,
     IMAGE,
-    MUTANT,
     PROPERTY,
     SECRET,
+    accept,
     assert_nothing_of_the_host,
     file,
-    fixture,
-    host_config,
     link,
+    linked_pyproject,
     run_cli,
     scratch_left,
-    toml_link_to,
+    shrink,
+    thaw,
     tree_repo,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ledger"))
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -45,63 +40,7 @@ PEAK_RSS_KB = 256 * 1024  # a refusal's peak: the interpreter and the command mo
 def linked_config(tmp_path):
     """A pull request whose ``pyproject.toml`` links to a host file (through a target
     that is valid TOML as text, so only following the link on the host tells)."""
-    return tree_repo(tmp_path, {"pyproject.toml": link(toml_link_to(host_config(tmp_path)))})
-
-
-def accept(tmp_path: Path, repo, **env: str):
-    mutant = tmp_path / "mutant.patch"
-    mutant.write_text(MUTANT)
-    return run_cli(
-        tmp_path,
-        "accept", "--repo", str(repo.path), "--property", PROPERTY, "--mutant", str(mutant),
-        "--rev", repo.head, "--fixture", str(fixture(tmp_path, "passes.json", {"y": 1})),
-        "--replays", "1", "--image", IMAGE, "--json",
-        "--ledger", f"sqlite:///{tmp_path / 'cwd' / 'ledger.db'}",
-        env=env,
-    )  # fmt: skip
-
-
-def shrink(tmp_path: Path, repo, **env: str):
-    return run_cli(
-        tmp_path,
-        "shrink", str(fixture(tmp_path, "fails.json", {"x": 1, "y": 2, "z": 3})),
-        "--test", PROPERTY, "--repo", str(repo.path), "--rev", repo.head, "--image", IMAGE,
-        "--out", str(tmp_path / "cwd" / "minimal.json"), "--json",
-        env=env,
-    )  # fmt: skip
-
-
-def thaw(tmp_path: Path, repo, image_id: str, **env: str):
-    """A flake freeze of the property, due an hour ago, re-probed at the pull request."""
-    from ledger_factories import FIXTURE_BYTES, ORIGIN_BYTES, eligible, flake_record
-
-    from orchestrator.adapters.ledger import Ledger
-
-    url = f"sqlite:///{tmp_path / 'cwd' / 'ledger.db'}"
-    (tmp_path / "cwd").mkdir(exist_ok=True)
-    now = datetime.now(UTC)
-    record = flake_record(
-        property_id=PROPERTY,
-        image_digest=image_id,
-        command="pytest -q",
-        opened_at=now - timedelta(days=2),
-        expires_at=now - timedelta(hours=1),
-    )
-    with Ledger.open(url) as ledger:
-        written = ledger.write_flake_freeze(
-            record,
-            decision=eligible()[1],
-            now=now - timedelta(days=2),
-            fixture_bytes=FIXTURE_BYTES,
-            origin_bytes=ORIGIN_BYTES,
-        )
-    assert written.written, written.codes
-    return run_cli(
-        tmp_path,
-        "thaw", "--repo", str(repo.path), "--rev", repo.head, "--replays", "1",
-        "--json", "--ledger", url,
-        env=env,
-    )  # fmt: skip
+    return linked_pyproject(tmp_path)
 
 
 def assert_refusal_logged(run, path: str) -> None:
