@@ -44,6 +44,7 @@ table sits beside the first.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -137,6 +138,8 @@ def pytest_collectreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller writes
+        return
     with open(os.environ["CORPUS_OUT"], "w") as out:
         json.dump({"exitstatus": int(exitstatus), "tests": OUTCOMES}, out)
 """
@@ -154,8 +157,9 @@ class Library:
     build_args: tuple[str, ...] = ()
     build_rev: str = "HEAD"
     commits: tuple[str, ...] = ()
-    timeout: int = 600
+    timeout: int = 600  # plain pytest's (the replay keeps README's default deadline)
     run: bool = True  # in a run that names no --library
+    notes: Mapping[str, str] = field(default_factory=dict)  # "<fix>-<scenario>": the cause
 
 
 def load_corpus(path: Path) -> list[Library]:
@@ -171,6 +175,7 @@ def load_corpus(path: Path) -> list[Library]:
             commits=tuple(item["commits"]),
             timeout=int(item.get("timeout", 600)),
             run=bool(item.get("run", True)),
+            notes=dict(item.get("notes", {})),
         )
         for item in data["library"]
     ]
@@ -235,7 +240,10 @@ class Image:
     pytest: str  # pytest as the user would run it there (`python -m pytest`)
 
 
-def library_image(library: Library, repo: Path) -> Image:
+def library_image(library: Library, repo: Path, extra_build_args: Sequence[str] = ()) -> Image:
+    """The image README sends a user to: the runner image, or `orchestrator image build`
+    with the library's `build_args` and the operator's `extra_build_args` (an index, a
+    wheelhouse, a certificate: whatever the build step on this machine takes)."""
     if library.image == "runner":
         return Image(ref=RUNNER_IMAGE, pytest="python3 -m pytest")
     done = subprocess.run(
@@ -249,6 +257,7 @@ def library_image(library: Library, repo: Path) -> Image:
             library.build_rev,
             "--json",
             *library.build_args,
+            *extra_build_args,
         ],
         capture_output=True,
         text=True,
@@ -400,17 +409,26 @@ def noop_commit(repo: Path, fix: str) -> str:
         git(repo, "worktree", "remove", "--force", str(worktree))
 
 
+def replay_argv(
+    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path
+) -> list[str]:
+    """`orchestrator replay` with README's defaults: the default command (the whole suite),
+    the default deadline, no --writable-tree and no test paths; the image a user names
+    (the runner image, or the one `orchestrator image build` printed), `--tests-from` as
+    README's walk-through asks a fix's question. `--no-record --out` decide nothing."""
+    return [
+        str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", image.ref, "--tests-from", tests_from, "--no-record", "--out", str(run_dir),
+    ]  # fmt: skip
+
+
 def replay(
-    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path, timeout: int
+    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path
 ) -> dict[str, Any]:
     """One `orchestrator replay` as README tells a user; its report and wall time."""
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    command = [
-        str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
-        "--image", image.ref, "--tests-from", tests_from, "--timeout", str(timeout),
-        "--no-record", "--out", str(run_dir),
-    ]  # fmt: skip
+    command = replay_argv(repo, image, base, patch, tests_from, run_dir)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=run_dir.parent, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
@@ -418,6 +436,8 @@ def replay(
     summary: dict[str, Any] = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     return {
         "exit": done.returncode,
+        "argv": command[1:],
+        "readme_defaults": True,
         "wall_s": round(wall, 2),
         "stderr": done.stderr[-4000:],
         "stdout_tail": done.stdout[-1500:],
@@ -601,6 +621,84 @@ def compare(
     return comparison, worst
 
 
+# ---------------------------------------------------------------- the exit
+
+
+RED = ("failed", "error")
+
+
+def catching_tests(fixed: Mapping[str, Any], reverted: Mapping[str, Any]) -> list[str]:
+    """The tests plain pytest says catch the bug: passed on FIX, failed or errored (their
+    module did not import) on PARENT with the fix's tests laid over."""
+    good, bad = outcomes(fixed), outcomes(reverted)
+    caught = []
+    for node, record in good.items():
+        if node == "<session>" or record.get("outcome") != "passed":
+            continue
+        after = bad.get(node)
+        red = errored(reverted, node) if after is None else after.get("outcome") in RED
+        if red:
+            caught.append(node)
+    return sorted(caught)
+
+
+def expected_exit(
+    scenario: str, base_truth: Mapping[str, Any], patch_truth: Mapping[str, Any]
+) -> int:
+    """The exit plain pytest implies for a pull request: a fix and a no-op pass (0); the fix
+    undone blocks (1) when the fix's tests catch the bug, else it passes. A tree already
+    red on both sides does not change that: a user's pull request did not make it red."""
+    if scenario != "reversed":
+        return 0
+    return 1 if catching_tests(base_truth, patch_truth) else 0
+
+
+VERDICTS = ("right", "false block", "missed block", "undecided", "bad input", "other")
+
+
+def verdict(exit_code: int, expected: int) -> str:
+    if exit_code == expected:
+        return "right"
+    return {1: "false block", 0: "missed block", 3: "undecided", 2: "bad input"}.get(
+        exit_code, "other"
+    )
+
+
+def error_line(stderr: str) -> str | None:
+    lines = [line for line in stderr.splitlines() if line.startswith("orchestrator: error:")]
+    return lines[-1] if lines else None
+
+
+def said(decision: Mapping[str, Any]) -> str:
+    labels = "/".join(
+        ",".join(sorted(set(decision[f"{side}_labels"]))) or "-" for side in ("base", "patch")
+    )
+    reasons = "; ".join(decision.get("reasons") or [])
+    line = f"`{decision['property_id']}` {decision['lane']}/{decision['code']} [{labels}]"
+    return f"{line}: {reasons[:160]}" if reasons else line
+
+
+def reason_line(result: Mapping[str, Any], caught: Sequence[str]) -> str:
+    """Why the tool gave the exit it gave: its error line, else the decisions behind it."""
+    decisions = result["decisions"]
+    exit_code = result["exit"]
+    if exit_code == 1:
+        picked = [d for d in decisions if d["lane"] in BLOCKING]
+    elif exit_code == 0:  # a missed block: what the tool said of the tests that catch it
+        wanted = set(caught)
+        picked = [d for d in decisions if d["property_id"] in wanted]
+        if not picked:
+            return f"none of the {len(caught)} catching tests decided (e.g. `{caught[0]}`)"
+    else:
+        line = error_line(result.get("stderr", ""))
+        if line or not decisions:
+            return line or f"exit {exit_code}, no decision: {result.get('stderr', '')[-200:]}"
+        picked = [d for d in decisions if d["lane"] in UNDECIDED]
+    kinds = Counter(f"{d['lane']}/{d['code']}" for d in picked)
+    head = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    return f"{head}; e.g. " + " | ".join(said(d) for d in picked[:2]) if picked else head
+
+
 # ---------------------------------------------------------------- one library
 
 
@@ -611,9 +709,10 @@ def run_library(
     tag: str,
     only: Sequence[str],
     scenarios: Sequence[str] = SCENARIOS,
+    extra_build_args: Sequence[str] = (),
 ) -> None:
     repo = clone(library, mirror_root, work)
-    image = library_image(library, repo)
+    image = library_image(library, repo, extra_build_args)
     print(f"== {library.name}: image {image.ref[:19]}", file=sys.stderr)
     for sha in library.commits:
         if only and not any(sha.startswith(o) or o.startswith(sha) for o in only):
@@ -641,7 +740,7 @@ def run_library(
             if out.exists():
                 continue
             run_dir = work / "runs" / tag / library.name / f"{commit.fix[:12]}-{scenario}"
-            result = replay(repo, image, base, patch, tests_from, run_dir, library.timeout)
+            result = replay(repo, image, base, patch, tests_from, run_dir)
             result.update(
                 library=library.name,
                 fix=commit.fix,
@@ -677,7 +776,13 @@ class Row:
     scenario: str
     comparison: Comparison
     exit: int
-    expected_exit: int
+    expected_exit: int  # the pull request's (expected_exit)
+    lane_exit: int  # the worst lane pytest's outcomes call for, test by test
+    verdict: str
+    reason: str  # why the tool gave its exit, for a wrong one
+    note: str  # the cause, as corpus.toml records it
+    caught: int  # tests plain pytest says catch the bug (reversed)
+    readme_defaults: bool  # run with README's command line (no --timeout)
     replay_s: float
     plain_s: float
     plain_exit: tuple[int, int]
@@ -702,7 +807,10 @@ def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
                 patch_truth = json.loads(
                     truth_file(truth_dir, fix, patch_variant, reading=True).read_text()
                 )
-                comparison, expected = compare(base_truth, patch_truth, result)
+                comparison, lane_exit = compare(base_truth, patch_truth, result)
+                expected = expected_exit(scenario, base_truth, patch_truth)
+                caught = catching_tests(base_truth, patch_truth) if scenario == "reversed" else []
+                judged = verdict(result["exit"], expected)
                 plain = base_truth["wall_s"] + patch_truth["wall_s"]
                 found.append(
                     Row(
@@ -713,6 +821,12 @@ def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
                         comparison=comparison,
                         exit=result["exit"],
                         expected_exit=expected,
+                        lane_exit=lane_exit,
+                        verdict=judged,
+                        reason="" if judged == "right" else reason_line(result, caught),
+                        note=library.notes.get(f"{result['fix'][:7]}-{scenario}", ""),
+                        caught=len(caught),
+                        readme_defaults=bool(result.get("readme_defaults")),
                         replay_s=result["wall_s"],
                         plain_s=plain,
                         plain_exit=(base_truth["exitstatus"], patch_truth["exitstatus"]),
@@ -837,6 +951,84 @@ def render(header: Sequence[str], body: Sequence[Sequence[str]], markdown: bool)
     ]
 
 
+def exit_summary(found: Sequence[Row], libraries: Sequence[Library], markdown: bool) -> list[str]:
+    """Judged per pull request: the tool's exit against the one plain pytest implies."""
+    header = [
+        "library",
+        "commits",
+        "replays",
+        "exit right",
+        "commits right",
+        "false blocks",
+        "missed blocks",
+        "undecided (3)",
+        "bad input (2)",
+        "other",
+    ]
+    body: list[list[str]] = []
+    for library in [*libraries, None]:
+        mine = [row for row in found if library is None or row.library == library.name]
+        if not mine:
+            continue
+        fixes: dict[tuple[str, str], list[Row]] = {}
+        for row in mine:
+            fixes.setdefault((row.library, row.fix), []).append(row)
+        counts = Counter(row.verdict for row in mine)
+        complete = [group for group in fixes.values() if len(group) == len(SCENARIOS)]
+        body.append(
+            [
+                library.name if library else "all",
+                str(len(fixes)),
+                str(len(mine)),
+                f"{counts['right']}/{len(mine)}",
+                f"{sum(all(r.verdict == 'right' for r in group) for group in complete)}"
+                f"/{len(complete)}",
+                *(str(counts[kind]) for kind in VERDICTS[1:]),
+            ]
+        )
+    return render(header, body, markdown)
+
+
+def exit_table(library: str, found: Sequence[Row], markdown: bool) -> list[str]:
+    """One line per fix commit: each scenario's exit, (expected), and what was wrong."""
+    header = ["commit", *SCENARIOS, "caught by (plain pytest)", "replay s"]
+    body: list[list[str]] = []
+    fixes: dict[str, dict[str, Row]] = {}
+    for row in found:
+        fixes.setdefault(row.fix, {})[row.scenario] = row
+    for fix, by_scenario in fixes.items():
+        cells = []
+        for scenario in SCENARIOS:
+            row = by_scenario.get(scenario)
+            if row is None:
+                cells.append("not run")
+                continue
+            mark = "ok" if row.verdict == "right" else row.verdict
+            cells.append(f"{row.exit} ({row.expected_exit}) {mark}")
+        reversed_row = by_scenario.get("reversed")
+        caught = f"{reversed_row.caught} tests" if reversed_row else "-"
+        seconds = sum(row.replay_s for row in by_scenario.values())
+        body.append([fix, *cells, caught, f"{seconds:.0f}"])
+    title = [f"#### {library}: exits", ""] if markdown else [f"== {library}: exits"]
+    return title + render(header, body, markdown)
+
+
+def wrong_exits(found: Sequence[Row], markdown: bool) -> list[str]:
+    """Every wrong exit with the tool's reason, and its cause where corpus.toml has it."""
+    lines = []
+    prefix = "- " if markdown else "  "
+    for row in found:
+        if row.verdict == "right":
+            continue
+        defaults = "" if row.readme_defaults else " (not README's command line: an older run)"
+        cause = f" Cause: {row.note}" if row.note else ""
+        lines.append(
+            f"{prefix}{row.library} {row.fix} {row.scenario}: exit {row.exit}, expected "
+            f"{row.expected_exit} ({row.verdict}){defaults}: {row.reason}.{cause}"
+        )
+    return lines or [f"{prefix}none"]
+
+
 def commit_list(found: Sequence[Row], libraries: Sequence[Library]) -> list[str]:
     lines = ["| library | repository | test style | fix commits (parent is the base) |"]
     lines.append("|---|---|---|---|")
@@ -858,6 +1050,17 @@ def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: b
     if markdown:
         print("\n".join(commit_list(found, libraries)))
         print()
+    print("\n".join(exit_summary(found, libraries, markdown)))
+    print()
+    for library in libraries:
+        mine = [row for row in found if row.library == library.name]
+        if mine:
+            print("\n".join(exit_table(library.name, mine, markdown)))
+            print()
+    print("Wrong exits:" if not markdown else "Wrong exits, with the tool's reason:")
+    print()
+    print("\n".join(wrong_exits(found, markdown)))
+    print()
     print("\n".join(overall_table(found, libraries, markdown)))
     print()
     for library in libraries:
@@ -931,11 +1134,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--library", action="append", default=[])
     parser.add_argument("--commit", action="append", default=[])
+    parser.add_argument(
+        "--first", type=int, default=0, metavar="N", help="each library's first N commits only"
+    )
     parser.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     parser.add_argument("--tag", default=None, help="results folder (default: this HEAD)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--before", help="with --report-only: a tag to set beside --tag")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument to every `orchestrator image build` (e.g. --build-arg=--pip "
+        "--build-arg=NAME, or an index option the build step takes); after the library's "
+        "build_args",
+    )
     args = parser.parse_args(argv)
     tag = args.tag or git(ROOT, "rev-parse", "--short", "HEAD")
     libraries = [
@@ -943,11 +1158,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for library in load_corpus(args.corpus)
         if library.name in args.library or (not args.library and (library.run or args.report_only))
     ]
+    if args.first:
+        libraries = [
+            dataclasses.replace(library, commits=library.commits[: args.first])
+            for library in libraries
+        ]
     work = args.work.resolve()
     if not args.report_only:
         for library in libraries:
             scenarios = args.scenario or SCENARIOS
-            run_library(library, args.mirror_root, work, tag, args.commit, scenarios)
+            run_library(
+                library, args.mirror_root, work, tag, args.commit, scenarios, args.build_arg
+            )
     if args.report_only and args.before:
         print("\n".join(before_after(work, args.before, tag, libraries, args.markdown)))
         return 0
