@@ -322,7 +322,10 @@ def src_layout(root: Path) -> bool:
     return (
         src.is_dir()
         and not (src / "__init__.py").exists()
-        and any(child.is_dir() and (child / "__init__.py").exists() for child in src.iterdir())
+        and any(
+            (child.is_dir() and (child / "__init__.py").exists()) or child.suffix == ".py"
+            for child in src.iterdir()
+        )  # a package, or a module (setup.cfg's py_modules under package_dir = src)
     )
 
 
