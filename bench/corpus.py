@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/corpus.py --mirror-root /work/.mirror --work /tmp/corpus \
         [--library NAME ...] [--commit SHA ...] [--scenario forward|reversed|noop ...]
-        [--tag TAG] [--markdown]
+        [--tag TAG] [--first N] [--build-arg ARG ...] [--markdown]
     .venv/bin/python bench/corpus.py --work /tmp/corpus --report-only [--tag TAG] [--markdown]
         [--before TAG]
 
@@ -23,9 +23,11 @@ For each fix commit FIX with parent PARENT:
   the tree at FIX, and at PARENT with the fix's test files laid over (SWE-bench style:
   every file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
   `conftest.py`; added, modified and deleted alike).
-- **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch`, the
-  default command, whole suite, as README tells a user. Expected per test: base as plain
-  pytest on PARENT + fix tests, patch as on FIX.
+- **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch` with
+  README's defaults: the default command (the whole suite), the default deadline, no
+  `--writable-tree`, the runner image or the one `orchestrator image build` printed
+  (`build_args` per library, `--build-arg` for every build). Expected per test: base as
+  plain pytest on PARENT + fix tests, patch as on FIX.
 - **reversed**: `--base FIX --patch PARENT --tests-from base` (the fix undone, judged by
   the fix's tests): must block (exit 1) when the fix's tests catch the bug.
 - **noop**: `--base FIX --patch NOOP --tests-from patch`, NOOP a commit on top of FIX that
@@ -35,7 +37,14 @@ Per test, the tool's labels on each side are compared with pytest's outcome ther
 lane with the lane those outcomes call for (docs/lanes.md, section 3): pass/pass
 no_freeze, fail/pass fix_candidate, pass/fail property_regression, fail/fail block_patch
 (same failing line) or different_bug, an error infra_queue. A test pytest skipped (or
-xfailed) on both sides must be shown and not block. Results are kept under
+xfailed) on both sides must be shown and not block.
+
+Each replay is also judged as a pull request, by its exit status alone: a fix and a no-op
+must pass (0); the fix undone must block (1) when plain pytest says the fix's tests catch
+the bug (a test that passed on FIX fails, or does not import, on PARENT + fix tests),
+else pass. A wrong exit is a false block (1 for 0), a missed block (0 for 1), undecided
+(3) or bad input (2), printed with the tool's reason (its error line, or the decisions
+behind the exit) and the cause `notes` in corpus.toml record. Results are kept under
 `WORK/results/TAG/` (ground truth under `WORK/truth/`, shared by every tag), so a second
 run with another `--tag` (the tool after some fixes) reuses the ground truth and its
 table sits beside the first.
@@ -1103,6 +1112,7 @@ def before_after(
         f"exit {before}",
         f"exit {after}",
         "expected",
+        f"verdict {after}",
         f"disagreements left ({after})",
     ]
     body: list[list[str]] = []
@@ -1124,6 +1134,7 @@ def before_after(
                 str(old.exit),
                 str(row.exit),
                 str(row.expected_exit),
+                row.verdict if old.verdict == row.verdict else f"{old.verdict} -> {row.verdict}",
                 kinds_text(kinds),
             ]
         )
