@@ -168,7 +168,7 @@ class Library:
     commits: tuple[str, ...] = ()
     timeout: int = 600  # plain pytest's (the replay keeps README's default deadline)
     run: bool = True  # in a run that names no --library
-    notes: Mapping[str, str] = field(default_factory=dict)  # "<fix>-<scenario>": the cause
+    notes: Mapping[str, str] = field(default_factory=dict)  # a wrong exit's cause, see note()
 
 
 def load_corpus(path: Path) -> list[Library]:
@@ -687,7 +687,7 @@ def said(decision: Mapping[str, Any]) -> str:
     )
     reasons = "; ".join(decision.get("reasons") or [])
     line = f"`{decision['property_id']}` {decision['lane']}/{decision['code']} [{labels}]"
-    return f"{line}: {reasons[:160]}" if reasons else line
+    return f"{line}: {reasons[:120]}" if reasons else line
 
 
 def reason_line(result: Mapping[str, Any], caught: Sequence[str]) -> str:
@@ -708,7 +708,7 @@ def reason_line(result: Mapping[str, Any], caught: Sequence[str]) -> str:
         picked = [d for d in decisions if d["lane"] in UNDECIDED]
     kinds = Counter(f"{d['lane']}/{d['code']}" for d in picked)
     head = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
-    return f"{head}; e.g. " + " | ".join(said(d) for d in picked[:2]) if picked else head
+    return f"{head}; e.g. {said(picked[0])}" if picked else head
 
 
 # ---------------------------------------------------------------- one library
@@ -800,6 +800,15 @@ class Row:
     plain_exit: tuple[int, int]
 
 
+def note(library: Library, fix: str, scenario: str) -> str:
+    """The cause corpus.toml records for a wrong exit: "<fix>-<scenario>", "<fix>",
+    "*-<scenario>" or "*", the first that is there."""
+    for key in (f"{fix[:7]}-{scenario}", fix[:7], f"*-{scenario}", "*"):
+        if key in library.notes:
+            return library.notes[key]
+    return ""
+
+
 def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
     found: list[Row] = []
     for library in libraries:
@@ -836,7 +845,7 @@ def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
                         lane_exit=lane_exit,
                         verdict=judged,
                         reason="" if judged == "right" else reason_line(result, caught),
-                        note=library.notes.get(f"{result['fix'][:7]}-{scenario}", ""),
+                        note="" if judged == "right" else note(library, result["fix"], scenario),
                         caught=len(caught),
                         readme_defaults=bool(result.get("readme_defaults")),
                         replay_s=result["wall_s"],
