@@ -76,7 +76,7 @@ SCENARIOS = ("forward", "reversed", "noop")
 BLOCKING = {"reject_run", "property_regression", "different_bug", "block_patch"}
 UNDECIDED = {"reject_malformed", "infra_queue", "rerun_shrink"}
 INTERNAL_ERROR = 3  # pytest.ExitCode.INTERNAL_ERROR
-TEST_DIRS = re.compile(r"^(tests?|testing|test_.*|.*_tests?)$")
+TEST_DIRS = re.compile(r"^(tests?|testing|testsuite|test_.*|.*_tests?)$")  # as the tool
 TEST_FILE = re.compile(r"^(test_.*\.py|.*_test\.py|conftest\.py)$")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "corpus",
