@@ -378,7 +378,8 @@ def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str,
     wall = time.perf_counter() - started
     result_file = scratch / "out" / "outcomes.json"
     if not result_file.exists():
-        raise SystemExit(f"plain pytest wrote nothing on {root}: {done.stdout[-3000:]}")
+        said = (done.stdout[-2000:] + done.stderr[-2000:]).strip()
+        raise SystemExit(f"plain pytest wrote nothing on {root}: {said}")
     result: dict[str, Any] = json.loads(result_file.read_text())
     result["wall_s"] = round(wall, 2)
     result["tail"] = done.stdout[-1500:]
