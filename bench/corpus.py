@@ -168,6 +168,7 @@ class Library:
     commits: tuple[str, ...] = ()
     timeout: int = 600  # plain pytest's (the replay keeps README's default deadline)
     run: bool = True  # in a run that names no --library
+    truth_writable: bool = False  # plain pytest on a writable copy (see plain_pytest)
     notes: Mapping[str, str] = field(default_factory=dict)  # a wrong exit's cause, see note()
 
 
@@ -185,6 +186,7 @@ def load_corpus(path: Path) -> list[Library]:
             timeout=int(item.get("timeout", 600)),
             run=bool(item.get("run", True)),
             notes=dict(item.get("notes", {})),
+            truth_writable=bool(item.get("truth_writable", False)),
         )
         for item in data["library"]
     ]
@@ -347,8 +349,13 @@ def truth_file(truth_dir: Path, fix: str, variant: str, *, reading: bool = False
     return earlier if reading and not current.exists() and earlier.exists() else current
 
 
-def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str, Any]:
-    """One plain pytest run of the whole suite; its outcomes and wall time (cached)."""
+def plain_pytest(
+    image: Image, root: Path, out: Path, timeout: int, *, writable: bool = False
+) -> dict[str, Any]:
+    """One plain pytest run of the whole suite; its outcomes and wall time (cached).
+    `writable` runs it on a copy of the tree in the container's tmpfs, as in a user's
+    checkout (a library whose pytest-cov erases `.coverage` at the session's start has no
+    outcome at all on a read-only tree)."""
     if out.exists():
         cached: dict[str, Any] = json.loads(out.read_text())
         return cached
@@ -358,20 +365,22 @@ def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str,
     (scratch / "plugin" / "corpus_outcomes.py").write_text(PLUGIN)
     (scratch / "out").mkdir()
     (scratch / "out").chmod(0o777)
-    pythonpath = "/corpus-plugin" + (":/src/src" if src_layout(root) else "")
+    src = "/tmp/src" if writable else "/src"
+    pythonpath = "/corpus-plugin" + (f":{src}/src" if src_layout(root) else "")
+    copy = "cp -r /ro /tmp/src && cd /tmp/src && " if writable else ""
     command = [
         "docker", "run", "--rm", "--network", "none", "--read-only",
-        "--tmpfs", "/tmp:rw,exec,size=256m", "--cpus", "1", "--memory", "1g",
-        "--user", "1000:1000", "--workdir", "/src",
+        "--tmpfs", "/tmp:rw,exec,size=512m", "--cpus", "1", "--memory", "1g",
+        "--user", "1000:1000", "--workdir", "/tmp" if writable else "/src",
         "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "HOME=/tmp/home", "-e", "TMPDIR=/tmp",
         "-e", "PYTHONHASHSEED=0", "-e", "REPLAY_SEED=0", "-e", f"PYTHONPATH={pythonpath}",
         "-e", "HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis",
         "-e", "CORPUS_OUT=/out/outcomes.json",
-        "-v", f"{root}:/src:ro", "-v", f"{scratch / 'plugin'}:/corpus-plugin:ro",
-        "-v", f"{scratch / 'out'}:/out",
+        "-v", f"{root}:{'/ro' if writable else '/src'}:ro",
+        "-v", f"{scratch / 'plugin'}:/corpus-plugin:ro", "-v", f"{scratch / 'out'}:/out",
         image.ref, "sh", "-c",
-        f"mkdir -p /tmp/home && exec {image.pytest} -q -p no:cacheprovider -p corpus_outcomes"
-        " --continue-on-collection-errors",
+        f"mkdir -p /tmp/home && {copy}exec {image.pytest} -q -p no:cacheprovider"
+        " -p corpus_outcomes --continue-on-collection-errors",
     ]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
@@ -737,7 +746,9 @@ def run_library(
         for variant in ("fix", "parent+fixtests"):
             root = tree(repo, work, library.name, commit, variant)
             out = truth_file(truth_dir, commit.fix[:12], variant)
-            truths[variant] = plain_pytest(image, root, out, library.timeout * 2)
+            truths[variant] = plain_pytest(
+                image, root, out, library.timeout * 2, writable=library.truth_writable
+            )
         noop = noop_commit(repo, commit.fix)
         plans = {
             "forward": (commit.parent, commit.fix, "patch"),
