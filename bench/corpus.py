@@ -1022,14 +1022,14 @@ def exit_summary(found: Sequence[Row], libraries: Sequence[Library], markdown: b
     return render(header, body, markdown)
 
 
-def exit_table(library: str, found: Sequence[Row], markdown: bool) -> list[str]:
-    """One line per fix commit: each scenario's exit, (expected), and what was wrong."""
-    header = ["commit", *SCENARIOS, "caught by (plain pytest)", "replay s"]
+def exit_table(found: Sequence[Row], markdown: bool) -> list[str]:
+    """One line per fix commit: each scenario's exit (expected), and what was wrong."""
+    header = ["library", "commit", *SCENARIOS, "caught by (plain pytest)", "replay s"]
     body: list[list[str]] = []
-    fixes: dict[str, dict[str, Row]] = {}
+    fixes: dict[tuple[str, str], dict[str, Row]] = {}
     for row in found:
-        fixes.setdefault(row.fix, {})[row.scenario] = row
-    for fix, by_scenario in fixes.items():
+        fixes.setdefault((row.library, row.fix), {})[row.scenario] = row
+    for (library, fix), by_scenario in fixes.items():
         cells = []
         for scenario in SCENARIOS:
             row = by_scenario.get(scenario)
@@ -1041,23 +1041,29 @@ def exit_table(library: str, found: Sequence[Row], markdown: bool) -> list[str]:
         reversed_row = by_scenario.get("reversed")
         caught = f"{reversed_row.caught} tests" if reversed_row else "-"
         seconds = sum(row.replay_s for row in by_scenario.values())
-        body.append([fix, *cells, caught, f"{seconds:.0f}"])
-    title = [f"#### {library}: exits", ""] if markdown else [f"== {library}: exits"]
-    return title + render(header, body, markdown)
+        body.append([library, fix, *cells, caught, f"{seconds:.0f}"])
+    return render(header, body, markdown)
 
 
 def wrong_exits(found: Sequence[Row], markdown: bool) -> list[str]:
-    """Every wrong exit with the tool's reason, and its cause where corpus.toml has it."""
-    lines = []
-    prefix = "- " if markdown else "  "
+    """Every wrong exit with the tool's reason and the cause corpus.toml records; those of
+    one library with the same exit, reason and cause on one line."""
+    groups: dict[tuple[str, int, int, str, str, str], list[Row]] = {}
     for row in found:
         if row.verdict == "right":
             continue
-        defaults = "" if row.readme_defaults else " (not README's command line: an older run)"
-        cause = f" Cause: {row.note}" if row.note else ""
+        head = row.reason.split("; e.g. ", 1)[0]
+        key = (row.library, row.exit, row.expected_exit, row.verdict, head, row.note)
+        groups.setdefault(key, []).append(row)
+    lines = []
+    prefix = "- " if markdown else "  "
+    for (library, exit_code, expected, judged, _, cause), members in groups.items():
+        where = ", ".join(f"{row.fix} {row.scenario}" for row in members)
+        older = [row for row in members if not row.readme_defaults]
+        defaults = " (not README's command line: an older run)" if older else ""
         lines.append(
-            f"{prefix}{row.library} {row.fix} {row.scenario}: exit {row.exit}, expected "
-            f"{row.expected_exit} ({row.verdict}){defaults}: {row.reason}.{cause}"
+            f"{prefix}{library} {where}: exit {exit_code}, expected {expected} ({judged})"
+            f"{defaults}: {members[0].reason}." + (f" Cause: {cause}" if cause else "")
         )
     return lines or [f"{prefix}none"]
 
@@ -1085,11 +1091,8 @@ def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: b
         print()
     print("\n".join(exit_summary(found, libraries, markdown)))
     print()
-    for library in libraries:
-        mine = [row for row in found if row.library == library.name]
-        if mine:
-            print("\n".join(exit_table(library.name, mine, markdown)))
-            print()
+    print("\n".join(exit_table(found, markdown)))
+    print()
     print("Wrong exits:" if not markdown else "Wrong exits, with the tool's reason:")
     print()
     print("\n".join(wrong_exits(found, markdown)))
