@@ -585,6 +585,38 @@ class Comparison:
         self.examples.setdefault(kind, node)
 
 
+FAILED = {"outcome": "failed", "line": None, "type": None}
+PASSED = {"outcome": "passed"}
+
+
+def sided(
+    base_truth: Mapping[str, Any],
+    patch_truth: Mapping[str, Any],
+    node: str,
+    b: Mapping[str, Any] | None,
+    p: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """A node's outcome on each side where its module (or class) did not collect: an
+    error where it failed on both sides; where it failed on one side only, the reading of
+    docs/lanes.md section 11 (the test files are the same, so the code under test broke
+    the import): its tests fail there, and the module's own entry passes on the side
+    where it imported."""
+    b_broken = b is None and errored(base_truth, node)
+    p_broken = p is None and errored(patch_truth, node)
+    if b_broken and p_broken:
+        return {"outcome": "error"}, {"outcome": "error"}
+    if b_broken:
+        return FAILED, PASSED if p is None and collector(base_truth, node) else p
+    if p_broken:
+        return PASSED if b is None and collector(patch_truth, node) else b, FAILED
+    return b, p
+
+
+def collector(truth: Mapping[str, Any], node: str) -> bool:
+    """Whether the node is a collector (a module, a class) that failed to collect there."""
+    return truth["tests"].get(node, {}).get("outcome") == "collect_error"
+
+
 def compare(
     base_truth: Mapping[str, Any], patch_truth: Mapping[str, Any], result: Mapping[str, Any]
 ) -> tuple[Comparison, int]:
@@ -594,11 +626,7 @@ def compare(
     comparison = Comparison()
     worst = 0
     for node in sorted(set(truth_b) | set(truth_p) | set(decided)):
-        b, p = truth_b.get(node), truth_p.get(node)
-        if b is None and errored(base_truth, node):
-            b = {"outcome": "error"}
-        if p is None and errored(patch_truth, node):
-            p = {"outcome": "error"}
+        b, p = sided(base_truth, patch_truth, node, truth_b.get(node), truth_p.get(node))
         lanes = expected_lanes(b, p)
         if lanes & BLOCKING and not lanes - BLOCKING:
             worst = 1
