@@ -400,8 +400,11 @@ def test_a_test_the_code_makes_on_the_patch_only_is_judged_on_the_patch(tmp_path
         {"codecs_lib.py": REGISTRY.replace("}", ', "swap": str.swapcase}')},
         "register swapcase",
     )
-    for patch, code, lane in ((good, 0, ("no_freeze", "only_on_patch")),
-                              (bad, 1, ("property_regression", "fails_only_on_patch"))):  # fmt: skip
+    cases = (
+        (good, 0, ("no_freeze", "only_on_patch")),
+        (bad, 1, ("property_regression", "fails_only_on_patch")),
+    )
+    for patch, code, lane in cases:
         done = run_cli(
             tmp_path, "replay", "--repo", str(path), "--base", base, "--patch", patch,
             "--image", IMAGE, "--replays", "2", "--no-record", "--tests-from", "patch",
