@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/corpus.py --mirror-root /work/.mirror --work /tmp/corpus \
         [--library NAME ...] [--commit SHA ...] [--scenario forward|reversed|noop ...]
-        [--tag TAG] [--markdown]
+        [--tag TAG] [--first N] [--build-arg ARG ...] [--markdown]
     .venv/bin/python bench/corpus.py --work /tmp/corpus --report-only [--tag TAG] [--markdown]
         [--before TAG]
 
@@ -23,9 +23,11 @@ For each fix commit FIX with parent PARENT:
   the tree at FIX, and at PARENT with the fix's test files laid over (SWE-bench style:
   every file the fix changed under a test folder, or named `test_*.py`, `*_test.py`,
   `conftest.py`; added, modified and deleted alike).
-- **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch`, the
-  default command, whole suite, as README tells a user. Expected per test: base as plain
-  pytest on PARENT + fix tests, patch as on FIX.
+- **forward**: `orchestrator replay --base PARENT --patch FIX --tests-from patch` with
+  README's defaults: the default command (the whole suite), the default deadline, no
+  `--writable-tree`, the runner image or the one `orchestrator image build` printed
+  (`build_args` per library, `--build-arg` for every build). Expected per test: base as
+  plain pytest on PARENT + fix tests, patch as on FIX.
 - **reversed**: `--base FIX --patch PARENT --tests-from base` (the fix undone, judged by
   the fix's tests): must block (exit 1) when the fix's tests catch the bug.
 - **noop**: `--base FIX --patch NOOP --tests-from patch`, NOOP a commit on top of FIX that
@@ -35,7 +37,14 @@ Per test, the tool's labels on each side are compared with pytest's outcome ther
 lane with the lane those outcomes call for (docs/lanes.md, section 3): pass/pass
 no_freeze, fail/pass fix_candidate, pass/fail property_regression, fail/fail block_patch
 (same failing line) or different_bug, an error infra_queue. A test pytest skipped (or
-xfailed) on both sides must be shown and not block. Results are kept under
+xfailed) on both sides must be shown and not block.
+
+Each replay is also judged as a pull request, by its exit status alone: a fix and a no-op
+must pass (0); the fix undone must block (1) when plain pytest says the fix's tests catch
+the bug (a test that passed on FIX fails, or does not import, on PARENT + fix tests),
+else pass. A wrong exit is a false block (1 for 0), a missed block (0 for 1), undecided
+(3) or bad input (2), printed with the tool's reason (its error line, or the decisions
+behind the exit) and the cause `notes` in corpus.toml record. Results are kept under
 `WORK/results/TAG/` (ground truth under `WORK/truth/`, shared by every tag), so a second
 run with another `--tag` (the tool after some fixes) reuses the ground truth and its
 table sits beside the first.
@@ -44,6 +53,7 @@ table sits beside the first.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -66,7 +76,7 @@ SCENARIOS = ("forward", "reversed", "noop")
 BLOCKING = {"reject_run", "property_regression", "different_bug", "block_patch"}
 UNDECIDED = {"reject_malformed", "infra_queue", "rerun_shrink"}
 INTERNAL_ERROR = 3  # pytest.ExitCode.INTERNAL_ERROR
-TEST_DIRS = re.compile(r"^(tests?|testing|test_.*|.*_tests?)$")
+TEST_DIRS = re.compile(r"^(tests?|testing|testsuite|test_.*|.*_tests?)$")  # as the tool
 TEST_FILE = re.compile(r"^(test_.*\.py|.*_test\.py|conftest\.py)$")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "corpus",
@@ -137,6 +147,8 @@ def pytest_collectreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller writes
+        return
     with open(os.environ["CORPUS_OUT"], "w") as out:
         json.dump({"exitstatus": int(exitstatus), "tests": OUTCOMES}, out)
 """
@@ -154,8 +166,10 @@ class Library:
     build_args: tuple[str, ...] = ()
     build_rev: str = "HEAD"
     commits: tuple[str, ...] = ()
-    timeout: int = 600
+    timeout: int = 600  # plain pytest's (the replay keeps README's default deadline)
     run: bool = True  # in a run that names no --library
+    truth_writable: bool = False  # plain pytest on a writable copy (see plain_pytest)
+    notes: Mapping[str, str] = field(default_factory=dict)  # a wrong exit's cause, see note()
 
 
 def load_corpus(path: Path) -> list[Library]:
@@ -171,6 +185,8 @@ def load_corpus(path: Path) -> list[Library]:
             commits=tuple(item["commits"]),
             timeout=int(item.get("timeout", 600)),
             run=bool(item.get("run", True)),
+            notes=dict(item.get("notes", {})),
+            truth_writable=bool(item.get("truth_writable", False)),
         )
         for item in data["library"]
     ]
@@ -235,7 +251,10 @@ class Image:
     pytest: str  # pytest as the user would run it there (`python -m pytest`)
 
 
-def library_image(library: Library, repo: Path) -> Image:
+def library_image(library: Library, repo: Path, extra_build_args: Sequence[str] = ()) -> Image:
+    """The image README sends a user to: the runner image, or `orchestrator image build`
+    with the library's `build_args` and the operator's `extra_build_args` (an index, a
+    wheelhouse, a certificate: whatever the build step on this machine takes)."""
     if library.image == "runner":
         return Image(ref=RUNNER_IMAGE, pytest="python3 -m pytest")
     done = subprocess.run(
@@ -249,6 +268,7 @@ def library_image(library: Library, repo: Path) -> Image:
             library.build_rev,
             "--json",
             *library.build_args,
+            *extra_build_args,
         ],
         capture_output=True,
         text=True,
@@ -313,7 +333,10 @@ def src_layout(root: Path) -> bool:
     return (
         src.is_dir()
         and not (src / "__init__.py").exists()
-        and any(child.is_dir() and (child / "__init__.py").exists() for child in src.iterdir())
+        and any(
+            (child.is_dir() and (child / "__init__.py").exists()) or child.suffix == ".py"
+            for child in src.iterdir()
+        )  # a package, or a module (setup.cfg's py_modules under package_dir = src)
     )
 
 
@@ -326,8 +349,13 @@ def truth_file(truth_dir: Path, fix: str, variant: str, *, reading: bool = False
     return earlier if reading and not current.exists() and earlier.exists() else current
 
 
-def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str, Any]:
-    """One plain pytest run of the whole suite; its outcomes and wall time (cached)."""
+def plain_pytest(
+    image: Image, root: Path, out: Path, timeout: int, *, writable: bool = False
+) -> dict[str, Any]:
+    """One plain pytest run of the whole suite; its outcomes and wall time (cached).
+    `writable` runs it on a copy of the tree in the container's tmpfs, as in a user's
+    checkout (a library whose pytest-cov erases `.coverage` at the session's start has no
+    outcome at all on a read-only tree)."""
     if out.exists():
         cached: dict[str, Any] = json.loads(out.read_text())
         return cached
@@ -337,27 +365,30 @@ def plain_pytest(image: Image, root: Path, out: Path, timeout: int) -> dict[str,
     (scratch / "plugin" / "corpus_outcomes.py").write_text(PLUGIN)
     (scratch / "out").mkdir()
     (scratch / "out").chmod(0o777)
-    pythonpath = "/corpus-plugin" + (":/src/src" if src_layout(root) else "")
+    src = "/tmp/src" if writable else "/src"
+    pythonpath = "/corpus-plugin" + (f":{src}/src" if src_layout(root) else "")
+    copy = "cp -r /ro /tmp/src && cd /tmp/src && " if writable else ""
     command = [
         "docker", "run", "--rm", "--network", "none", "--read-only",
-        "--tmpfs", "/tmp:rw,exec,size=256m", "--cpus", "1", "--memory", "1g",
-        "--user", "1000:1000", "--workdir", "/src",
+        "--tmpfs", "/tmp:rw,exec,size=512m", "--cpus", "1", "--memory", "1g",
+        "--user", "1000:1000", "--workdir", "/tmp" if writable else "/src",
         "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "HOME=/tmp/home", "-e", "TMPDIR=/tmp",
         "-e", "PYTHONHASHSEED=0", "-e", "REPLAY_SEED=0", "-e", f"PYTHONPATH={pythonpath}",
         "-e", "HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hypothesis",
         "-e", "CORPUS_OUT=/out/outcomes.json",
-        "-v", f"{root}:/src:ro", "-v", f"{scratch / 'plugin'}:/corpus-plugin:ro",
-        "-v", f"{scratch / 'out'}:/out",
+        "-v", f"{root}:{'/ro' if writable else '/src'}:ro",
+        "-v", f"{scratch / 'plugin'}:/corpus-plugin:ro", "-v", f"{scratch / 'out'}:/out",
         image.ref, "sh", "-c",
-        f"mkdir -p /tmp/home && exec {image.pytest} -q -p no:cacheprovider -p corpus_outcomes"
-        " --continue-on-collection-errors",
+        f"mkdir -p /tmp/home && {copy}exec {image.pytest} -q -p no:cacheprovider"
+        " -p corpus_outcomes --continue-on-collection-errors",
     ]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
     wall = time.perf_counter() - started
     result_file = scratch / "out" / "outcomes.json"
     if not result_file.exists():
-        raise SystemExit(f"plain pytest wrote nothing on {root}: {done.stdout[-3000:]}")
+        said = (done.stdout[-2000:] + done.stderr[-2000:]).strip()
+        raise SystemExit(f"plain pytest wrote nothing on {root}: {said}")
     result: dict[str, Any] = json.loads(result_file.read_text())
     result["wall_s"] = round(wall, 2)
     result["tail"] = done.stdout[-1500:]
@@ -400,17 +431,26 @@ def noop_commit(repo: Path, fix: str) -> str:
         git(repo, "worktree", "remove", "--force", str(worktree))
 
 
+def replay_argv(
+    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path
+) -> list[str]:
+    """`orchestrator replay` with README's defaults: the default command (the whole suite),
+    the default deadline, no --writable-tree and no test paths; the image a user names
+    (the runner image, or the one `orchestrator image build` printed), `--tests-from` as
+    README's walk-through asks a fix's question. `--no-record --out` decide nothing."""
+    return [
+        str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
+        "--image", image.ref, "--tests-from", tests_from, "--no-record", "--out", str(run_dir),
+    ]  # fmt: skip
+
+
 def replay(
-    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path, timeout: int
+    repo: Path, image: Image, base: str, patch: str, tests_from: str, run_dir: Path
 ) -> dict[str, Any]:
     """One `orchestrator replay` as README tells a user; its report and wall time."""
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    command = [
-        str(CLI), "replay", "--repo", str(repo), "--base", base, "--patch", patch,
-        "--image", image.ref, "--tests-from", tests_from, "--timeout", str(timeout),
-        "--no-record", "--out", str(run_dir),
-    ]  # fmt: skip
+    command = replay_argv(repo, image, base, patch, tests_from, run_dir)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=run_dir.parent, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
@@ -418,6 +458,8 @@ def replay(
     summary: dict[str, Any] = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     return {
         "exit": done.returncode,
+        "argv": command[1:],
+        "readme_defaults": True,
         "wall_s": round(wall, 2),
         "stderr": done.stderr[-4000:],
         "stdout_tail": done.stdout[-1500:],
@@ -471,8 +513,14 @@ def expected_lanes(base: Mapping[str, Any] | None, patch: Mapping[str, Any] | No
         return set()  # the tool made it up: any lane disagrees
     if "error" in (b, p):
         return {"infra_queue"}
-    if "absent" in (b, p):
-        return {"reject_run"}
+    if b == "absent":  # row 2a: every corpus replay runs under --tests-from, so both
+        # sides run the same test files and a test one side lacks was made by the code
+        # under test (its data, its docstrings' lines): the side that has it is judged alone
+        return (
+            {"property_regression"} if p == "fail" else {"skipped" if p == "skip" else "no_freeze"}
+        )
+    if p == "absent":  # row 2a, base only: the patch no longer has it
+        return {"no_freeze", "skipped"}
     if b == "skip" and p == "fail":
         return {"property_regression"}  # pytest is red on the patch
     if "skip" in (b, p):
@@ -543,6 +591,38 @@ class Comparison:
         self.examples.setdefault(kind, node)
 
 
+FAILED = {"outcome": "failed", "line": None, "type": None}
+PASSED = {"outcome": "passed"}
+
+
+def sided(
+    base_truth: Mapping[str, Any],
+    patch_truth: Mapping[str, Any],
+    node: str,
+    b: Mapping[str, Any] | None,
+    p: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """A node's outcome on each side where its module (or class) did not collect: an
+    error where it failed on both sides; where it failed on one side only, the reading of
+    docs/lanes.md section 11 (the test files are the same, so the code under test broke
+    the import): its tests fail there, and the module's own entry passes on the side
+    where it imported."""
+    b_broken = b is None and errored(base_truth, node)
+    p_broken = p is None and errored(patch_truth, node)
+    if b_broken and p_broken:
+        return {"outcome": "error"}, {"outcome": "error"}
+    if b_broken:
+        return FAILED, PASSED if p is None and collector(base_truth, node) else p
+    if p_broken:
+        return PASSED if b is None and collector(patch_truth, node) else b, FAILED
+    return b, p
+
+
+def collector(truth: Mapping[str, Any], node: str) -> bool:
+    """Whether the node is a collector (a module, a class) that failed to collect there."""
+    return truth["tests"].get(node, {}).get("outcome") == "collect_error"
+
+
 def compare(
     base_truth: Mapping[str, Any], patch_truth: Mapping[str, Any], result: Mapping[str, Any]
 ) -> tuple[Comparison, int]:
@@ -552,11 +632,7 @@ def compare(
     comparison = Comparison()
     worst = 0
     for node in sorted(set(truth_b) | set(truth_p) | set(decided)):
-        b, p = truth_b.get(node), truth_p.get(node)
-        if b is None and errored(base_truth, node):
-            b = {"outcome": "error"}
-        if p is None and errored(patch_truth, node):
-            p = {"outcome": "error"}
+        b, p = sided(base_truth, patch_truth, node, truth_b.get(node), truth_p.get(node))
         lanes = expected_lanes(b, p)
         if lanes & BLOCKING and not lanes - BLOCKING:
             worst = 1
@@ -601,6 +677,84 @@ def compare(
     return comparison, worst
 
 
+# ---------------------------------------------------------------- the exit
+
+
+RED = ("failed", "error")
+
+
+def catching_tests(fixed: Mapping[str, Any], reverted: Mapping[str, Any]) -> list[str]:
+    """The tests plain pytest says catch the bug: passed on FIX, failed or errored (their
+    module did not import) on PARENT with the fix's tests laid over."""
+    good, bad = outcomes(fixed), outcomes(reverted)
+    caught = []
+    for node, record in good.items():
+        if node == "<session>" or record.get("outcome") != "passed":
+            continue
+        after = bad.get(node)
+        red = errored(reverted, node) if after is None else after.get("outcome") in RED
+        if red:
+            caught.append(node)
+    return sorted(caught)
+
+
+def expected_exit(
+    scenario: str, base_truth: Mapping[str, Any], patch_truth: Mapping[str, Any]
+) -> int:
+    """The exit plain pytest implies for a pull request: a fix and a no-op pass (0); the fix
+    undone blocks (1) when the fix's tests catch the bug, else it passes. A tree already
+    red on both sides does not change that: a user's pull request did not make it red."""
+    if scenario != "reversed":
+        return 0
+    return 1 if catching_tests(base_truth, patch_truth) else 0
+
+
+VERDICTS = ("right", "false block", "missed block", "undecided", "bad input", "other")
+
+
+def verdict(exit_code: int, expected: int) -> str:
+    if exit_code == expected:
+        return "right"
+    return {1: "false block", 0: "missed block", 3: "undecided", 2: "bad input"}.get(
+        exit_code, "other"
+    )
+
+
+def error_line(stderr: str) -> str | None:
+    lines = [line for line in stderr.splitlines() if line.startswith("orchestrator: error:")]
+    return lines[-1] if lines else None
+
+
+def said(decision: Mapping[str, Any]) -> str:
+    labels = "/".join(
+        ",".join(sorted(set(decision[f"{side}_labels"]))) or "-" for side in ("base", "patch")
+    )
+    reasons = "; ".join(decision.get("reasons") or [])
+    line = f"`{decision['property_id']}` {decision['lane']}/{decision['code']} [{labels}]"
+    return f"{line}: {reasons[:120]}" if reasons else line
+
+
+def reason_line(result: Mapping[str, Any], caught: Sequence[str]) -> str:
+    """Why the tool gave the exit it gave: its error line, else the decisions behind it."""
+    decisions = result["decisions"]
+    exit_code = result["exit"]
+    if exit_code == 1:
+        picked = [d for d in decisions if d["lane"] in BLOCKING]
+    elif exit_code == 0:  # a missed block: what the tool said of the tests that catch it
+        wanted = set(caught)
+        picked = [d for d in decisions if d["property_id"] in wanted]
+        if not picked:
+            return f"none of the {len(caught)} catching tests decided (e.g. `{caught[0]}`)"
+    else:
+        line = error_line(result.get("stderr", ""))
+        if line or not decisions:
+            return line or f"exit {exit_code}, no decision: {result.get('stderr', '')[-200:]}"
+        picked = [d for d in decisions if d["lane"] in UNDECIDED]
+    kinds = Counter(f"{d['lane']}/{d['code']}" for d in picked)
+    head = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    return f"{head}; e.g. {said(picked[0])}" if picked else head
+
+
 # ---------------------------------------------------------------- one library
 
 
@@ -611,9 +765,10 @@ def run_library(
     tag: str,
     only: Sequence[str],
     scenarios: Sequence[str] = SCENARIOS,
+    extra_build_args: Sequence[str] = (),
 ) -> None:
     repo = clone(library, mirror_root, work)
-    image = library_image(library, repo)
+    image = library_image(library, repo, extra_build_args)
     print(f"== {library.name}: image {image.ref[:19]}", file=sys.stderr)
     for sha in library.commits:
         if only and not any(sha.startswith(o) or o.startswith(sha) for o in only):
@@ -625,7 +780,9 @@ def run_library(
         for variant in ("fix", "parent+fixtests"):
             root = tree(repo, work, library.name, commit, variant)
             out = truth_file(truth_dir, commit.fix[:12], variant)
-            truths[variant] = plain_pytest(image, root, out, library.timeout * 2)
+            truths[variant] = plain_pytest(
+                image, root, out, library.timeout * 2, writable=library.truth_writable
+            )
         noop = noop_commit(repo, commit.fix)
         plans = {
             "forward": (commit.parent, commit.fix, "patch"),
@@ -641,7 +798,7 @@ def run_library(
             if out.exists():
                 continue
             run_dir = work / "runs" / tag / library.name / f"{commit.fix[:12]}-{scenario}"
-            result = replay(repo, image, base, patch, tests_from, run_dir, library.timeout)
+            result = replay(repo, image, base, patch, tests_from, run_dir)
             result.update(
                 library=library.name,
                 fix=commit.fix,
@@ -677,10 +834,25 @@ class Row:
     scenario: str
     comparison: Comparison
     exit: int
-    expected_exit: int
+    expected_exit: int  # the pull request's (expected_exit)
+    lane_exit: int  # the worst lane pytest's outcomes call for, test by test
+    verdict: str
+    reason: str  # why the tool gave its exit, for a wrong one
+    note: str  # the cause, as corpus.toml records it
+    caught: int  # tests plain pytest says catch the bug (reversed)
+    readme_defaults: bool  # run with README's command line (no --timeout)
     replay_s: float
     plain_s: float
     plain_exit: tuple[int, int]
+
+
+def note(library: Library, fix: str, scenario: str) -> str:
+    """The cause corpus.toml records for a wrong exit: "<fix>-<scenario>", "<fix>",
+    "*-<scenario>" or "*", the first that is there."""
+    for key in (f"{fix[:7]}-{scenario}", fix[:7], f"*-{scenario}", "*"):
+        if key in library.notes:
+            return library.notes[key]
+    return ""
 
 
 def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
@@ -702,7 +874,10 @@ def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
                 patch_truth = json.loads(
                     truth_file(truth_dir, fix, patch_variant, reading=True).read_text()
                 )
-                comparison, expected = compare(base_truth, patch_truth, result)
+                comparison, lane_exit = compare(base_truth, patch_truth, result)
+                expected = expected_exit(scenario, base_truth, patch_truth)
+                caught = catching_tests(base_truth, patch_truth) if scenario == "reversed" else []
+                judged = verdict(result["exit"], expected)
                 plain = base_truth["wall_s"] + patch_truth["wall_s"]
                 found.append(
                     Row(
@@ -713,6 +888,12 @@ def rows(work: Path, tag: str, libraries: Iterable[Library]) -> list[Row]:
                         comparison=comparison,
                         exit=result["exit"],
                         expected_exit=expected,
+                        lane_exit=lane_exit,
+                        verdict=judged,
+                        reason="" if judged == "right" else reason_line(result, caught),
+                        note="" if judged == "right" else note(library, result["fix"], scenario),
+                        caught=len(caught),
+                        readme_defaults=bool(result.get("readme_defaults")),
                         replay_s=result["wall_s"],
                         plain_s=plain,
                         plain_exit=(base_truth["exitstatus"], patch_truth["exitstatus"]),
@@ -837,6 +1018,90 @@ def render(header: Sequence[str], body: Sequence[Sequence[str]], markdown: bool)
     ]
 
 
+def exit_summary(found: Sequence[Row], libraries: Sequence[Library], markdown: bool) -> list[str]:
+    """Judged per pull request: the tool's exit against the one plain pytest implies."""
+    header = [
+        "library",
+        "commits",
+        "replays",
+        "exit right",
+        "commits right",
+        "false blocks",
+        "missed blocks",
+        "undecided (3)",
+        "bad input (2)",
+        "other",
+    ]
+    body: list[list[str]] = []
+    for library in [*libraries, None]:
+        mine = [row for row in found if library is None or row.library == library.name]
+        if not mine:
+            continue
+        fixes: dict[tuple[str, str], list[Row]] = {}
+        for row in mine:
+            fixes.setdefault((row.library, row.fix), []).append(row)
+        counts = Counter(row.verdict for row in mine)
+        complete = [group for group in fixes.values() if len(group) == len(SCENARIOS)]
+        body.append(
+            [
+                library.name if library else "all",
+                str(len(fixes)),
+                str(len(mine)),
+                f"{counts['right']}/{len(mine)}",
+                f"{sum(all(r.verdict == 'right' for r in group) for group in complete)}"
+                f"/{len(complete)}",
+                *(str(counts[kind]) for kind in VERDICTS[1:]),
+            ]
+        )
+    return render(header, body, markdown)
+
+
+def exit_table(found: Sequence[Row], markdown: bool) -> list[str]:
+    """One line per fix commit: each scenario's exit (expected), and what was wrong."""
+    header = ["library", "commit", *SCENARIOS, "caught by (plain pytest)", "replay s"]
+    body: list[list[str]] = []
+    fixes: dict[tuple[str, str], dict[str, Row]] = {}
+    for row in found:
+        fixes.setdefault((row.library, row.fix), {})[row.scenario] = row
+    for (library, fix), by_scenario in fixes.items():
+        cells = []
+        for scenario in SCENARIOS:
+            row = by_scenario.get(scenario)
+            if row is None:
+                cells.append("not run")
+                continue
+            mark = "ok" if row.verdict == "right" else row.verdict
+            cells.append(f"{row.exit} ({row.expected_exit}) {mark}")
+        reversed_row = by_scenario.get("reversed")
+        caught = f"{reversed_row.caught} tests" if reversed_row else "-"
+        seconds = sum(row.replay_s for row in by_scenario.values())
+        body.append([library, fix, *cells, caught, f"{seconds:.0f}"])
+    return render(header, body, markdown)
+
+
+def wrong_exits(found: Sequence[Row], markdown: bool) -> list[str]:
+    """Every wrong exit with the tool's reason and the cause corpus.toml records; those of
+    one library with the same exit, reason and cause on one line."""
+    groups: dict[tuple[str, int, int, str, str, str], list[Row]] = {}
+    for row in found:
+        if row.verdict == "right":
+            continue
+        head = row.reason.split("; e.g. ", 1)[0]
+        key = (row.library, row.exit, row.expected_exit, row.verdict, head, row.note)
+        groups.setdefault(key, []).append(row)
+    lines = []
+    prefix = "- " if markdown else "  "
+    for (library, exit_code, expected, judged, _, cause), members in groups.items():
+        where = ", ".join(f"{row.fix} {row.scenario}" for row in members)
+        older = [row for row in members if not row.readme_defaults]
+        defaults = " (not README's command line: an older run)" if older else ""
+        lines.append(
+            f"{prefix}{library} {where}: exit {exit_code}, expected {expected} ({judged})"
+            f"{defaults}: {members[0].reason}." + (f" Cause: {cause}" if cause else "")
+        )
+    return lines or [f"{prefix}none"]
+
+
 def commit_list(found: Sequence[Row], libraries: Sequence[Library]) -> list[str]:
     lines = ["| library | repository | test style | fix commits (parent is the base) |"]
     lines.append("|---|---|---|---|")
@@ -858,6 +1123,14 @@ def print_report(work: Path, tag: str, libraries: Sequence[Library], markdown: b
     if markdown:
         print("\n".join(commit_list(found, libraries)))
         print()
+    print("\n".join(exit_summary(found, libraries, markdown)))
+    print()
+    print("\n".join(exit_table(found, markdown)))
+    print()
+    print("Wrong exits:" if not markdown else "Wrong exits, with the tool's reason:")
+    print()
+    print("\n".join(wrong_exits(found, markdown)))
+    print()
     print("\n".join(overall_table(found, libraries, markdown)))
     print()
     for library in libraries:
@@ -897,6 +1170,7 @@ def before_after(
         f"exit {before}",
         f"exit {after}",
         "expected",
+        f"verdict {after}",
         f"disagreements left ({after})",
     ]
     body: list[list[str]] = []
@@ -918,6 +1192,7 @@ def before_after(
                 str(old.exit),
                 str(row.exit),
                 str(row.expected_exit),
+                row.verdict if old.verdict == row.verdict else f"{old.verdict} -> {row.verdict}",
                 kinds_text(kinds),
             ]
         )
@@ -931,11 +1206,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--library", action="append", default=[])
     parser.add_argument("--commit", action="append", default=[])
+    parser.add_argument(
+        "--first", type=int, default=0, metavar="N", help="each library's first N commits only"
+    )
     parser.add_argument("--scenario", action="append", choices=SCENARIOS, default=[])
     parser.add_argument("--tag", default=None, help="results folder (default: this HEAD)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--before", help="with --report-only: a tag to set beside --tag")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument to every `orchestrator image build` (e.g. --build-arg=--pip "
+        "--build-arg=NAME, or an index option the build step takes); after the library's "
+        "build_args",
+    )
     args = parser.parse_args(argv)
     tag = args.tag or git(ROOT, "rev-parse", "--short", "HEAD")
     libraries = [
@@ -943,11 +1230,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for library in load_corpus(args.corpus)
         if library.name in args.library or (not args.library and (library.run or args.report_only))
     ]
+    if args.first:
+        libraries = [
+            dataclasses.replace(library, commits=library.commits[: args.first])
+            for library in libraries
+        ]
     work = args.work.resolve()
     if not args.report_only:
         for library in libraries:
             scenarios = args.scenario or SCENARIOS
-            run_library(library, args.mirror_root, work, tag, args.commit, scenarios)
+            run_library(
+                library, args.mirror_root, work, tag, args.commit, scenarios, args.build_arg
+            )
     if args.report_only and args.before:
         print("\n".join(before_after(work, args.before, tag, libraries, args.markdown)))
         return 0

@@ -67,47 +67,113 @@ KNOWN_LABELS = frozenset(label.value for label in Label)
 COMPLETED_LABELS = frozenset(label.value for label in Label if label.completed)
 
 
-class Lane(StrEnum):
-    """Where a decision sends the case (lanes.md section 3)."""
+class LaneKind(StrEnum):
+    """What a lane means for the pull request (lanes.md section 3), worst first: its exit
+    status and its severity (a run's exit status is its most severe lane's)."""
 
-    REJECT_MALFORMED = "reject_malformed"
-    REJECT_RUN = "reject_run"
-    INFRA_QUEUE = "infra_queue"
-    RERUN_SHRINK = "rerun_shrink"
-    PROPERTY_REGRESSION = "property_regression"
-    NO_FREEZE = "no_freeze"
-    FIX_CANDIDATE = "fix_candidate"
-    DIFFERENT_BUG = "different_bug"
-    BLOCK_PATCH = "block_patch"
-    FLAKE_QUEUE_ELIGIBLE = "flake_queue_eligible"
+    exit_status: int
+    severity: int
+
+    def __new__(cls, value: str, exit_status: int, severity: int) -> LaneKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.exit_status = exit_status
+        member.severity = severity
+        return member
+
+    BLOCKING = "blocking", 1, 2
+    UNDECIDED = "undecided", 3, 1
+    NON_BLOCKING = "non-blocking", 0, 0
+
+    @property
+    def rank(self) -> int:
+        """Display order of the kinds: blocking first."""
+        return -self.severity
+
+
+class Lane(StrEnum):
+    """Where a decision sends the case (lanes.md section 3).
+
+    Each lane is declared here once, with its kind and what it means in one line; the
+    declaration order is the reports' order (the interesting lanes first). Every table
+    of lanes (the reports' order and meanings, the exit statuses, docs/lanes.md) is
+    derived from or checked against this one (tests/unit/test_lane_tables.py).
+    """
+
+    kind: LaneKind
+    meaning: str
+
+    def __new__(cls, value: str, kind: LaneKind, meaning: str) -> Lane:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.kind = kind
+        member.meaning = meaning
+        return member
+
+    REJECT_RUN = "reject_run", LaneKind.BLOCKING, "the oracle changed between the sides"
+    PROPERTY_REGRESSION = (
+        "property_regression",
+        LaneKind.BLOCKING,
+        "the patch broke the property or moved its call budget",
+    )
+    DIFFERENT_BUG = (
+        "different_bug",
+        LaneKind.BLOCKING,
+        "both sides fail, on different assertions",
+    )
+    BLOCK_PATCH = (
+        "block_patch",
+        LaneKind.BLOCKING,
+        "fails uniformly on the patch (and on base too)",
+    )
+    REJECT_MALFORMED = "reject_malformed", LaneKind.UNDECIDED, "the evidence is invalid"
+    INFRA_QUEUE = (
+        "infra_queue",
+        LaneKind.UNDECIDED,
+        "a timeout or harness error: no verdict",
+    )
+    RERUN_SHRINK = "rerun_shrink", LaneKind.UNDECIDED, "the shrunk fixture is not stable"
+    FLAKE_QUEUE_ELIGIBLE = (
+        "flake_queue_eligible",
+        LaneKind.NON_BLOCKING,
+        "flaky on both sides, same assertion",
+    )
+    FIX_CANDIDATE = (
+        "fix_candidate",
+        LaneKind.NON_BLOCKING,
+        "fails on base, passes on the patch",
+    )
+    NO_FREEZE = (
+        "no_freeze",
+        LaneKind.NON_BLOCKING,
+        "alike on both sides, skipped by the project, or without evidence at the cap",
+    )
 
     @property
     def blocking(self) -> bool:
-        return self in _BLOCKING
+        return self.kind is LaneKind.BLOCKING
 
     @property
     def undecided(self) -> bool:
-        return self in _UNDECIDED
+        return self.kind is LaneKind.UNDECIDED
 
     @property
     def exit_status(self) -> int:
         """0 non-blocking, 1 blocking, 3 undecided (records.md)."""
-        if self.blocking:
-            return 1
-        if self.undecided:
-            return 3
-        return 0
+        return self.kind.exit_status
 
     @property
     def severity(self) -> int:
         """Orders lanes so that a report's exit status is its worst lane's."""
-        return {0: 0, 3: 1, 1: 2}[self.exit_status]
+        return self.kind.severity
+
+    @classmethod
+    def named(cls, value: str) -> Lane | None:
+        """The lane a document names (None for one this version does not know)."""
+        return _LANES_BY_VALUE.get(value)
 
 
-_BLOCKING = frozenset(
-    {Lane.REJECT_RUN, Lane.PROPERTY_REGRESSION, Lane.DIFFERENT_BUG, Lane.BLOCK_PATCH}
-)
-_UNDECIDED = frozenset({Lane.REJECT_MALFORMED, Lane.INFRA_QUEUE, Lane.RERUN_SHRINK})
+_LANES_BY_VALUE = {lane.value: lane for lane in Lane}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,18 +1,34 @@
 """Git, thin: resolve revisions to full SHAs, list trees, read blobs, export a revision's
 tree (and lay another revision's test files over it).
 
-Sources are *exported*, not checked out as worktrees: the revision's tree is read
-into a private index file (``GIT_INDEX_FILE`` in our own temporary folder) and
-written out with ``checkout-index``. Why this and not ``git worktree add``:
+GitPython is the engine: its ``Repo`` and object database (``Repo.odb`` over its
+persistent ``git cat-file``: :mod:`orchestrator.adapters.git_batch`) for every object read,
+``git.Git`` for every other command. It is imported on first use, never at start-up
+(``--help`` and the read commands stay fast); ``git apply`` of a mutant runs apart (it
+needs the process umask that keeps the tree readable, which ``git.Git`` cannot set).
+
+Sources are *exported*, not checked out as worktrees: the revision's tree is listed
+(``ls-tree``) and every file written out by the tool itself, its blob streamed from the
+object database (:mod:`orchestrator.adapters.tree_export`). Why this and not ``git
+worktree add`` or ``checkout-index``:
 
 - the result has no ``.git`` file (a worktree's ``.git`` points at a host path and
   breaks git inside a container);
 - nothing is written into the repository (no ``.git/worktrees/<name>`` entry to
-  prune after a killed run, so concurrent replays of one repository never
+  prune after a killed run, no index, so concurrent replays of one repository never
   contend for worktree metadata and need no add/remove lock);
-- unlike ``git archive`` it honours the same filters and attributes as a normal
-  checkout and ignores ``export-ignore``/``export-subst``, so the tests run on
-  exactly the files a developer would see.
+- every file is exactly its committed bytes: the tree's ``.gitattributes`` (``eol=crlf``,
+  ``ident``, ``working-tree-encoding``, ``filter=``) and the operator's ``core.autocrlf``
+  are not applied, so the tree cap (checked on ``ls-tree -l`` sizes before a byte is
+  written, then counted as written) holds for what lands on disk, and no filter driver
+  runs on the tree's say. Unlike ``git archive``, ``export-ignore``/``export-subst`` are
+  ignored too: the tests run on the files of the commit. (A mutant patch is applied with
+  ``git apply`` in the tree, outside any repository: no attribute applies there either,
+  and git refuses a path through a link or out of the tree.)
+
+Blobs the host parses (configuration files, test modules, requirement files) are read
+streamed, one object at a time, each under a byte cap (``ORCHESTRATOR_MAX_READ_BYTES``,
+``core.tree_limits``): over it is exit 2 naming the file, never the whole blob in memory.
 
 Every exported tree lives in a scratch folder named after the owning process
 (``orchestrator-replay-<pid>.<start>@<host id>-…``); it is removed on exit, and
@@ -27,15 +43,18 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
+from orchestrator.adapters.git_batch import Objects, TreeEntry, gitpython, parse_ls_tree
 from orchestrator.adapters.host import current_owner, host_id, pid_alive
+from orchestrator.adapters.tree_export import write_tree
+from orchestrator.adapters.tree_files import remove_tree_file, tree_usage
 from orchestrator.core.owners import local_owner, owner_from_stem, scratch_stem, sweep_verdict
-from orchestrator.core.tree_limits import TreeSize, tree_caps, tree_problem
+from orchestrator.core.tree_limits import TreeCaps, TreeSize, read_problem, tree_caps, tree_problem
 from orchestrator.errors import GitError, InputError, UnknownRevisionError
 
 if TYPE_CHECKING:
@@ -46,6 +65,8 @@ THAW_SCRATCH_PREFIX = "orchestrator-thaw-"  # a freeze's stored fixture, written
 SCRATCH_PREFIXES = (SCRATCH_PREFIX, THAW_SCRATCH_PREFIX)  # every scratch folder the tool makes
 # Exported files must be readable by the container's uid 1000, whatever the caller's umask.
 READABLE_UMASK = 0o022
+# A regular file's modes in a tree (a link is 120000, a submodule 160000).
+REGULAR_MODES = frozenset({"100644", "100755"})
 
 
 # Repositories already checked by this process (the check is one ``rev-parse``).
@@ -59,17 +80,12 @@ def check_repository(repo: Path) -> None:
     key = os.fspath(repo)
     if key in _CHECKED:
         return
-    try:
-        completed = subprocess.run(
-            ["git", "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir",
-             "--show-prefix"],
-            capture_output=True, check=False,
-        )  # fmt: skip
-    except FileNotFoundError:
-        raise GitError("the git command is not installed (or not on PATH)") from None
-    lines = completed.stdout.decode("utf-8", errors="surrogateescape").splitlines()
-    if completed.returncode != 0 or len(lines) < 2:
-        reason = completed.stderr.decode(errors="replace").strip().splitlines()
+    status, out, err = _run(
+        "-C", key, "rev-parse", "--is-inside-git-dir", "--absolute-git-dir", "--show-prefix"
+    )
+    lines = out.decode("utf-8", errors="surrogateescape").splitlines()
+    if status != 0 or len(lines) < 2:
+        reason = err.decode(errors="replace").strip().splitlines()
         detail = reason[-1].removeprefix("fatal: ") if reason else ""
         if not detail or "not a git repository" in detail or "cannot change to" in detail:
             detail = "not a git repository"
@@ -105,74 +121,60 @@ def read_blobs_at(
 ) -> list[dict[str, bytes | None]]:
     """For each ``(sha, paths)`` of ``wanted``, in order, the bytes of each path at that
     commit (``None`` when absent or not a file: a folder, a submodule), all in one
-    ``git cat-file --batch``. A path with a line break cannot be a batch line: it is read
-    on its own."""
+    streamed ``git cat-file --batch``. A blob over the read cap is an :class:`InputError`
+    (exit 2) naming the path, the revision, its size and the cap; it is never read."""
     check_repository(repo)
+    caps = _caps()
     asked = [(sha, list(paths)) for sha, paths in wanted]
-    lines = [f"{sha}:{path}" for sha, paths in asked for path in paths if "\n" not in path]
-    found = dict(zip(lines, _batch_blobs(repo, lines), strict=True))
-    results: list[dict[str, bytes | None]] = []
-    for sha, paths in asked:
-        side: dict[str, bytes | None] = {}
-        for path in paths:
-            name = f"{sha}:{path}"
-            side[path] = found[name] if name in found else _one_blob(repo, name)
-        results.append(side)
-    return results
+    keys = [(sha, path) for sha, paths in asked for path in paths]
+    names: list[str] = []
+    for sha, path in keys:
+        # A path with a line break cannot be a batch line: its object is named by its id.
+        names.append(f"{sha}:{path}" if "\n" not in path else _object_id(repo, f"{sha}:{path}"))
+    found: dict[tuple[str, str], bytes | None] = {}
+    with Objects(repo) as objects:
+        for (sha, path), name in zip(keys, names, strict=True):
+            blob = objects.header(name)
+            if blob.kind != "blob":
+                found[(sha, path)] = None
+                continue
+            problem = read_problem(f"{path} at {sha[:12]}", blob.size, caps)
+            if problem is not None:
+                raise InputError(problem)
+            found[(sha, path)] = objects.read(blob)
+    return [{path: found[(sha, path)] for path in paths} for sha, paths in asked]
 
 
-def _batch_blobs(repo: Path, names: Sequence[str]) -> list[bytes | None]:
-    """``git cat-file --batch`` of ``<sha>:<path>`` names: each blob's bytes, else None."""
-    if not names:
-        return []
-    output = _git_output(
-        repo, "cat-file", "--batch=%(objectname) %(objecttype) %(objectsize)",
-        stdin="".join(f"{name}\n" for name in names).encode("utf-8", "surrogateescape"),
-    )  # fmt: skip
-    blobs: list[bytes | None] = []
-    offset = 0
-    for _ in names:
-        end = output.index(b"\n", offset)
-        header = output[offset:end].split(b" ")
-        offset = end + 1
-        # Found: "<40 or 64 hex> <type> <size>"; else "<name> missing" (or "ambiguous").
-        if len(header) == 3 and header[2].isdigit() and header[1] in _OBJECT_TYPES:
-            size = int(header[2])
-            blob = output[offset : offset + size]
-            offset += size + 1  # the object, then a newline
-            blobs.append(blob if header[1] == b"blob" else None)
-        else:
-            blobs.append(None)
-    return blobs
+def _object_id(repo: Path, name: str) -> str:
+    """The object ``<sha>:<path>`` names, else a name the batch reports missing."""
+    answer = _git_answer(repo, "rev-parse", "--verify", "--quiet", name)
+    oid = answer.decode().strip() if answer is not None else ""
+    return oid if oid and "\n" not in oid else "0" * 40
 
 
-_OBJECT_TYPES = frozenset({b"blob", b"tree", b"commit", b"tag"})
-
-
-def _one_blob(repo: Path, name: str) -> bytes | None:
-    return _git_answer(repo, "cat-file", "blob", name)
+def _caps() -> TreeCaps:
+    try:
+        return tree_caps(os.environ)
+    except ValueError as error:
+        raise InputError(str(error)) from None
 
 
 def _git_answer(repo: Path, *args: str) -> bytes | None:
     """A git command's standard output, or None when it says no (an unknown revision, an
     absent path): for questions whose "no" is an answer, not a failure."""
-    completed = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
-    return completed.stdout if completed.returncode == 0 else None
+    status, out, _ = _run("-C", str(repo), *args)
+    return out if status == 0 else None
+
+
+def tree_id(repo: Path, sha: str) -> str:
+    """The id of commit ``sha``'s tree: two commits with one tree export the same files."""
+    return _git_output(repo, "rev-parse", "--verify", f"{sha}^{{tree}}").decode().strip()
 
 
 def list_tree(repo: Path, sha: str) -> dict[str, str]:
     """Every file of commit ``sha``'s tree (regular files and symlinks; no submodules):
     path -> blob SHA, in git's order."""
-    output = _git_output(repo, "ls-tree", "-r", "-z", "--full-tree", sha)
-    files: dict[str, str] = {}
-    for record in output.split(b"\0"):
-        if not record:
-            continue
-        meta, _, path = record.partition(b"\t")
-        _mode, kind, blob = meta.decode().split()
-        if kind == "blob":
-            files[path.decode("utf-8", errors="surrogateescape")] = blob
-    return files
+    return {entry.path: entry.oid for entry in _entries(repo, sha) if entry.kind == "blob"}
 
 
 def tree_modes(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, str | None]:
@@ -197,31 +199,35 @@ def tree_modes(repo: Path, sha: str, paths: Iterable[str]) -> dict[str, str | No
 def is_ancestor(repo: Path, ancestor: str, sha: str) -> bool:
     """Whether commit ``ancestor`` is ``sha`` or one of its ancestors in ``repo`` (False
     when either is unknown there). Both are full SHAs the caller checked."""
-    completed = subprocess.run(
-        ["git", "-C", str(repo), "merge-base", "--is-ancestor", ancestor, sha],
-        capture_output=True,
-        check=False,
-    )
-    return completed.returncode == 0
+    status, _, _ = _run("-C", str(repo), "merge-base", "--is-ancestor", ancestor, sha)
+    return status == 0
 
 
-def read_objects(repo: Path, shas: Iterable[str]) -> dict[str, bytes]:
-    """The bytes of each blob SHA (one ``git cat-file --batch`` for all of them)."""
+def _entries(repo: Path, sha: str) -> list[TreeEntry]:
+    return parse_ls_tree(_git_output(repo, "ls-tree", "-r", "-z", "--full-tree", sha))
+
+
+def read_objects(
+    repo: Path, shas: Iterable[str], *, names: Mapping[str, str] | None = None
+) -> dict[str, bytes]:
+    """The bytes of each blob SHA (one streamed ``git cat-file --batch`` for all of
+    them); one over the read cap is an :class:`InputError` naming it (``names``: a path
+    for each SHA, for that message)."""
     wanted = list(dict.fromkeys(shas))
-    if not wanted:
-        return {}
-    output = _git_output(repo, "cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
+    caps = _caps()
     found: dict[str, bytes] = {}
-    offset = 0
-    for sha in wanted:
-        end = output.index(b"\n", offset)
-        header = output[offset:end].decode().split()
-        offset = end + 1
-        if len(header) != 3:  # "<sha> missing": a resolved tree never lists one
-            raise GitError(f"git cat-file failed: {sha} is missing")
-        size = int(header[2])
-        found[sha] = output[offset : offset + size]
-        offset += size + 1  # the object, then a newline
+    if not wanted:
+        return found
+    with Objects(repo) as objects:
+        for sha in wanted:
+            blob = objects.header(sha)
+            if blob.kind is None:  # a resolved tree never lists one
+                raise GitError(f"git cat-file failed: {sha} is missing")
+            where = f"{names[sha]} (blob {sha[:12]})" if names and sha in names else f"blob {sha}"
+            problem = read_problem(where, blob.size, caps)
+            if problem is not None:
+                raise InputError(problem)
+            found[sha] = objects.read(blob)
     return found
 
 
@@ -277,83 +283,83 @@ def sweep_scratch(
     return removed
 
 
-def _git(
-    repo: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> None:
-    completed = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env={**os.environ, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        umask=READABLE_UMASK,
-    )
-    if completed.returncode != 0:
-        # Only resolved SHAs of a repository that opened get here: the input was good, so
-        # a failure is the machine's (a corrupt object, a full disk), not the user's.
-        detail = (completed.stderr or completed.stdout).strip().splitlines()
-        verb = next((arg for arg in args if not arg.startswith("-")), "")
-        raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
+def _run(*args: str) -> tuple[int, bytes, bytes]:
+    """``git *args`` through GitPython's ``git.Git``: its exit status, standard output and
+    standard error, as bytes (a missing git command is a :class:`GitError`)."""
+    git = gitpython()
+    try:
+        status, out, err = git.Git().execute(
+            ["git", *args],
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+    except git.exc.GitCommandNotFound:
+        raise GitError("the git command is not installed (or not on PATH)") from None
+    if isinstance(err, str):
+        err = err.encode("utf-8", "surrogateescape")
+    return int(status), bytes(out), err
 
 
-def _git_output(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """A git command's standard output; a failure is the machine's (see :func:`_git`)."""
-    completed = subprocess.run(
-        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=False
-    )
-    if completed.returncode != 0:
-        detail = completed.stderr.decode(errors="replace").strip().splitlines()
+def _git_output(repo: Path, *args: str) -> bytes:
+    """A git command's standard output; a failure is the machine's (a :class:`GitError`)."""
+    status, out, err = _run("-C", str(repo), *args)
+    if status != 0:
+        detail = err.decode(errors="replace").strip().splitlines()
         verb = next((arg for arg in args if not arg.startswith("-")), "")
-        raise GitError(f"git {verb} failed: {detail[-1] if detail else completed.returncode}")
-    return completed.stdout
+        raise GitError(f"git {verb} failed: {detail[-1] if detail else status}")
+    return out
 
 
 def tree_size(repo: Path, sha: str) -> TreeSize:
     """Files and bytes of commit ``sha``'s tree as the object store says (nothing is
     unpacked: ``ls-tree -l`` reads each object's header)."""
-    output = _git_output(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha)
+    return size_of(_sized_entries(repo, sha))
+
+
+def _sized_entries(repo: Path, sha: str) -> list[TreeEntry]:
+    return parse_ls_tree(_git_output(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", sha))
+
+
+def size_of(entries: Iterable[TreeEntry]) -> TreeSize:
+    """Files (blobs: files and links) and bytes of ``ls-tree -l`` entries. Pure."""
     files = total = largest = 0
     largest_path = ""
-    for record in output.split(b"\0"):
-        meta, _, path = record.partition(b"\t")
-        fields = meta.split()
-        if len(fields) != 4 or fields[1] != b"blob":
+    for entry in entries:
+        if entry.kind != "blob":
             continue
-        size = int(fields[3]) if fields[3].isdigit() else 0
         files += 1
-        total += size
-        if size > largest:
-            largest, largest_path = size, path.decode("utf-8", errors="replace")
+        total += entry.size
+        if entry.size > largest:
+            largest, largest_path = entry.size, entry.path
     return TreeSize(
         files=files, total_bytes=total, largest_path=largest_path, largest_bytes=largest
     )
 
 
-def check_tree_size(repo: Path, sha: str) -> None:
-    """Refuse (exit 2) a commit whose tree is over the caps (``core.tree_limits``)."""
-    try:
-        caps = tree_caps(os.environ)
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    problem = tree_problem(tree_size(repo, sha), caps)
+def check_tree_size(repo: Path, sha: str, size: TreeSize | None = None) -> None:
+    """Refuse (exit 2) a commit whose tree is over the caps (``core.tree_limits``);
+    ``size``: its size when known."""
+    problem = tree_problem(size or tree_size(repo, sha), _caps())
     if problem is not None:
         raise InputError(f"{sha[:12]}: {problem}; nothing was exported")
 
 
-def export_tree(repo: Path, sha: str, dest: Path, index_file: Path) -> None:
-    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), via a private index.
+def export_tree(repo: Path, sha: str, dest: Path) -> TreeSize:
+    """Write the tree of commit ``sha`` into ``dest`` (no ``.git``), every file as
+    committed (:mod:`orchestrator.adapters.tree_export`); what it then holds.
 
     ``sha`` is a resolved commit (:func:`resolve_rev`): a git command that fails here
-    is a :class:`GitError` (exit 3), not bad input.
+    is a :class:`GitError` (exit 3), not bad input; a tree over the caps, or with a path
+    the host may not write, is bad input (exit 2).
     """
-    check_tree_size(repo, sha)  # before a byte is written: a packed bomb stays packed
-    env = {"GIT_INDEX_FILE": str(index_file)}
-    _git(repo, "read-tree", sha, env=env)
+    entries = _sized_entries(repo, sha)
+    # Before a byte is written: a packed bomb stays packed.
+    check_tree_size(repo, sha, size_of(entries))
     dest.mkdir(parents=True, exist_ok=True)
-    # --work-tree (not --prefix) so that bare repositories work too.
-    _git(repo, f"--work-tree={dest}", "checkout-index", "--all", "--force", env=env)
-    index_file.unlink(missing_ok=True)
+    dest.chmod(0o755)
+    return write_tree(repo, sha, dest, entries, caps=_caps())
 
 
 def apply_patch(tree: Path, patch: Path) -> None:
@@ -375,41 +381,25 @@ def apply_patch(tree: Path, patch: Path) -> None:
         raise InputError(f"{patch}: does not apply ({detail[0] if detail else 'git apply failed'})")
 
 
-def overlay_files(repo: Path, tree: Path, overlay: SideOverlay, index_file: Path) -> None:
+def overlay_files(repo: Path, tree: Path, overlay: SideOverlay) -> TreeSize:
     """Lay one revision's files over an exported tree: remove ``overlay.remove``, then
-    write ``overlay.write`` as they are at ``overlay.rev`` (through a private index, with
-    the same filters and attributes as the export itself)."""
+    write ``overlay.write`` as they are at ``overlay.rev`` (as committed, replacing what
+    is in the way, never through a link). The tree's bytes after the overlay, counted as
+    they are written, stay under the caps."""
     for path in overlay.remove:
-        target = tree / path
-        if target.is_symlink() or target.is_file():
-            target.unlink()
-        _prune_empty(target.parent, tree)
+        remove_tree_file(tree, path)
     if not overlay.write:
-        return
-    check_tree_size(repo, overlay.rev)
-    env = {"GIT_INDEX_FILE": str(index_file)}
-    _git(repo, "read-tree", overlay.rev, env=env)
-    _git(
-        repo,
-        f"--work-tree={tree}",
-        "checkout-index",
-        "--force",
-        "-z",
-        "--stdin",
-        env=env,
-        stdin="\0".join(overlay.write) + "\0",
-    )
-    index_file.unlink(missing_ok=True)
-
-
-def _prune_empty(folder: Path, root: Path) -> None:
-    """Remove ``folder`` and its parents while they are empty, never ``root`` itself."""
-    while folder != root and root in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
+        return TreeSize(files=0, total_bytes=0)
+    listed = _sized_entries(repo, overlay.rev)
+    check_tree_size(repo, overlay.rev, size_of(listed))
+    wanted = set(overlay.write)
+    entries = [entry for entry in listed if entry.path in wanted]
+    if len(entries) != len(wanted):
+        missing = sorted(wanted - {entry.path for entry in entries})[0]
+        raise GitError(f"git ls-tree failed: {missing} is not in {overlay.rev[:12]}")
+    usage = tree_usage(tree)
+    held = TreeSize(files=usage.files, total_bytes=usage.total_bytes)
+    return write_tree(repo, overlay.rev, tree, entries, caps=_caps(), written=held, over=True)
 
 
 @contextmanager
@@ -434,11 +424,11 @@ def checkout(
         with interrupts.shielded():  # a Ctrl-C lands after the folder is known, or before
             scratch = make_scratch("src")
         tree = scratch / "src"
-        export_tree(repo, sha, tree, scratch / "index")
+        export_tree(repo, sha, tree)
         if mutant is not None:
             apply_patch(tree, mutant)
         if tests is not None:
-            overlay_files(repo, tree, tests, scratch / "tests-index")
+            overlay_files(repo, tree, tests)
         complete = True
         yield tree
     finally:
@@ -457,10 +447,41 @@ def mainline_root(repo: Path, sha: str) -> str:
 
 
 def list_paths(repo: Path, sha: str, folder: str) -> tuple[str, ...]:
-    """Every file path under ``folder`` (repository-relative) at commit ``sha``."""
+    """Every regular file under ``folder`` (repository-relative) at commit ``sha``: no
+    symbolic link and no submodule, as the host's reads of an exported tree see it."""
     check_repository(repo)
-    out = _git_output(repo, "ls-tree", "-r", "-z", "--name-only", sha, "--",
-                      folder.rstrip("/") + "/")  # fmt: skip
-    return tuple(
-        path.decode("utf-8", errors="surrogateescape") for path in out.split(b"\0") if path
+    out = _git_output(
+        repo, "--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", sha, "--",
+        folder.rstrip("/") + "/",
+    )  # fmt: skip
+    return tuple(entry.path for entry in parse_ls_tree(out) if entry.mode in REGULAR_MODES)
+
+
+def file_modes(repo: Path, sha: str, names: Iterable[str]) -> dict[str, str]:
+    """The mode of each of ``names`` (at the top of the tree) present at commit ``sha``
+    (``100644``/``100755``: a regular file, ``120000``: a symbolic link, ``040000``: a
+    folder, ``160000``: a submodule); an absent name is left out."""
+    wanted = [name for name in names if name]
+    if any("/" in name for name in wanted):
+        raise ValueError("file_modes takes names at the top of the tree")
+    if not wanted:
+        return {}
+    check_repository(repo)
+    out = _git_output(
+        repo, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", sha, "--", *wanted
     )
+    return {entry.path: entry.mode for entry in parse_ls_tree(out) if entry.path in wanted}
+
+
+def read_regular_files(
+    repo: Path, sha: str, names: Sequence[str]
+) -> tuple[dict[str, bytes | None], dict[str, str]]:
+    """:func:`read_blobs` of ``names`` (at the top of the tree), regular files only: the
+    bytes of each (None when absent or not a regular file), and the mode of each name
+    that is there but not a regular file (a symbolic link's text is no configuration,
+    and on the host the exported link would never be followed)."""
+    modes = file_modes(repo, sha, names)
+    regular = [name for name in names if modes.get(name) in REGULAR_MODES]
+    read = read_blobs(repo, sha, regular)
+    others = {name: mode for name, mode in modes.items() if mode not in REGULAR_MODES}
+    return {name: read.get(name) for name in names}, others

@@ -1,6 +1,8 @@
-"""The runner image's recipe as files: the folder that ships inside the package
-(``orchestrator/images/``), its files read for the context digest, and the base recipe's
-script run (mmdebstrap from this machine's apt sources, then ``docker import``).
+"""The runner image's recipe as files: the checkout's top-level ``images/`` (shipped inside
+the wheel as ``orchestrator/images/``, ``[tool.hatch.build.targets.wheel.force-include]``),
+its files read for the context digest (by their names relative to the recipe, so where it
+lies does not change a tag), and the base recipe's script run (mmdebstrap from this
+machine's apt sources, then ``docker import``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from pathlib import Path
 
 from orchestrator.errors import InfrastructureError, InputError
 
-RECIPE_DIR = Path(__file__).resolve().parent.parent / "images"
+_PACKAGE = Path(__file__).resolve().parent.parent
+# An installed wheel carries the recipe in the package; a checkout (or an editable
+# install of it) has it at its top.
+RECIPE_DIR = next(
+    (folder for folder in (_PACKAGE / "images", _PACKAGE.parent / "images") if folder.is_dir()),
+    _PACKAGE.parent / "images",
+)
 BASE_SCRIPT = "build"  # in RECIPE_DIR/base
 
 

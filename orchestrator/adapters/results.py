@@ -78,7 +78,7 @@ READER_USER = "0:1000"
 # which it can copy, is never what tells them apart.
 _PROCESSES = r"""
 import os
-INITS = ("docker-init", "tini", "catatonit", "dumb-init", "init")
+INITS = ("docker-init", "podman-init", "tini", "catatonit", "dumb-init", "init")
 def stat_of(pid):
     with open("/proc/%d/stat" % pid, "rb") as handle:
         data = handle.read()

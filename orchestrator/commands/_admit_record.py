@@ -17,18 +17,16 @@ def record_outcome(outcome: AdmissionOutcome, ledger_url: str) -> Admission:
     When the ledger refuses an opened freeze (say, an expiry beyond its maximum), the
     returned admission carries the refusal code, so the command exits 1.
     """
-    from orchestrator.adapters.ledger import Ledger
-    from orchestrator.services.ledger_jobs import record_admission
+    from orchestrator.services.ledger_access import record_admission
 
     now = outcome.request.now or datetime.now(UTC)
-    with Ledger.open(ledger_url) as store:
-        recorded = record_admission(
-            store,
-            admission_code=outcome.admission.code,
-            record=outcome.freeze,
-            now=now,
-            detail={"detail": outcome.admission.detail, "source": "admit"},
-        )
+    recorded = record_admission(
+        ledger_url,
+        admission_code=outcome.admission.code,
+        record=outcome.freeze,
+        now=now,
+        detail={"detail": outcome.admission.detail, "source": "admit"},
+    )
     if recorded.freeze is not None and not recorded.freeze.written:
         code = recorded.freeze.codes[0]
         return replace(outcome.admission, allowed=False, code=code, detail="refused by the ledger")

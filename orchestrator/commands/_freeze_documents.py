@@ -5,18 +5,17 @@ Declared with Typer; the ``freeze`` group (``commands/freeze.py``) loads them wh
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 
+from orchestrator.commands._command_options import (
+    ExportFreezesOutOption,
+    ShowFreezeFreezeIdArgument,
+)
 from orchestrator.commands._options import LedgerOption
 
 
 def show_freeze(
-    freeze_id: Annotated[
-        int, typer.Argument(metavar="ID", help="The freeze id (from freeze list).")
-    ],
+    freeze_id: ShowFreezeFreezeIdArgument,
     *,
     ledger: LedgerOption,
 ) -> None:
@@ -29,12 +28,11 @@ def show_freeze(
     """
     import json
 
-    from orchestrator.adapters.ledger import Ledger
     from orchestrator.commands._output import echo_json
     from orchestrator.errors import InputError
+    from orchestrator.services.ledger_access import freeze
 
-    with Ledger.open(ledger) as store:
-        row = store.freeze(freeze_id)
+    row = freeze(ledger, freeze_id)
     if row is None:
         raise InputError(f"freeze {freeze_id}: no such live freeze")
     doc = row.to_json()
@@ -45,10 +43,7 @@ def show_freeze(
 
 
 def export_freezes(
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Write the document to FILE (atomically) instead of stdout."),
-    ] = None,
+    out: ExportFreezesOutOption = None,
     *,
     ledger: LedgerOption,
 ) -> None:
@@ -57,13 +52,11 @@ def export_freezes(
     A freeze-export/1 document: every live freeze row with its stored fixture bytes,
     canonical JSON (sorted keys, compact), so the same rows export the same bytes.
     """
-    from orchestrator.adapters.ledger import Ledger
     from orchestrator.core.digest import canonical_json
     from orchestrator.files import write_atomic
-    from orchestrator.services.ledger_jobs import export_document
+    from orchestrator.services.ledger_access import export_document
 
-    with Ledger.open(ledger) as store:
-        data = canonical_json(export_document(store.live_freezes(payloads=True))) + b"\n"
+    data = canonical_json(export_document(ledger)) + b"\n"
     if out is None:
         typer.echo(data.decode("utf-8"), nl=False)
     else:

@@ -1,6 +1,7 @@
-"""``--ledger`` for the commands declared with plain Click (the read commands, which
-start without importing Typer): the same flag, help, environment variable, default and
-rule as ``_options.LedgerOption``, which takes them from here."""
+"""The options of the commands declared with plain Click (the read commands, which start
+without importing Typer): ``--ledger``, with the same flag, help, environment variable,
+default and rule as ``_options.LedgerOption``, which takes them from here; ``--json``,
+whose flag ``_options.json_option`` takes from here; and ``freeze list --expired``."""
 
 from __future__ import annotations
 
@@ -45,3 +46,18 @@ def ledger_option(function: F) -> F:
         show_default=LEDGER_DEFAULT_SHOWN,
         help=LEDGER_HELP,
     )(function)
+
+
+JSON_FLAG = "--json"  # every command's: print its one JSON document instead of text
+
+
+def json_flag(help_text: str) -> Callable[[F], F]:
+    """Declare ``as_json: bool`` (``--json``) on a Click command."""
+    return click.option(JSON_FLAG, "as_json", is_flag=True, help=help_text)
+
+
+def expired_flag(function: F) -> F:
+    """Declare ``expired: bool`` (``freeze list --expired``)."""
+    return click.option("--expired", is_flag=True, help="Only rows past their expiry now.")(
+        function
+    )

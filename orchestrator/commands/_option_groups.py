@@ -1,20 +1,93 @@
-"""The option groups of ``replay``, ``reproduce``, ``shrink``, ``accept`` and ``budget``,
-each a frozen value with its own ``validate()``: every usage mistake is refused here
-(exit 2, one line) before an engine is asked for anything. A command takes the groups
-it has and leaves the fields it lacks at their defaults, so an option checked for one
-command is checked the same way for every other. Imported when a command runs, never
-for ``--help`` (building the classes costs what the help itself takes).
+"""The option groups of ``replay``, ``reproduce``, ``shrink``, ``accept``, ``budget`` and
+``thaw``, each a frozen value with its own ``validate()``: every usage mistake is refused
+here (exit 2, one line) before an engine is asked for anything.
+
+A field that is an option is annotated with its declaration (``_options.py``): the
+commands take the groups as parameters (``commands/_grouped.py`` spreads them into Typer's
+options), each the fields it has, and leave the others at their defaults, so an option
+checked for one command is checked the same way for every other. A field left ``None``
+was not given (``replay`` lays ``[tool.orchestrator]`` under it, ``with_project``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.commands._options import DEFAULT_TIMEOUT_S, ISOLATIONS, REPRODUCE_SIDES
+from orchestrator.commands._grouped import values_for
+from orchestrator.commands._options import (
+    DEFAULT_TIMEOUT_S,
+    ISOLATIONS,
+    REPRODUCE_SIDES,
+    AdmitOption,
+    AdmitOwnerOption,
+    AllRowsOption,
+    BaseOption,
+    BudgetCommandOption,
+    BudgetMsOption,
+    ChangedOption,
+    CommandOption,
+    EnginesOption,
+    EnvOption,
+    EvidenceCacheOption,
+    EvidenceCapOption,
+    ExpiresOption,
+    FalseBlockRateOption,
+    FixtureOption,
+    FreezeOption,
+    HostPropertyOption,
+    HtmlOption,
+    IsolationOption,
+    JobsOption,
+    JunitOption,
+    KeepOption,
+    LedgerOption,
+    LockedDigestOption,
+    MaxAgeOption,
+    MemoryOption,
+    OptionalImageOption,
+    OptionalPropertyOption,
+    OptionalRepoOption,
+    OptionalRevOption,
+    OptionalTimeoutOption,
+    OracleKeysOption,
+    OriginOption,
+    OutOption,
+    OwnerOption,
+    PatchOption,
+    PdbOption,
+    PropertiesOption,
+    PropertyPathOption,
+    PythonpathOption,
+    RecordedPropertyArgument,
+    RecordOption,
+    ReplayNumberOption,
+    ReplaysAllOption,
+    ReplaysOption,
+    RepoOption,
+    ReportJsonOption,
+    ReuseOption,
+    RunDirArgument,
+    RunIdOption,
+    RunnerIdOption,
+    RunRepoOption,
+    SamplesOption,
+    ScreenOption,
+    SeedOption,
+    ShardOption,
+    ShellOption,
+    ShrinkOption,
+    ShrinkReportOption,
+    SideOption,
+    SlotsOption,
+    SummaryOption,
+    TestPathOption,
+    TestsFromOption,
+    WritableTreeOption,
+)
 from orchestrator.core.bounds import (
     MAX_EVIDENCE_CAP,
     MAX_JOBS,
@@ -31,13 +104,9 @@ from orchestrator.errors import InputError
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from orchestrator.core.project_config import ProjectConfig
     from orchestrator.core.replay_run import ReplayOptions
-    from orchestrator.core.reproduce import Mode
     from orchestrator.core.shards import Shard
-    from orchestrator.services.accept import AcceptOptions
-    from orchestrator.services.budget import AdmissionOptions, BudgetOptions
-    from orchestrator.services.reproduce import ReproduceRequest
-    from orchestrator.services.shrink import ShrinkTestRequest
 
 # A run id names a folder, containers and volumes: nothing that needs quoting.
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -62,7 +131,7 @@ class _Group(Protocol):
     def validate(self) -> None: ...
 
 
-def _check_all(*groups: _Group) -> None:
+def check_all(*groups: _Group) -> None:
     for group in groups:
         group.validate()
 
@@ -71,13 +140,13 @@ def _check_all(*groups: _Group) -> None:
 class Selection:
     """What is replayed: the repository, the two revisions, the command and its tests."""
 
-    repo: Path
-    base: str
-    patch: str
-    command: str
-    property_ids: tuple[str, ...] = ()
-    changed: bool = False
-    shard: str | None = None  # I/N as given
+    repo: RepoOption = Path(".")
+    base: BaseOption
+    patch: PatchOption
+    command: CommandOption = None  # replay: the project's command unless given
+    property_ids: PropertiesOption = ()
+    changed: ChangedOption = False
+    shard: ShardOption = None  # I/N as given
 
     def validate(self) -> None:
         from orchestrator.core.pytest_command import pytest_args
@@ -88,7 +157,8 @@ class Selection:
             raise InputError(
                 "--changed selects the properties itself: it does not go with --property"
             )
-        pytest_args(self.command, self.property_ids)  # a bad --command is exit 2
+        if self.command is not None:  # a bad --command is exit 2
+            pytest_args(self.command, self.property_ids)
         self.parsed_shard()
 
     def parsed_shard(self) -> Shard | None:
@@ -102,10 +172,10 @@ class OneTest:
     """One test at one revision: what ``accept`` and ``budget`` run, and ``shrink --test``
     (a smaller :class:`Selection`: its node id and ``--command`` are checked the same way)."""
 
-    repo: Path | None = None
-    rev: str | None = None
-    property_id: str | None = None
-    command: str | None = None
+    repo: OptionalRepoOption = None
+    rev: OptionalRevOption = None
+    property_id: OptionalPropertyOption = None
+    command: BudgetCommandOption = None
     flag: str = "--property"  # the option that names the test, for the message
 
     def validate(self) -> None:
@@ -121,8 +191,8 @@ class OneTest:
 class Oracle:
     """Whose test files judge both sides (``--tests-from``; each side its own without)."""
 
-    tests_from: str | None = None
-    test_paths: tuple[str, ...] = ()
+    tests_from: TestsFromOption = None
+    test_paths: TestPathOption = ()
     sides: tuple[str, ...] = ("base", "patch")  # names --tests-from takes besides a revision
 
     def validate(self) -> None:
@@ -142,11 +212,11 @@ class Oracle:
 class FixtureAndShrink:
     """The payload every replay reads, the shrink it came from, or the shrink to run."""
 
-    fixture: Path | None = None
-    shrink_report: Path | None = None
-    origin: Path | None = None  # the unshrunk payload, when the shrink report lacks it
-    seed: int = 0
-    shrink: bool = False  # --shrink: shrink the fixture when the patch fails
+    fixture: FixtureOption = None
+    shrink_report: ShrinkReportOption = None
+    origin: OriginOption = None  # the unshrunk payload, when the shrink report lacks it
+    seed: SeedOption = 0
+    shrink: ShrinkOption = False  # --shrink: shrink the fixture when the patch fails
     attempts: int | None = None  # shrink --attempts; replay's --shrink makes its own two
 
     def validate(self) -> None:
@@ -179,19 +249,19 @@ class FixtureAndShrink:
 class Scheduling:
     """How many replays, where they run and how many at once."""
 
-    replays: int = 5
-    screen: int | None = None  # None: the default rule (core.screening)
-    replays_all: bool = False
-    false_block_rate: float = 0.01  # the evidence rule (core.significance)
-    evidence_cap: int = 20
-    jobs: int | None = None
-    engines: tuple[str, ...] = ()
-    slots: int | None = None
-    isolation: str = "side"
-    runner_id: str | None = None  # as given: a pool names its engines by URL without it
+    replays: ReplaysOption = None  # None: not given
+    screen: ScreenOption = None  # None: the default rule (core.screening)
+    replays_all: ReplaysAllOption = False
+    false_block_rate: FalseBlockRateOption = None  # the evidence rule (core.significance)
+    evidence_cap: EvidenceCapOption = None
+    jobs: JobsOption = None
+    engines: EnginesOption = ()
+    slots: SlotsOption = None
+    isolation: IsolationOption = "side"
+    runner_id: RunnerIdOption = None  # as given: a pool names its engines by URL without it
 
     def validate(self) -> None:
-        if self.replays < 1:
+        if self.replays is not None and self.replays < 1:
             raise InputError("--replays must be at least 1")
         if self.screen is not None and self.screen < 1:
             raise InputError(
@@ -205,8 +275,10 @@ class Scheduling:
             ("--slots", self.slots, MAX_SLOTS),
         ):
             _check_count(flag, count, maximum)
-        problem = screen_problem(self.screen, self.replays) or false_block_rate_problem(
-            "--false-block-rate", self.false_block_rate
+        problem = (None if self.replays is None else screen_problem(self.screen, self.replays)) or (
+            None
+            if self.false_block_rate is None
+            else false_block_rate_problem("--false-block-rate", self.false_block_rate)
         )
         if problem is not None:
             raise InputError(problem)
@@ -226,25 +298,25 @@ class Scheduling:
 class Limits:
     """What each replay's container gets: the image, the time, the environment."""
 
-    image: str | None = None  # None: the project's default, asked of the engine last
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    env: tuple[tuple[str, str], ...] = ()
-    pythonpath: tuple[str, ...] = ()
-    writable_tree: bool = False
+    image: OptionalImageOption = None  # None: the project's default, asked of the engine last
+    timeout_s: OptionalTimeoutOption = None  # None: the project's, else DEFAULT_TIMEOUT_S
+    env: EnvOption = ()  # KEY=VALUE, as given
+    pythonpath: PythonpathOption = ()
+    writable_tree: WritableTreeOption = False
     # Who set timeout_s (None: nobody; replay derives a whole suite's own).
     timeout_source: str | None = "--timeout"
-    memory: str | None = None  # --memory, as given (None: the default rule)
+    memory: MemoryOption = None  # as given (None: the default rule, core.schedule)
 
     def validate(self) -> None:
         from orchestrator.core.replay_env import check_pythonpath, parse_env
 
         if self.memory is not None:
             self.memory_mb()
-        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+        if self.timeout_s is not None and not 0 < self.timeout_s <= MAX_TIMEOUT_S:
             raise InputError(
                 f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}"
             )
-        parse_env([f"{key}={value}" for key, value in self.env])
+        parse_env(self.env)
         check_pythonpath(self.pythonpath)
 
     def memory_mb(self) -> int | None:
@@ -257,19 +329,37 @@ class Limits:
         except ValueError as error:
             raise InputError(str(error)) from None
 
+    @property
+    def seconds(self) -> float:
+        """The timeout, the default one when none was given."""
+        return DEFAULT_TIMEOUT_S if self.timeout_s is None else self.timeout_s
+
+    def env_pairs(self) -> tuple[tuple[str, str], ...]:
+        from orchestrator.core.replay_env import parse_env
+
+        return parse_env(self.env)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Recording:
     """Where the run is recorded: its id, the ledger, and the freezes it may write."""
 
-    ledger: str
-    record: bool = True
-    freeze: bool = False
-    owner: str | None = None
-    expires: str | None = None
-    run_id: str | None = None
+    ledger: LedgerOption
+    record: RecordOption = True
+    freeze: FreezeOption = False
+    owner: OwnerOption = None
+    expires: ExpiresOption = None
+    run_id: RunIdOption = None
+    reuse: ReuseOption = True  # --no-reuse: no side's screening is looked up nor stored
+    evidence_cache: EvidenceCacheOption = None
 
     def validate(self) -> None:
+        if (
+            self.evidence_cache is not None
+            and self.evidence_cache.exists()
+            and not (self.evidence_cache.is_dir())
+        ):
+            raise InputError(f"--evidence-cache {self.evidence_cache}: not a folder")
         if self.run_id is not None and not _RUN_ID.match(self.run_id):
             raise InputError(
                 f"--run-id {self.run_id!r}: letters, digits, '.', '_' and '-' only (at most 100)"
@@ -297,12 +387,12 @@ class Recording:
 class Outputs:
     """What the run leaves besides its run folder, and what it prints."""
 
-    out: Path | None = None
-    as_json: bool = False
-    all_rows: bool = False  # --all: every property in the table, not only those needing a look
-    html: Path | None = None
-    junit: Path | None = None
-    summary: Path | None = None
+    out: OutOption = None
+    as_json: ReportJsonOption = False
+    all_rows: AllRowsOption = False  # every property in the table, not only those needing a look
+    html: HtmlOption = None
+    junit: JunitOption = None
+    summary: SummaryOption = None
 
     @property
     def views(self) -> bool:
@@ -319,12 +409,12 @@ class Outputs:
 class Sampling:
     """``budget``'s samples of one check and the budget they are held to."""
 
-    samples: int = 5
-    budget_ms: float = 0.0
+    samples: SamplesOption = 5
+    budget_ms: BudgetMsOption = 0.0
 
     def validate(self) -> None:
         _check_count("--samples", self.samples, MAX_REPLAYS, minimum=5)
-        if not self.budget_ms >= 0:
+        if self.budget_ms is None or not self.budget_ms >= 0:
             raise InputError("--budget-ms must be a number of milliseconds, at least 0")
 
 
@@ -332,11 +422,11 @@ class Sampling:
 class TimingAdmission:
     """``budget --admit``: who owns the timing freeze it may open, and for how long."""
 
-    admit: bool = False
-    owner: str | None = None
-    max_age: str = "24h"
-    oracle_keys: str = ""  # comma-separated, as given
-    locked_digest: str | None = None
+    admit: AdmitOption = False
+    owner: AdmitOwnerOption = None
+    max_age: MaxAgeOption = "24h"
+    oracle_keys: OracleKeysOption = ""  # comma-separated, as given
+    locked_digest: LockedDigestOption = None
 
     def validate(self) -> None:
         self.max_age_delta()  # a bad --max-age is exit 2, with --admit or without
@@ -357,8 +447,8 @@ class HostProperty:
     """``shrink --property MODULE:FUNCTION``: a property called on the host, and the
     folders it is imported from (importing it is the command's, after every check)."""
 
-    spec: str | None = None
-    paths: tuple[Path, ...] = ()
+    spec: HostPropertyOption = None
+    paths: PropertyPathOption = ()
 
     def validate(self) -> None:
         if self.paths and self.spec is None:
@@ -370,11 +460,11 @@ class RecordedReplay:
     """``reproduce``: which recorded replay of which run to run again, and where its
     commits are (the run log's repository unless --repo names another)."""
 
-    run_dir: Path
-    property_id: str
-    side: str = "patch"
-    replay: int | None = None  # None: the first that did not pass
-    repo: Path | None = None
+    run_dir: RunDirArgument
+    property_id: RecordedPropertyArgument
+    side: SideOption = "patch"
+    replay: ReplayNumberOption = None  # None: the first that did not pass
+    repo: RunRepoOption = None
 
     def validate(self) -> None:
         if self.side not in REPRODUCE_SIDES:
@@ -388,9 +478,9 @@ class Session:
     """``reproduce``: how the replay is run again (the test, a shell, pdb) and whether its
     container stays."""
 
-    shell: bool = False
-    pdb: bool = False
-    keep: bool = False
+    shell: ShellOption = False
+    pdb: PdbOption = False
+    keep: KeepOption = False
 
     def validate(self) -> None:
         if self.shell and self.pdb:
@@ -411,7 +501,7 @@ class ReplayArguments:
 
     def validate(self) -> None:
         """Every usage mistake, found before an engine is asked for anything."""
-        _check_all(
+        check_all(
             self.scheduling,
             self.limits,
             self.recording,
@@ -430,232 +520,78 @@ class ReplayArguments:
                     "--shrink runs on one engine: not with --shard or several --engine"
                 )
 
-    def replay_options(self, image: str) -> ReplayOptions:
-        """The run's options as the services take them, with the image to pin."""
-        from orchestrator.core.replay_run import ReplayOptions
-
-        selection, scheduling, limits = self.selection, self.scheduling, self.limits
-        return ReplayOptions(
-            repo=selection.repo,
-            base=selection.base,
-            patch=selection.patch,
-            image=image,
-            command=selection.command,
-            property_ids=selection.property_ids,
-            changed=selection.changed,
-            shard=selection.parsed_shard(),
-            tests_from=self.oracle.tests_from,
-            test_paths=self.oracle.test_paths,
-            fixture=self.fixture.fixture,
-            shrink_report=self.fixture.shrink_report,
-            origin=self.fixture.origin,
-            seed=self.fixture.seed,
-            replays=scheduling.replays,
-            screen=scheduling.screen,
-            replays_all=scheduling.replays_all,
-            false_block_rate=scheduling.false_block_rate,
-            evidence_cap=scheduling.evidence_cap,
-            jobs=scheduling.jobs,
-            engines=scheduling.engines,
-            slots=scheduling.slots,
-            isolation=scheduling.isolation,
-            runner_id=scheduling.runner_id if scheduling.runner_id is not None else "local",
-            timeout_s=limits.timeout_s,
-            timeout_source=limits.timeout_source,
-            env=limits.env,
-            pythonpath=limits.pythonpath,
-            writable_tree=limits.writable_tree,
-            memory_mb=limits.memory_mb(),
-            run_id=self.recording.run_id,
-            out=self.outputs.out,
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class AcceptArguments:
-    """``accept``'s command line: one test at a revision, its mutant, checked in one place."""
-
-    test: OneTest
-    mutant: str
-    oracle: Oracle
-    fixture: FixtureAndShrink
-    scheduling: Scheduling
-    limits: Limits
-    recording: Recording
-    outputs: Outputs
-
-    def validate(self) -> None:
-        """Every usage mistake, found before git or an engine is asked for anything."""
-        _check_all(
-            self.scheduling,
-            self.limits,
-            self.recording,
-            self.test,
+    @property
+    def groups(self) -> tuple[object, ...]:
+        return (
+            self.selection,
             self.oracle,
             self.fixture,
-            self.outputs,
-        )
-
-    def accept_options(self) -> AcceptOptions:
-        from orchestrator.services.accept import AcceptOptions
-
-        test = self.test
-        return AcceptOptions(
-            repo=test.repo or Path(),
-            property_id=test.property_id or "",
-            mutant=self.mutant,
-            rev=test.rev or "HEAD",
-            image=self.limits.image or "",
-            fixture=self.fixture.fixture,
-            replays=self.scheduling.replays,
-            timeout_s=self.limits.timeout_s,
-            tests_from=self.oracle.tests_from,
-            test_paths=self.oracle.test_paths,
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class BudgetArguments:
-    """``budget``'s command line: one check sampled at one revision, checked in one place."""
-
-    test: OneTest
-    fixture: FixtureAndShrink
-    sampling: Sampling
-    scheduling: Scheduling
-    limits: Limits
-    recording: Recording
-    admission: TimingAdmission
-    outputs: Outputs
-
-    def validate(self) -> None:
-        """Every usage mistake, found before git or an engine is asked for anything."""
-        _check_all(
-            self.sampling,
             self.scheduling,
             self.limits,
             self.recording,
-            self.admission,
-            self.test,
-            self.fixture,
             self.outputs,
         )
 
-    def budget_options(self) -> BudgetOptions:
-        from orchestrator.services.budget import BudgetOptions
+    def with_project(self, config: ProjectConfig) -> ReplayArguments:
+        """The command line laid over ``[tool.orchestrator]`` (an option given wins; the
+        table's at the base revision, else the defaults, fill what was not given)."""
+        from orchestrator.core.pool import check_engine_urls
+        from orchestrator.core.project_config import EvidenceGiven, replay_settings
+        from orchestrator.core.replay_env import check_pythonpath, parse_env
 
-        test = self.test
-        return BudgetOptions(
-            repo=test.repo or Path(),
-            rev=test.rev or "",
-            image=self.limits.image or "",
-            property_id=test.property_id or "",
-            budget_ms=self.sampling.budget_ms,
-            samples=self.sampling.samples,
-            command=test.command or "pytest -q",
-            timeout_s=self.limits.timeout_s,
-            runner_id=self.scheduling.runner_id or "local",
-            fixture=self.fixture.fixture,
+        scheduling, limits = self.scheduling, self.limits
+        settings = replay_settings(
+            config,
+            command=self.selection.command,
+            image=limits.image,
+            replays=scheduling.replays,
+            timeout_s=limits.timeout_s,
+            pythonpath=check_pythonpath(limits.pythonpath) if limits.pythonpath else None,
+            env=parse_env(limits.env) if limits.env else None,
+            evidence=EvidenceGiven(
+                false_block_rate=scheduling.false_block_rate, cap=scheduling.evidence_cap
+            ),
+        )
+        return replace(
+            self,
+            selection=replace(self.selection, command=settings.command),
+            scheduling=replace(
+                scheduling,
+                replays=settings.replays,
+                false_block_rate=settings.false_block_rate,
+                evidence_cap=settings.evidence_cap,
+                engines=check_engine_urls(scheduling.engines),
+            ),
+            limits=replace(
+                limits,
+                image=settings.image,
+                timeout_s=settings.timeout_s,
+                timeout_source=settings.timeout_source,
+                env=tuple(f"{key}={value}" for key, value in settings.env),
+                pythonpath=settings.pythonpath,
+            ),
         )
 
-    def admission_options(self) -> AdmissionOptions | None:
-        """With --admit, what the timing admission records (None without it)."""
-        from orchestrator.services.budget import AdmissionOptions
+    def replay_options(self, image: str) -> ReplayOptions:
+        """The run's options as the services take them, with the image to pin: every field
+        of ``ReplayOptions`` from the group field of its name, but for these."""
+        from orchestrator.core.replay_run import ReplayOptions
 
-        admission = self.admission
-        if not admission.admit:
-            return None
-        return AdmissionOptions(
-            owner=admission.owner or "",
-            max_age=admission.max_age_delta(),
-            oracle_keys=admission.keys(),
-            locked_digest=admission.locked_digest,
-            ledger_url=self.recording.ledger,
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShrinkArguments:
-    """``shrink``'s command line: against a host-side property or a test in its container."""
-
-    host: HostProperty
-    test: OneTest  # flag "--test"
-    oracle: Oracle
-    fixture: FixtureAndShrink
-    limits: Limits
-    outputs: Outputs
-
-    @property
-    def against_test(self) -> bool:
-        return self.test.property_id is not None
-
-    def validate(self) -> None:
-        """Every usage mistake, found before the fixture is read or an engine is asked."""
-        test = self.test
-        if (self.host.spec is None) == (test.property_id is None):
-            raise InputError("give either --property MODULE:FUNCTION or --test NODEID")
-        with_test = (
-            ("--repo", test.repo),
-            ("--rev", test.rev),
-            ("--image", self.limits.image),
-            ("--tests-from", self.oracle.tests_from),
-        )
-        if not self.against_test:
-            extra = [name for name, value in with_test if value is not None]
-            if extra:
-                raise InputError(f"{', '.join(extra)} go with --test, not --property")
-        else:
-            self.host.validate()
-            missing = [name for name, value in with_test[:3] if value is None]
-            if missing:
-                table = " (or image = in [tool.orchestrator])" if "--image" in missing else ""
-                raise InputError(f"--test needs {' and '.join(missing)}{table}")
-        _check_all(self.test, self.fixture, self.limits, self.oracle, self.outputs)
-
-    def test_request(self) -> ShrinkTestRequest:
-        from orchestrator.services.shrink import ShrinkTestRequest
-
-        test = self.test
-        return ShrinkTestRequest(
-            repo=test.repo or Path(),
-            rev=test.rev or "",
-            image=self.limits.image or "",
-            test=test.property_id or "",
-            seed=self.fixture.seed,
-            timeout_s=self.limits.timeout_s,
-            attempts=self.fixture.attempts or 2,
-            command=test.command or "pytest -q",
-            tests_from=self.oracle.tests_from,
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReproduceArguments:
-    """``reproduce``'s command line, checked in one place (the run folder itself is read
-    and checked by the service, before any container starts)."""
-
-    recorded: RecordedReplay
-    session: Session
-
-    def validate(self) -> None:
-        _check_all(self.session, self.recorded)
-
-    @property
-    def mode(self) -> Mode:
-        from orchestrator.core.reproduce import Mode
-
-        session = self.session
-        return Mode.SHELL if session.shell else Mode.PDB if session.pdb else Mode.RUN
-
-    def request(self) -> ReproduceRequest:
-        from orchestrator.services.reproduce import ReproduceRequest
-
-        recorded = self.recorded
-        return ReproduceRequest(
-            run_dir=recorded.run_dir,
-            property_id=recorded.property_id,
-            side=recorded.side,
-            replay=recorded.replay,
-            mode=self.mode,
-            keep=self.session.keep,
-            repo=recorded.repo,
+        runner_id = self.scheduling.runner_id
+        return ReplayOptions(
+            **values_for(
+                ReplayOptions,
+                *self.groups,
+                image=image,
+                shard=self.selection.parsed_shard(),
+                runner_id=runner_id if runner_id is not None else "local",
+                timeout_s=self.limits.seconds,
+                env=self.limits.env_pairs(),
+                memory_mb=self.limits.memory_mb(),
+                evidence_cache=(
+                    None
+                    if self.recording.evidence_cache is None
+                    else self.recording.evidence_cache.resolve()
+                ),
+            )
         )

@@ -1,12 +1,12 @@
 """Options several commands share: one declaration, one help text, one rule each.
 
-A command declares ``ledger: LedgerOption``, ``timeout: TimeoutOption = DEFAULT_TIMEOUT_S``
-or ``image: ImageOption`` and gets the same flag, help, environment variable and
-validation as every other command. Where commands differ only in whether an option is
-required, one ``typer.Option`` is shared by two annotations (``RevOption`` and
-``OptionalRevOption``). An option only one command has is declared here too, so each
-command reads as a list. The groups that check the options together are in
-:mod:`orchestrator.commands._option_groups` (imported when a command runs).
+Each option is an ``Annotated`` alias declared here once (those of the commands outside
+the replay family in :mod:`orchestrator.commands._command_options`), and a field of an
+option group (:mod:`orchestrator.commands._option_groups`) is annotated with it: every
+command that takes the group gets the same flag, help, environment variable and
+validation. Where commands differ only in whether an option is required, one
+``typer.Option`` is shared by two annotations (``RevOption`` and ``OptionalRevOption``); a
+command names its own spelling with ``_grouped.take``/``Variant``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import typer
 
 from orchestrator.adapters.ledger_location import ENV_VAR
 from orchestrator.commands._ledger_option import (
+    JSON_FLAG,
     LEDGER_DEFAULT_SHOWN,
     LEDGER_HELP,
     default_ledger,
@@ -130,7 +131,7 @@ OptionalImageOption = Annotated[str | None, _IMAGE]
 # --env, --pythonpath, --writable-tree: the container's environment ------------------------
 
 EnvOption = Annotated[
-    list[str] | None,
+    tuple[str, ...],
     typer.Option(
         "--env",
         metavar="KEY=VALUE",
@@ -139,7 +140,7 @@ EnvOption = Annotated[
     ),
 ]
 PythonpathOption = Annotated[
-    list[str] | None,
+    tuple[str, ...],
     typer.Option(
         "--pythonpath",
         metavar="DIR",
@@ -167,7 +168,7 @@ TESTS_FROM_HELP = (
 )
 
 TestPathOption = Annotated[
-    list[str] | None,
+    tuple[str, ...],
     typer.Option(
         "--test-path",
         metavar="PATH",
@@ -191,22 +192,23 @@ FixtureOption = Annotated[Path | None, typer.Option("--fixture", help=FIXTURE_HE
 _REV = typer.Option("--rev", help="The revision to replay (any git revision; pinned to its SHA).")
 RevOption = Annotated[str, _REV]
 OptionalRevOption = Annotated[str | None, _REV]
-PropertyOption = Annotated[
-    str,
-    typer.Option(
-        "--property",
-        metavar="NODEID",
-        help="The property: a pytest node id (path::test or path::Class::test).",
-    ),
-]
+_PROPERTY = typer.Option(
+    "--property",
+    metavar="NODEID",
+    help="The property: a pytest node id (path::test or path::Class::test).",
+)
+PropertyOption = Annotated[str, _PROPERTY]
+OptionalPropertyOption = Annotated[str | None, _PROPERTY]
 """One property; ``replay`` takes several (``PropertiesOption``)."""
 
 # --json ---------------------------------------------------------------------------------
 
 
-def json_option(document: str) -> Any:
-    """``--json``: print the command's one JSON document (``replay-report/1``, ...)."""
-    return typer.Option("--json", help=f"Print the {document} JSON document.")
+def json_option(document: str | None = None, *, text: str | None = None) -> Any:
+    """``--json``: print the command's one JSON document (``replay-report/1``, ...); its
+    help says which, or is ``text``. The one declaration of the flag (the read commands'
+    plain-Click one takes it from ``_ledger_option``)."""
+    return typer.Option(JSON_FLAG, help=text or f"Print the {document} JSON document.")
 
 
 # replay's own options -------------------------------------------------------------------
@@ -236,7 +238,7 @@ CommandOption = Annotated[
     ),
 ]
 PropertiesOption = Annotated[
-    list[str] | None,
+    tuple[str, ...],
     typer.Option(
         "--property",
         help="A pytest node id to decide (repeatable). Default: every test the command runs.",
@@ -365,7 +367,7 @@ RunnerIdOption = Annotated[
     ),
 ]
 EnginesOption = Annotated[
-    list[str] | None,
+    tuple[str, ...],
     typer.Option(
         "--engine",
         metavar="URL",
@@ -402,6 +404,26 @@ RunIdOption = Annotated[
         "--run-id",
         help="The run's id (default: time and random). A retried CI job that passes the "
         "same id records no second decision for a property in the ledger.",
+    ),
+]
+ReuseOption = Annotated[
+    bool,
+    typer.Option(
+        "--reuse/--no-reuse",
+        help="Reuse the base side's screening when an earlier run stored it under the same "
+        "key (its tree, image, command, environment, seed, probe...), and store each side "
+        "that screened cleanly, in the ledger and --evidence-cache (--no-reuse: neither).",
+    ),
+]
+EvidenceCacheOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--evidence-cache",
+        envvar="ORCHESTRATOR_EVIDENCE_CACHE",
+        file_okay=False,
+        help="A folder (a CI cache step keeps it) where sides' screening evidence is "
+        "stored and looked up, beside the ledger; bounded by "
+        "$ORCHESTRATOR_EVIDENCE_CACHE_BYTES (default 2 GiB).",
     ),
 ]
 OutOption = Annotated[
@@ -469,15 +491,16 @@ MutantOption = Annotated[
         help="The hand-written mutant: a patch file applied to --rev, or a revision.",
     ),
 ]
+ACCEPT_REPLAYS = 3
 AcceptReplaysOption = Annotated[
-    int, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
+    int | None, typer.Option("--replays", min=1, max=MAX_REPLAYS, help="Replays per side.")
 ]
 AcceptJsonOption = Annotated[bool, json_option("acceptance/1")]
 
 # budget's own options -------------------------------------------------------------------
 
 BudgetMsOption = Annotated[
-    float, typer.Option("--budget-ms", min=0.0, help="The written latency budget, in ms.")
+    float | None, typer.Option("--budget-ms", min=0.0, help="The written latency budget, in ms.")
 ]
 SamplesOption = Annotated[
     int,
@@ -486,7 +509,7 @@ SamplesOption = Annotated[
     ),
 ]
 BudgetCommandOption = Annotated[
-    str, typer.Option("--command", help="The pytest command whose options are used.")
+    str | None, typer.Option("--command", help="The pytest command whose options are used.")
 ]
 AdmitOption = Annotated[
     bool,
@@ -513,7 +536,7 @@ LockedDigestOption = Annotated[
         "own oracle digest, i.e. no lock beyond the file given.",
     ),
 ]
-BudgetRunnerIdOption = Annotated[str, typer.Option("--runner-id", help="Label of this runner.")]
+RunnerLabelOption = Annotated[str | None, typer.Option("--runner-id", help="Label of this runner.")]
 BudgetJsonOption = Annotated[bool, json_option("budget-report/1")]
 
 # shrink's own options -------------------------------------------------------------------
@@ -535,7 +558,7 @@ HostPropertyOption = Annotated[
     ),
 ]
 PropertyPathOption = Annotated[
-    list[Path] | None,
+    tuple[Path, ...],
     typer.Option(
         "--path",
         metavar="DIR",
@@ -553,7 +576,7 @@ ShrinkTestOption = Annotated[
     ),
 ]
 AttemptsOption = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--attempts",
         min=1,

@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orchestrator.commands._grouped import Variant, grouped, take
+from orchestrator.commands._option_groups import (
+    FixtureAndShrink,
+    Limits,
+    OneTest,
+    Oracle,
+    Outputs,
+    Recording,
+    Scheduling,
+)
 from orchestrator.commands._options import (
+    ACCEPT_REPLAYS,
     DEFAULT_TIMEOUT_S,
     RUNNER_IMAGE,
     AcceptJsonOption,
     AcceptReplaysOption,
-    FixtureOption,
     ImageOption,
-    LedgerOption,
     MutantOption,
     PropertyOption,
     RepoOption,
     RevOption,
-    TestPathOption,
     TestsFromRevOption,
     TimeoutOption,
 )
@@ -28,21 +37,37 @@ from orchestrator.commands._output import echo_line
 if TYPE_CHECKING:
     from orchestrator.services.accept import AcceptResult
 
+# accept's spelling of the shared groups: one test at a revision, its image and replays.
+_Test = Annotated[
+    OneTest,
+    take(
+        repo=Variant(RepoOption),
+        property_id=Variant(PropertyOption),
+        rev=Variant(RevOption, "HEAD"),
+    ),
+]
+_Oracle = Annotated[Oracle, take("test_paths", tests_from=TestsFromRevOption)]
+_Scheduling = Annotated[Scheduling, take(replays=Variant(AcceptReplaysOption, ACCEPT_REPLAYS))]
+_Limits = Annotated[
+    Limits,
+    take(
+        image=Variant(ImageOption, RUNNER_IMAGE),
+        timeout_s=Variant(TimeoutOption, DEFAULT_TIMEOUT_S),
+    ),
+]
 
-def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
+
+@grouped
+def accept(
     *,
-    repo: RepoOption,
-    property_id: PropertyOption,
+    test: _Test,
     mutant: MutantOption,
-    rev: RevOption = "HEAD",
-    tests_from: TestsFromRevOption = None,
-    test_paths: TestPathOption = None,
-    image: ImageOption = RUNNER_IMAGE,
-    fixture: FixtureOption = None,
-    replays: AcceptReplaysOption = 3,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    as_json: AcceptJsonOption = False,
-    ledger: LedgerOption,
+    oracle: _Oracle,
+    fixture: Annotated[FixtureAndShrink, take("fixture")],
+    scheduling: _Scheduling,
+    limits: _Limits,
+    recording: Annotated[Recording, take("ledger")],
+    outputs: Annotated[Outputs, take(as_json=AcceptJsonOption)],
 ) -> None:
     """Accept a drafted property only if it is a real check and a mutant kills it.
 
@@ -60,29 +85,14 @@ def accept(  # noqa: PLR0913 - a Typer command's options are its parameters
     no_assertion, no_call_under_test, fails_unmutated, mutant_survived), 3 infra
     (a timeout or harness error: never an acceptance), 2 bad input.
     """
-    from orchestrator.commands._option_groups import (
-        AcceptArguments,
-        FixtureAndShrink,
-        Limits,
-        OneTest,
-        Oracle,
-        Outputs,
-        Recording,
-        Scheduling,
-    )
+    from orchestrator.commands._command_arguments import AcceptArguments
     from orchestrator.commands._output import echo_json
     from orchestrator.services.accept import accept as run_accept
 
     arguments = AcceptArguments(
-        test=OneTest(repo=repo, rev=rev, property_id=property_id),
-        mutant=mutant,
-        oracle=Oracle(tests_from=tests_from, test_paths=tuple(test_paths or ()), sides=()),
-        fixture=FixtureAndShrink(fixture=fixture),
-        scheduling=Scheduling(replays=replays),
-        limits=Limits(image=image, timeout_s=timeout),
-        recording=Recording(ledger=ledger),
-        outputs=Outputs(as_json=as_json),
-    )
+        test=test, mutant=mutant, oracle=replace(oracle, sides=()), fixture=fixture,
+        scheduling=scheduling, limits=limits, recording=recording, outputs=outputs,
+    )  # fmt: skip
     arguments.validate()
     result = run_accept(
         arguments.accept_options(),

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from orchestrator.commands._command_options import (
+    AdmitAsJsonOption,
+    AdmitOwnerOption,
+    AdmitRecordOption,
+    AdmitRequestArgument,
+)
 from orchestrator.commands._options import LedgerOption
 from orchestrator.commands._output import echo_line
 
@@ -29,27 +35,10 @@ def admission_for(document: Any, *, now: datetime | None = None) -> AdmissionOut
 
 
 def admit(
-    request: Annotated[
-        str,
-        typer.Argument(
-            metavar="REQUEST",
-            help="A timing-admission-request/1 JSON file, or - for standard input.",
-        ),
-    ],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the timing-admission/1 document.")
-    ] = False,
-    record: Annotated[
-        bool,
-        typer.Option(
-            "--record",
-            help="Store the code in the ledger's event log; timing_debt_opened also "
-            "writes the timing freeze.",
-        ),
-    ] = False,
-    owner: Annotated[
-        str | None, typer.Option("--owner", help="The freeze's owner (overrides the request's).")
-    ] = None,
+    request: AdmitRequestArgument,
+    as_json: AdmitAsJsonOption = False,
+    record: AdmitRecordOption = False,
+    owner: AdmitOwnerOption = None,
     *,
     ledger: LedgerOption,
 ) -> None:

@@ -4,50 +4,63 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Annotated
 
 import typer
 
+from orchestrator.commands._grouped import Variant, grouped, take
+from orchestrator.commands._option_groups import (
+    FixtureAndShrink,
+    Limits,
+    OneTest,
+    Outputs,
+    Recording,
+    Sampling,
+    Scheduling,
+    TimingAdmission,
+)
 from orchestrator.commands._options import (
     DEFAULT_TIMEOUT_S,
-    AdmitOption,
-    AdmitOwnerOption,
     BudgetCommandOption,
     BudgetJsonOption,
     BudgetMsOption,
-    BudgetRunnerIdOption,
-    FixtureOption,
     ImageOption,
-    LedgerOption,
-    LockedDigestOption,
-    MaxAgeOption,
-    OracleKeysOption,
     PropertyOption,
     RepoOption,
     RevOption,
-    SamplesOption,
+    RunnerLabelOption,
     TimeoutOption,
 )
 
+# budget's spelling of the shared groups: one check at one revision, in one image.
+_Test = Annotated[
+    OneTest,
+    take(
+        repo=Variant(RepoOption),
+        rev=Variant(RevOption),
+        property_id=Variant(PropertyOption),
+        command=Variant(BudgetCommandOption, "pytest -q"),
+    ),
+]
+_Limits = Annotated[
+    Limits,
+    take(image=Variant(ImageOption), timeout_s=Variant(TimeoutOption, DEFAULT_TIMEOUT_S)),
+]
+_Sampling = Annotated[Sampling, take("samples", budget_ms=Variant(BudgetMsOption))]
+_Scheduling = Annotated[Scheduling, take(runner_id=Variant(RunnerLabelOption, "local"))]
 
-def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
+
+@grouped
+def budget(
     *,
-    repo: RepoOption,
-    rev: RevOption,
-    image: ImageOption,
-    property_id: PropertyOption,
-    budget_ms: BudgetMsOption,
-    samples: SamplesOption = 5,
-    fixture: FixtureOption = None,
-    command: BudgetCommandOption = "pytest -q",
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    admit: AdmitOption = False,
-    owner: AdmitOwnerOption = None,
-    max_age: MaxAgeOption = "24h",
-    oracle_keys: OracleKeysOption = "",
-    locked_digest: LockedDigestOption = None,
-    runner_id: BudgetRunnerIdOption = "local",
-    as_json: BudgetJsonOption = False,
-    ledger: LedgerOption,
+    test: _Test,
+    sampling: _Sampling,
+    fixture: Annotated[FixtureAndShrink, take("fixture")],
+    limits: _Limits,
+    admission: TimingAdmission,
+    scheduling: _Scheduling,
+    outputs: Annotated[Outputs, take(as_json=BudgetJsonOption)],
+    recording: Annotated[Recording, take("ledger")],
 ) -> None:
     """Sample one check >= 5 times (one revision, same input, same image) and classify it.
 
@@ -59,39 +72,20 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
     event log; timing_debt_opened also writes the timing freeze. Exit 0 when the
     property lane is green (and, with --admit, the freeze was opened), 1 otherwise.
     """
-    from orchestrator.commands._option_groups import (
-        BudgetArguments,
-        FixtureAndShrink,
-        Limits,
-        OneTest,
-        Outputs,
-        Recording,
-        Sampling,
-        Scheduling,
-        TimingAdmission,
-    )
+    from orchestrator.commands._command_arguments import BudgetArguments
     from orchestrator.commands._output import echo_json
     from orchestrator.errors import ExitCode, VerdictError
     from orchestrator.services.budget import run_budget
 
     arguments = BudgetArguments(
-        test=OneTest(repo=repo, rev=rev, property_id=property_id, command=command),
-        fixture=FixtureAndShrink(fixture=fixture),
-        sampling=Sampling(samples=samples, budget_ms=budget_ms),
-        scheduling=Scheduling(runner_id=runner_id),
-        limits=Limits(image=image, timeout_s=timeout),
-        recording=Recording(ledger=ledger),
-        admission=TimingAdmission(
-            admit=admit, owner=owner, max_age=max_age, oracle_keys=oracle_keys,
-            locked_digest=locked_digest,
-        ),
-        outputs=Outputs(as_json=as_json),
+        test=test, fixture=fixture, sampling=sampling, scheduling=scheduling, limits=limits,
+        recording=recording, admission=admission, outputs=outputs,
     )  # fmt: skip
     arguments.validate()
     options = arguments.budget_options()
-    admission = arguments.admission_options()
+    admitting = arguments.admission_options()
     outcome = run_budget(
-        options, admission=admission, env=os.environ, clock=lambda: datetime.now(UTC)
+        options, admission=admitting, env=os.environ, clock=lambda: datetime.now(UTC)
     )
     doc, sampled, admitted = outcome.report, outcome.sampled, outcome.admitted
     if arguments.outputs.as_json:
@@ -102,7 +96,7 @@ def budget(  # noqa: PLR0913 - a Typer command's options are its parameters
         if doc["median_ms"] is not None:
             typer.echo(
                 f"median {doc['median_ms']:g} ms, spread {doc['spread_ms']:g} ms, "
-                f"budget {budget_ms:g} ms: {doc['latency_class']}"
+                f"budget {options.budget_ms:g} ms: {doc['latency_class']}"
             )
         if admitted is not None:
             typer.echo(f"admission: {admitted}")

@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 
 import click
 
-from orchestrator.commands._ledger_option import ledger_option
+from orchestrator.commands._ledger_option import json_flag, ledger_option
 from orchestrator.commands._output import echo_line
 
 
 # Plain Click, not Typer: a read command starts without importing Typer.
 @click.command("check")
-@click.option("--json", "as_json", is_flag=True, help="Print a freeze-check/1 JSON document.")
+@json_flag("Print a freeze-check/1 JSON document.")
 @ledger_option
 def check(*, as_json: bool, ledger: str) -> None:
     """Exit 1 listing every live freeze past its expiry (with owners), else exit 0.
@@ -21,19 +21,11 @@ def check(*, as_json: bool, ledger: str) -> None:
     weekly tally counts freezes that outlived their expiry. Meant for CI (see
     docs/ci/thaw.yml): a freeze is a time box, and this is where the box closes.
     """
-    from orchestrator.adapters.ledger import sqlite_reads
     from orchestrator.errors import ExitCode, VerdictError
+    from orchestrator.services.ledger_access import overdue_freezes
 
     now = datetime.now(UTC)
-    expired = sqlite_reads.live_freezes(ledger, expired_at=now)
-    # Expired freezes are recorded as overdue, a write: the store does that (reading them
-    # again in its transaction); so it does for a ledger the SQLite path cannot read.
-    if expired is None or expired:
-        from orchestrator.adapters.ledger import Ledger
-        from orchestrator.services.ledger_jobs import check_expired
-
-        with Ledger.open(ledger) as store:
-            expired = check_expired(store, now)
+    expired = overdue_freezes(ledger, now)
     if as_json:
         from orchestrator.commands._output import echo_json
 

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
+from orchestrator.commands._command_options import (
+    ClassifyAsJsonOption,
+    ClassifyEvidenceArgument,
+)
 from orchestrator.commands._output import echo_line
 
 
 def classify(
-    evidence: Annotated[
-        str,
-        typer.Argument(
-            metavar="EVIDENCE",
-            help="A replay-evidence/1 JSON file (docs/records.md), or - for standard input.",
-        ),
-    ],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the replay-decision/1 document.")
-    ] = False,
+    evidence: ClassifyEvidenceArgument,
+    as_json: ClassifyAsJsonOption = False,
 ) -> None:
     """Decide the lane for one property's bilateral evidence (docs/lanes.md section 3).
 

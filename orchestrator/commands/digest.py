@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
+
+from orchestrator.commands._command_options import (
+    DigestAsJsonOption,
+    DigestFileArgument,
+    DigestOracleKeysOption,
+)
 
 
 def digest(
-    file: Annotated[
-        str, typer.Argument(metavar="FILE", help="A JSON file, or - for standard input.")
-    ],
-    oracle_keys: Annotated[
-        str | None,
-        typer.Option(
-            "--oracle-keys",
-            metavar="a,b,c",
-            help="Hash only these top-level keys (the oracle); default: the whole document.",
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON document instead of the bare digest.")
-    ] = False,
+    file: DigestFileArgument,
+    oracle_keys: DigestOracleKeysOption = None,
+    as_json: DigestAsJsonOption = False,
 ) -> None:
     """Print sha256:<hex> of the canonical JSON (sorted keys, compact, UTF-8).
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.commands._lazy import LazyGroup, declared, module_command
-from orchestrator.commands._ledger_option import ledger_option
+from orchestrator.commands._ledger_option import expired_flag, json_flag, ledger_option
 from orchestrator.commands._table import Column, print_table
 
 if TYPE_CHECKING:
-    from orchestrator.adapters.ledger import FreezeRow
+    from orchestrator.services.ledger_access import FreezeRow
 
 
 _LIST_COLUMNS = (
@@ -48,24 +48,18 @@ def _print_rows(rows: Sequence[FreezeRow], now: datetime) -> None:
 
 
 @click.command("list")
-@click.option("--expired", is_flag=True, help="Only rows past their expiry now.")
-@click.option("--json", "as_json", is_flag=True, help="Print a freeze-list/1 JSON document.")
+@expired_flag
+@json_flag("Print a freeze-list/1 JSON document.")
 @ledger_option
 def list_freezes(*, expired: bool, as_json: bool, ledger: str) -> None:
     """List live freezes: id, kind, state (live or EXPIRED), expiry, owner, property or test.
 
     With --expired only the rows past their expiry now (what `orchestrator check` fails on).
     """
-    from orchestrator.adapters.ledger import sqlite_reads
+    from orchestrator.services.ledger_access import live_freezes
 
     now = datetime.now(UTC)
-    expired_at = now if expired else None
-    rows = sqlite_reads.live_freezes(ledger, expired_at=expired_at)
-    if rows is None:  # not an up-to-date SQLite ledger: the store opens (or creates) it
-        from orchestrator.adapters.ledger import Ledger
-
-        with Ledger.open(ledger) as store:
-            rows = store.live_freezes(expired_at=expired_at)
+    rows = live_freezes(ledger, expired_at=now if expired else None)
     if as_json:
         from orchestrator.commands._output import echo_json
 

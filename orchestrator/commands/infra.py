@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from orchestrator.commands._lazy import LazyGroup, declared
-from orchestrator.commands._ledger_option import ledger_option
+from orchestrator.commands._ledger_option import json_flag, ledger_option
 from orchestrator.commands._table import Column, print_table
 
 _COLUMNS = (
@@ -21,7 +21,7 @@ _COLUMNS = (
 
 # Plain Click, not Typer: a read command starts without importing Typer.
 @click.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print an infra-list/1 JSON document.")
+@json_flag("Print an infra-list/1 JSON document.")
 @ledger_option
 def list_infra(*, as_json: bool, ledger: str) -> None:
     """List queued infrastructure cases: labels per side, runner id, error sub-reasons.
@@ -29,14 +29,9 @@ def list_infra(*, as_json: bool, ledger: str) -> None:
     `replay` queues a property here when a replay timed out or ended in a harness
     error (lane infra_queue): the runner broke, not the patch, so nothing is frozen.
     """
-    from orchestrator.adapters.ledger import sqlite_reads
+    from orchestrator.services.ledger_access import infra_entries
 
-    entries = sqlite_reads.infra_entries(ledger)
-    if entries is None:  # not an up-to-date SQLite ledger: the store opens (or creates) it
-        from orchestrator.adapters.ledger import Ledger
-
-        with Ledger.open(ledger) as store:
-            entries = store.infra_entries()
+    entries = infra_entries(ledger)
     if as_json:
         from orchestrator.commands._output import echo_json
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
+from orchestrator.commands._command_options import (
+    MergeAsJsonOption,
+    MergeOutOption,
+    MergeRunDirsArgument,
+)
 from orchestrator.commands._table import Column, print_table
 
 _COLUMNS = (
@@ -22,25 +26,10 @@ _COLUMNS = (
 
 
 def merge(
-    run_dirs: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="RUN_DIR...",
-            help="The run folders of every shard (replay --shard I/N), in any order.",
-        ),
-    ],
+    run_dirs: MergeRunDirsArgument,
     *,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the merged replay-report/2 document, every property."),
-    ] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            help="Also write the merged run as a run folder here (`orchestrator report` reads it).",
-        ),
-    ] = None,
+    as_json: MergeAsJsonOption = False,
+    out: MergeOutOption = None,
 ) -> None:
     """Join the shards of one run (replay --shard 1/N ... N/N) into one report and one
     exit status.

@@ -9,49 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from orchestrator.commands._options import (
-    AllRowsOption,
-    BaseOption,
-    ChangedOption,
-    CommandOption,
-    EnginesOption,
-    EnvOption,
-    EvidenceCapOption,
-    ExpiresOption,
-    FalseBlockRateOption,
-    FixtureOption,
-    FreezeOption,
-    HtmlOption,
-    IsolationOption,
-    JobsOption,
-    JunitOption,
-    LedgerOption,
-    MemoryOption,
-    OptionalImageOption,
-    OptionalTimeoutOption,
-    OriginOption,
-    OutOption,
-    OwnerOption,
-    PatchOption,
-    PropertiesOption,
-    PythonpathOption,
-    RecordOption,
-    ReplaysAllOption,
-    ReplaysOption,
-    RepoOption,
-    ReportJsonOption,
-    RunIdOption,
-    RunnerIdOption,
-    ScreenOption,
-    SeedOption,
-    ShardOption,
-    ShrinkOption,
-    ShrinkReportOption,
-    SlotsOption,
-    SummaryOption,
-    TestPathOption,
-    TestsFromOption,
-    WritableTreeOption,
+from orchestrator.commands._grouped import grouped
+from orchestrator.commands._option_groups import (
+    FixtureAndShrink,
+    Limits,
+    Oracle,
+    Outputs,
+    Recording,
+    Scheduling,
+    Selection,
 )
 from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_long_table, print_table
@@ -60,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from contextlib import AbstractContextManager
 
-    from orchestrator.commands._option_groups import Outputs, ReplayArguments
+    from orchestrator.commands._option_groups import ReplayArguments
     from orchestrator.commands._progress import SideCallback
     from orchestrator.core.replay_run import RunPlan
     from orchestrator.services.replay import ReplayOutcome, ReplayRequest, ReplayResult
@@ -77,51 +43,17 @@ _COLUMNS = (
 )
 
 
-def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
+@grouped
+def replay(
     ctx: typer.Context,
     *,
-    repo: RepoOption = Path("."),
-    base: BaseOption,
-    patch: PatchOption,
-    image: OptionalImageOption = None,
-    command: CommandOption = None,
-    property_ids: PropertiesOption = None,
-    changed: ChangedOption = False,
-    tests_from: TestsFromOption = None,
-    test_paths: TestPathOption = None,
-    fixture: FixtureOption = None,
-    shrink_report: ShrinkReportOption = None,
-    shrink: ShrinkOption = False,
-    origin: OriginOption = None,
-    replays: ReplaysOption = None,
-    screen: ScreenOption = None,
-    replays_all: ReplaysAllOption = False,
-    false_block_rate: FalseBlockRateOption = None,
-    evidence_cap: EvidenceCapOption = None,
-    jobs: JobsOption = None,
-    memory: MemoryOption = None,
-    timeout: OptionalTimeoutOption = None,
-    seed: SeedOption = 0,
-    runner_id: RunnerIdOption = None,
-    engines: EnginesOption = None,
-    slots: SlotsOption = None,
-    shard: ShardOption = None,
-    run_id: RunIdOption = None,
-    out: OutOption = None,
-    as_json: ReportJsonOption = False,
-    all_rows: AllRowsOption = False,
-    isolation: IsolationOption = "side",
-    env: EnvOption = None,
-    pythonpath: PythonpathOption = None,
-    writable_tree: WritableTreeOption = False,
-    ledger: LedgerOption,
-    record: RecordOption = True,
-    freeze: FreezeOption = False,
-    owner: OwnerOption = None,
-    expires: ExpiresOption = None,
-    html: HtmlOption = None,
-    junit: JunitOption = None,
-    summary: SummaryOption = None,
+    selection: Selection,
+    oracle: Oracle,
+    fixture: FixtureAndShrink,
+    scheduling: Scheduling,
+    limits: Limits,
+    recording: Recording,
+    outputs: Outputs,
 ) -> None:
     """Replay --command on --base and --patch, N times each, in hermetic containers; decide.
 
@@ -146,6 +78,11 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
 
     Every decision is appended to the ledger's event log (--no-record: the run
     folder only); infra cases are queued there for `orchestrator infra list`.
+
+    A side that screened cleanly is stored under a digest of everything that decides
+    its evidence (in the ledger, and in --evidence-cache DIR); a later run whose base
+    side has that key reuses it and screens only the patch, then replays the tests with
+    signal on both sides fresh, as always (--no-reuse: neither).
 
     A property whose own test code (its oracle) differs between the sides is not
     compared (reject_run). --tests-from lays one revision's test files over both
@@ -175,64 +112,18 @@ def replay(  # noqa: PLR0913 - a Typer command's options are its parameters
     whole), 130 on SIGINT or SIGTERM (the run folder is left marked incomplete).
     """
     from orchestrator import log
-    from orchestrator.commands._option_groups import (
-        FixtureAndShrink,
-        Limits,
-        Oracle,
-        Outputs,
-        Recording,
-        ReplayArguments,
-        Scheduling,
-        Selection,
-    )
-    from orchestrator.core.pool import check_engine_urls
-    from orchestrator.core.project_config import EvidenceGiven, replay_settings
-    from orchestrator.core.replay_env import check_pythonpath, parse_env
+    from orchestrator.commands._option_groups import ReplayArguments
     from orchestrator.errors import Interrupted, OrchestratorError
     from orchestrator.services.project_config import load_config
     from orchestrator.services.replay import run_replay
     from orchestrator.services.run_writer import note_incomplete
 
     # The project's own defaults, read at the base revision (never the patch's).
-    loaded = load_config(repo, base)
-    settings = replay_settings(
-        loaded.config,
-        command=command,
-        image=image,
-        replays=replays,
-        timeout_s=timeout,
-        pythonpath=check_pythonpath(pythonpath) if pythonpath is not None else None,
-        env=parse_env(env) if env is not None else None,
-        evidence=EvidenceGiven(false_block_rate=false_block_rate, cap=evidence_cap),
-    )
+    loaded = load_config(selection.repo, selection.base)
     arguments = ReplayArguments(
-        selection=Selection(
-            repo=repo, base=base, patch=patch, command=settings.command,
-            property_ids=tuple(property_ids or ()), changed=changed, shard=shard,
-        ),
-        oracle=Oracle(tests_from=tests_from, test_paths=tuple(test_paths or ())),
-        fixture=FixtureAndShrink(
-            fixture=fixture, shrink_report=shrink_report, origin=origin, seed=seed, shrink=shrink
-        ),
-        scheduling=Scheduling(
-            replays=settings.replays, screen=screen, replays_all=replays_all, jobs=jobs,
-            false_block_rate=settings.false_block_rate, evidence_cap=settings.evidence_cap,
-            engines=check_engine_urls(engines or ()), slots=slots, isolation=isolation,
-            runner_id=runner_id,
-        ),
-        limits=Limits(
-            image=settings.image, timeout_s=settings.timeout_s,
-            timeout_source=settings.timeout_source, memory=memory, env=settings.env,
-            pythonpath=settings.pythonpath, writable_tree=writable_tree,
-        ),
-        recording=Recording(
-            ledger=ledger, record=record, freeze=freeze, owner=owner, expires=expires,
-            run_id=run_id,
-        ),
-        outputs=Outputs(
-            out=out, as_json=as_json, all_rows=all_rows, html=html, junit=junit, summary=summary
-        ),
-    )  # fmt: skip
+        selection=selection, oracle=oracle, fixture=fixture, scheduling=scheduling,
+        limits=limits, recording=recording, outputs=outputs,
+    ).with_project(loaded.config)  # fmt: skip
     arguments.validate()
     request = _request(arguments, loaded.project, base_sha=loaded.rev)
     _long_lived_heap()

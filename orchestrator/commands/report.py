@@ -5,51 +5,29 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
 
 import typer
+
+from orchestrator.commands._command_options import (
+    ReportAnnotationsOption,
+    ReportHtmlOption,
+    ReportJunitOption,
+    ReportMarkdownOption,
+    ReportRunDirsArgument,
+    ReportSummaryOption,
+)
 
 PAGE_NAME = "report.html"
 
 
 def report(
-    run_dirs: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="RUN_DIR...", help="Finished run folders (replay's --out; several at once)."
-        ),
-    ],
+    run_dirs: ReportRunDirsArgument,
     *,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="Write the page here (default with no other output: RUN_DIR/report.html).",
-        ),
-    ] = None,
-    markdown: Annotated[
-        bool,
-        typer.Option("--markdown", help="Print Markdown for the CI job summary on stdout."),
-    ] = False,
-    summary: Annotated[
-        Path | None,
-        typer.Option(
-            "--summary",
-            help='Append the Markdown to this file, e.g. "$GITHUB_STEP_SUMMARY" '
-            "(kept under GitHub's 1 MiB limit).",
-        ),
-    ] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    annotations: Annotated[
-        bool | None,
-        typer.Option(
-            "--annotations/--no-annotations",
-            help="Print GitHub annotations (::error for blocking, ::warning for undecided "
-            "properties) on stdout. Default: on when GITHUB_ACTIONS is set, unless "
-            "--markdown has stdout.",
-            show_default=False,
-        ),
-    ] = None,
+    html: ReportHtmlOption = None,
+    markdown: ReportMarkdownOption = False,
+    summary: ReportSummaryOption = None,
+    junit: ReportJunitOption = None,
+    annotations: ReportAnnotationsOption = None,
 ) -> None:
     """Write other views of finished run folders: nothing is replayed or decided again.
 

@@ -10,16 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.commands._options import (
-    KeepOption,
-    PdbOption,
-    RecordedPropertyArgument,
-    ReplayNumberOption,
-    RunDirArgument,
-    RunRepoOption,
-    ShellOption,
-    SideOption,
-)
+from orchestrator.commands._grouped import grouped
+from orchestrator.commands._option_groups import RecordedReplay, Session
 from orchestrator.commands._output import echo_line
 from orchestrator.commands._table import Column, print_table
 
@@ -30,17 +22,8 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH = 163  # off a terminal: two columns of pytest's 80, and " | "
 
 
-def reproduce(
-    run_dir: RunDirArgument,
-    property_id: RecordedPropertyArgument,
-    *,
-    side: SideOption = "patch",
-    replay: ReplayNumberOption = None,
-    shell: ShellOption = False,
-    pdb: PdbOption = False,
-    keep: KeepOption = False,
-    repo: RunRepoOption = None,
-) -> None:
+@grouped
+def reproduce(*, recorded: RecordedReplay, session: Session) -> None:
     """Run one recorded replay of PROPERTY again, exactly as it ran, and say whether the
     probe labels it as the run did.
 
@@ -59,40 +42,30 @@ def reproduce(
     out of range, a fixture whose bytes no longer match: one line, before any container
     starts), 3 the image is no longer on the engine or the engine failed, 130 interrupted.
     """
-    from orchestrator.adapters.docker import connect
-    from orchestrator.commands._option_groups import (
-        RecordedReplay,
-        ReproduceArguments,
-        Session,
-    )
+    from orchestrator.commands._command_arguments import ReproduceArguments
     from orchestrator.core.reproduce import Mode
+    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.reproduce import prepare
     from orchestrator.services.reproduce import reproduce as run_again
 
-    arguments = ReproduceArguments(
-        recorded=RecordedReplay(
-            run_dir=run_dir, property_id=property_id, side=side, replay=replay, repo=repo
-        ),
-        session=Session(shell=shell, pdb=pdb, keep=keep),
-    )
+    arguments = ReproduceArguments(recorded=recorded, session=session)
     arguments.validate()
     mode = arguments.mode
     prepared = prepare(arguments.request())
     from orchestrator.core.text_safety import CommandGuard
 
-    client = connect(os.environ)
     # pytest's output comes from the tree under test: no line of it may start a workflow
     # command in a CI log, however the chunks cut it.
     guard = CommandGuard()
     try:
-        results = run_again(
-            prepared,
-            client=client,
-            on_output=lambda chunk: _write_output(guard.feed(chunk)),
-            on_note=_note,
-        )
+        with engine_client(os.environ) as client:
+            results = run_again(
+                prepared,
+                client=client,
+                on_output=lambda chunk: _write_output(guard.feed(chunk)),
+                on_note=_note,
+            )
     finally:
-        client.close()
         _write_output(guard.close())
     if len(results) > 1 and mode is Mode.RUN:
         _print_outputs(results)

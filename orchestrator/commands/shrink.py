@@ -9,22 +9,24 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orchestrator.commands._grouped import Variant, grouped, take
+from orchestrator.commands._option_groups import (
+    FixtureAndShrink,
+    HostProperty,
+    Limits,
+    OneTest,
+    Oracle,
+    Outputs,
+)
 from orchestrator.commands._options import (
-    DEFAULT_TIMEOUT_S,
     AttemptsOption,
-    HostPropertyOption,
     MinimalOutOption,
-    OptionalImageOption,
-    OptionalRepoOption,
-    OptionalRevOption,
-    OptionalTimeoutOption,
-    PropertyPathOption,
-    SeedOption,
     ShrinkFixtureArgument,
     ShrinkJsonOption,
     ShrinkTestOption,
@@ -33,7 +35,6 @@ from orchestrator.commands._options import (
 from orchestrator.commands._output import echo_line
 
 if TYPE_CHECKING:
-    from orchestrator.commands._option_groups import ShrinkArguments
     from orchestrator.core.shrink import Property, ShrinkReport
     from orchestrator.services.shrink import ShrinkTestRequest
 
@@ -84,22 +85,23 @@ def _tail(step: dict[str, Any]) -> str:
     return ""
 
 
-def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
+# shrink's spelling of the shared groups: the test (--test) at --rev of --repo, or none.
+_Test = Annotated[OneTest, take("repo", "rev", property_id=ShrinkTestOption)]
+_Shrinking = Annotated[FixtureAndShrink, take("seed", attempts=Variant(AttemptsOption, 2))]
+_Outputs = Annotated[Outputs, take(out=MinimalOutOption, as_json=ShrinkJsonOption)]
+
+
+@grouped
+def shrink(
     ctx: typer.Context,
     fixture: ShrinkFixtureArgument,
     *,
-    property_spec: HostPropertyOption = None,
-    path: PropertyPathOption = None,
-    test: ShrinkTestOption = None,
-    repo: OptionalRepoOption = None,
-    rev: OptionalRevOption = None,
-    image: OptionalImageOption = None,
-    seed: SeedOption = 0,
-    tests_from: TestsFromRevOption = None,
-    timeout: OptionalTimeoutOption = None,
-    attempts: AttemptsOption = 2,
-    out: MinimalOutOption = None,
-    as_json: ShrinkJsonOption = False,
+    host: HostProperty,
+    test: _Test,
+    oracle: Annotated[Oracle, take(tests_from=TestsFromRevOption)],
+    limits: Annotated[Limits, take("image", "timeout_s")],
+    shrinking: _Shrinking,
+    outputs: _Outputs,
 ) -> None:
     """Shrink FIXTURE to a minimal payload that still fails the same way.
 
@@ -124,15 +126,15 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     the same digest. Exit 2 when the property or test cannot be used or does not fail
     on FIXTURE.
     """
+    from orchestrator.commands._command_arguments import ShrinkArguments
     from orchestrator.commands._output import echo_json
     from orchestrator.core.shrink import ShrinkTarget, host_judge, shrink_report_with
     from orchestrator.files import read_json, write_json_atomic
 
-    arguments = shrink_arguments(
-        property_spec=property_spec, paths=tuple(path or ()), test=test, repo=repo, rev=rev,
-        image=image, seed=seed, tests_from=tests_from, timeout=timeout, attempts=attempts,
-        out=out, as_json=as_json,
-    )  # fmt: skip
+    arguments = ShrinkArguments(
+        host=host, test=replace(test, flag="--test"), oracle=replace(oracle, sides=()),
+        fixture=shrinking, limits=limits, outputs=outputs,
+    ).with_project()  # fmt: skip
     arguments.validate()  # every usage mistake before the fixture is read or an engine asked
     payload = read_json(fixture)
     if arguments.against_test:
@@ -155,75 +157,18 @@ def shrink(  # noqa: PLR0913 - a Typer command's options are its parameters
     _print_report(report, outputs.out)
 
 
-def shrink_arguments(  # noqa: PLR0913 - one value per option
-    *,
-    property_spec: str | None,
-    paths: tuple[Path, ...],
-    test: str | None,
-    repo: Path | None,
-    rev: str | None,
-    image: str | None,
-    seed: int,
-    tests_from: str | None,
-    timeout: float | None,
-    attempts: int,
-    out: Path | None,
-    as_json: bool,
-) -> ShrinkArguments:
-    """The command line in its groups. Against a test, ``[tool.orchestrator]`` at --rev
-    lies under it as under ``replay``'s: its command (the test's pytest options), image
-    and timeout; an option given on the command line wins."""
-    from orchestrator.commands._option_groups import (
-        FixtureAndShrink,
-        HostProperty,
-        Limits,
-        OneTest,
-        Oracle,
-        Outputs,
-        ShrinkArguments,
-    )
-
-    command = None
-    timeout_s = timeout if timeout is not None else DEFAULT_TIMEOUT_S
-    if test is not None and repo is not None and rev is not None:
-        from orchestrator.core.project_config import replay_settings
-        from orchestrator.services.project_config import load_config
-
-        settings = replay_settings(
-            load_config(repo, rev).config,
-            command=None,  # shrink has no --command: the table's, else pytest -q
-            image=image,
-            replays=None,
-            timeout_s=timeout,
-            pythonpath=(),
-            env=(),
-        )
-        command, image, timeout_s = settings.command, settings.image, settings.timeout_s
-    return ShrinkArguments(
-        host=HostProperty(spec=property_spec, paths=paths),
-        test=OneTest(repo=repo, rev=rev, property_id=test, command=command, flag="--test"),
-        oracle=Oracle(tests_from=tests_from, sides=()),
-        fixture=FixtureAndShrink(seed=seed, attempts=attempts),
-        limits=Limits(image=image, timeout_s=timeout_s),
-        outputs=Outputs(out=out, as_json=as_json),
-    )
-
-
 def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:
     from orchestrator import log
-    from orchestrator.adapters.docker import connect
+    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.shrink import plan_test_shrink, shrink_test
 
     logger = log.get_logger("orchestrator.shrink")
-    client = connect(os.environ)
-    try:
+    with engine_client(os.environ) as client:
         plan = plan_test_shrink(request, client=client)
         logger.info("shrink.planned", test=request.test, rev=plan.rev, image_id=plan.image_id)
         json_logs = bool(getattr(ctx.obj, "json_logs", False))
         with _progress(json_logs, logger) as progress:
             outcome = shrink_test(plan, payload, client=client, progress=progress)
-    finally:
-        client.close()
     return outcome.report
 
 

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import importlib.util
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
+from orchestrator.commands._command_options import (
+    PLOT_EXTRA_HINT,
+    TallyAsJsonOption,
+    TallyMarkdownOption,
+    TallyNowOption,
+    TallyPngOption,
+    TallyWeeksOption,
+)
 from orchestrator.commands._options import LedgerOption
 from orchestrator.commands._table import Column, print_table
 
@@ -20,7 +27,6 @@ if TYPE_CHECKING:
 
 # Short headings for the terminal table, in the order of core.tally.COUNTS.
 _SHORT_HEADINGS = ("drafted", "killed", "shrink_changed", "calls_moved", "live_expired")
-PLOT_EXTRA_HINT = "pip install 'orchestrator[plot]'"
 
 
 def _parse_now(value: str | None) -> datetime:
@@ -90,26 +96,12 @@ def print_text(result: Tally) -> None:
 
 def tally(
     *,
-    weeks: Annotated[
-        int, typer.Option("--weeks", min=1, max=520, help="How many ISO weeks to show.")
-    ] = 8,
-    png: Annotated[
-        Path | None,
-        typer.Option(
-            "--png",
-            help="Also draw the weekly series to this PNG (a panel per count); needs "
-            f"matplotlib: {PLOT_EXTRA_HINT}.",
-        ),
-    ] = None,
-    markdown: Annotated[
-        bool, typer.Option("--markdown", help="Print a Markdown table (for $GITHUB_STEP_SUMMARY).")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a tally/1 JSON document.")] = False,
+    weeks: TallyWeeksOption = 8,
+    png: TallyPngOption = None,
+    markdown: TallyMarkdownOption = False,
+    as_json: TallyAsJsonOption = False,
     ledger: LedgerOption,
-    now: Annotated[
-        str | None,
-        typer.Option("--now", help="Count as of this instant (ISO-8601; UTC if no offset)."),
-    ] = None,
+    now: TallyNowOption = None,
 ) -> None:
     """Weekly counts from the ledger's event log, oldest week first.
 

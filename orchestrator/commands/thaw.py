@@ -8,13 +8,16 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.commands._options import (
-    DEFAULT_TIMEOUT_S,
-    MAX_REPLAYS,
-    LedgerOption,
-    OptionalImageOption,
-    TimeoutOption,
+from orchestrator.commands._command_options import (
+    ThawAsJsonOption,
+    ThawDueWithinOption,
+    ThawReplaysOption,
+    ThawRepoOption,
+    ThawRevOption,
 )
+from orchestrator.commands._grouped import Variant, grouped, take
+from orchestrator.commands._option_groups import Limits, OneTest, Outputs, Recording, Scheduling
+from orchestrator.commands._options import DEFAULT_TIMEOUT_S, RunnerLabelOption, TimeoutOption
 from orchestrator.commands._table import Column, print_table
 
 _COLUMNS = (
@@ -28,34 +31,27 @@ _COLUMNS = (
 )
 
 
-def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
+# thaw's spelling of the shared groups: the revision to re-probe at, the replays, the image.
+_Rev = Annotated[
+    OneTest,
+    take(repo=Variant(ThawRepoOption, Path(".")), rev=Variant(ThawRevOption, "HEAD")),
+]
+_Scheduling = Annotated[
+    Scheduling,
+    take(replays=Variant(ThawReplaysOption, 5), runner_id=Variant(RunnerLabelOption, "local")),
+]
+_Limits = Annotated[Limits, take("image", timeout_s=Variant(TimeoutOption, DEFAULT_TIMEOUT_S))]
+
+
+@grouped
+def thaw(
     *,
-    repo: Annotated[
-        Path, typer.Option("--repo", help="The repository under test (default: here).")
-    ] = Path("."),
-    rev: Annotated[
-        str, typer.Option("--rev", help="Revision to re-probe at (default: HEAD).")
-    ] = "HEAD",
-    due_within: Annotated[
-        str,
-        typer.Option(
-            "--due-within",
-            help="Also take freezes expiring within this long from now (30m, 72h, 7d).",
-        ),
-    ] = "0s",
-    replays: Annotated[
-        int,
-        typer.Option(
-            "--replays", min=1, max=MAX_REPLAYS, help="Replays per flake freeze (timing: >= 5)."
-        ),
-    ] = 5,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    image: OptionalImageOption = None,
-    runner_id: Annotated[str, typer.Option("--runner-id", help="Label of this runner.")] = "local",
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a thaw-report/1 document.")
-    ] = False,
-    ledger: LedgerOption,
+    at: _Rev,
+    due_within: ThawDueWithinOption = "0s",
+    scheduling: _Scheduling,
+    limits: _Limits,
+    outputs: Annotated[Outputs, take(as_json=ThawAsJsonOption)],
+    recording: Annotated[Recording, take("ledger")],
 ) -> None:
     """Re-probe every freeze at or past its expiry, then thaw it or leave it overdue.
 
@@ -71,24 +67,18 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
     Without --image a flake freeze is re-probed on the image it was pinned to, a
     timing freeze on orchestrator-runner:latest.
     """
-    from orchestrator.adapters.git import resolve_rev
-    from orchestrator.adapters.ledger import Ledger
     from orchestrator.commands._output import echo_json
     from orchestrator.core.durations import parse_duration
     from orchestrator.errors import ExitCode, VerdictError
-    from orchestrator.services.thaw import ThawOptions, run_thaw
+    from orchestrator.services.thaw import ThawOptions, thaw_due
 
     within = parse_duration(due_within, option="--due-within")
-    repo = repo.resolve()
-    sha = resolve_rev(repo, rev)
-    now = datetime.now(UTC)
     options = ThawOptions(
-        repo=repo, rev=sha, replays=replays, timeout_s=timeout, image=image, runner_id=runner_id
-    )
-    with Ledger.open(ledger) as store:
-        # The engine is connected only when a freeze is actually claimed.
-        report = run_thaw(store, options, now=now, due_within=within, client=None)
-    if as_json:
+        repo=at.repo or Path("."), rev=at.rev or "HEAD", replays=scheduling.replays or 5,
+        timeout_s=limits.seconds, image=limits.image, runner_id=scheduling.runner_id or "local",
+    )  # fmt: skip
+    report = thaw_due(recording.ledger, options, now=datetime.now(UTC), due_within=within)
+    if outputs.as_json:
         echo_json(report.to_json())
     elif report.results:
         print_table(
@@ -110,7 +100,7 @@ def thaw(  # noqa: PLR0913 - a Typer command's options are its parameters
         typer.echo("no freeze is due")
     if report.overdue:
         raise VerdictError(
-            f"{report.overdue} freeze(s) still overdue at {sha[:12]}; owners must fix them",
+            f"{report.overdue} freeze(s) still overdue at {report.rev[:12]}; owners must fix them",
             ExitCode.BLOCKING,
         )
 

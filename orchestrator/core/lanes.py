@@ -16,7 +16,8 @@ from dataclasses import replace
 from enum import StrEnum
 
 from orchestrator.core.calls import budget_changes, describe_change
-from orchestrator.model import KNOWN_LABELS, Decision, Evidence, Label, Lane, Replay
+from orchestrator.core.oracle.model import SAME_TEST_FILES, ChangeReason, ReasonKind
+from orchestrator.model import KNOWN_LABELS, Decision, Evidence, Label, Lane, LaneKind, Replay
 
 # lanes.md row 1, in the order their codes are reported.
 REQUIRED_FIELDS = (
@@ -213,6 +214,52 @@ def oracle_moved(evidence: Evidence) -> tuple[str, ...]:
     return ("a property file or the fixture's locked oracle digest differs between the sides",)
 
 
+# Row 2a: under one revision's test files (--tests-from), a test pytest collected on one
+# side only was made by the code under test (a parametrization over the code's own data:
+# its registry, its docstrings' line numbers), not by the pull request's tests.
+_MADE_BY_CODE = {
+    str(ChangeReason(kind=kind, detail=SAME_TEST_FILES)): kind
+    for kind in (ReasonKind.NEW_ON_PATCH, ReasonKind.GONE_ON_PATCH)
+}
+
+
+def _made_by_code(evidence: Evidence, reasons: Sequence[str]) -> Decision | None:
+    """Row 2a: a test on one side only, made by the code under test (None: another oracle
+    change). It has nothing to be compared with, so the side that has it is judged alone,
+    as row 4a judges a test the other side skips: on the patch, a pass is shown and a
+    failure blocks; on base only, the patch no longer has it, shown."""
+    if len(reasons) != 1 or reasons[0] not in _MADE_BY_CODE:
+        return None
+    why = f"{reasons[0]} (the code under test makes its id)"
+    if _MADE_BY_CODE[reasons[0]] is ReasonKind.GONE_ON_PATCH:
+        base = evidence.base
+        shown = _infra("base", base) or (
+            f"base {side_state(ran(base)).value}" if ran(base) else "base S"
+        )
+        return _decision(
+            Lane.NO_FREEZE, "only_on_base", [why, f"{shown}: the patch no longer has it"]
+        )
+    patch = evidence.patch
+    infra = _infra("patch", patch)
+    if infra:
+        labels = {r.label for r in patch}
+        code = Label.TIMEOUT.value if Label.TIMEOUT in labels else Label.HARNESS_ERROR.value
+        return _decision(Lane.INFRA_QUEUE, code, [why, infra])
+    if not ran(patch):
+        return _decision(
+            Lane.NO_FREEZE, "skipped", [why, f"skipped on the patch: {skip_messages(patch)}"]
+        )
+    state = side_state(ran(patch))
+    if state is SideState.PASS:
+        return _decision(Lane.NO_FREEZE, "only_on_patch", [why, "patch P: it passes"])
+    failing = _format_ids(failing_assertions(ran(patch)))
+    return _decision(
+        Lane.PROPERTY_REGRESSION,
+        "fails_only_on_patch",
+        [why, f"patch {state.value}: it fails on the patch ({failing})"],
+    )
+
+
 def _format_ids(ids: frozenset[str | None]) -> str:
     return ", ".join(sorted(str(i) for i in ids)) or "none"
 
@@ -235,6 +282,9 @@ def _decide(evidence: Evidence) -> Decision:
     # Row 2: the oracle moved between the sides, so they are not comparable.
     oracle_reasons = oracle_moved(evidence)
     if oracle_reasons:
+        made = _made_by_code(evidence, oracle_reasons)  # row 2a
+        if made is not None:
+            return made
         return _decision(Lane.REJECT_RUN, "oracle_changed", oracle_reasons)
 
     base, patch = evidence.base, evidence.patch
@@ -326,8 +376,9 @@ def _decide(evidence: Evidence) -> Decision:
     )
 
 
-# Exit statuses by how bad they are: 1 (blocking) beats 3 (undecided) beats 0.
-_EXIT_RANK = {0: 0, 3: 1, 1: 2}
+# Exit statuses by how bad they are: 1 (blocking) beats 3 (undecided) beats 0, as the
+# lane kinds declare them (model.LaneKind).
+_EXIT_RANK = {kind.exit_status: kind.severity for kind in LaneKind}
 
 
 def worst_exit_status(statuses: Sequence[int]) -> int | None:
@@ -335,4 +386,4 @@ def worst_exit_status(statuses: Sequence[int]) -> int | None:
     None when there is none."""
     if not statuses:
         return None
-    return max(statuses, key=lambda status: _EXIT_RANK.get(status, 1))
+    return max(statuses, key=lambda status: _EXIT_RANK.get(status, LaneKind.UNDECIDED.severity))

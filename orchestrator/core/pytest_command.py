@@ -90,12 +90,21 @@ def _command_words(command: str) -> list[str]:
     raise InputError(f"--command must start with pytest (got {command!r})")
 
 
+def split_arguments(args: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Options (with their values) and positional arguments (paths, node ids), each in
+    order; everything after a ``--`` is positional. Pure."""
+    return _split(args)
+
+
 def _split(args: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Options (with their values) and positional arguments, each in order."""
     options: list[str] = []
     positional: list[str] = []
     takes_value = False
-    for word in args:
+    for index, word in enumerate(args):
+        if word == "--" and not takes_value:
+            positional.extend(args[index + 1 :])
+            break
         if takes_value:
             options.append(word)
             takes_value = False

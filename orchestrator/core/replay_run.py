@@ -101,6 +101,10 @@ class ReplayOptions:
     slots: int | None = None  # sides at once per engine; None: each engine's CPU count
     shard: Shard | None = None
     run_id: str | None = None  # a CI job's retry passes the same one
+    # A side's screening evidence an earlier run stored is reused (--no-reuse: never
+    # looked up nor stored); the stores: the ledger the run records in, and this folder.
+    reuse: bool = True
+    evidence_cache: Path | None = None  # --evidence-cache DIR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -318,6 +322,13 @@ def run_log_document(plan: RunPlan) -> dict[str, Any]:
         "targets": {side: list(targets) for side, targets in plan.targets.items()},
         "fixture_file": None if options.fixture is None else FIXTURE_FILE,
         "limits": dict(plan.limits) or None,
+        # What the run reuses (lanes.md section 10): completed once the run knows.
+        "reuse": {
+            "enabled": options.reuse,
+            "evidence_cache": None
+            if options.evidence_cache is None
+            else str(options.evidence_cache),
+        },
     }
     if plan.engines:
         document["engines"] = [str(engine.get("url")) for engine in plan.engines]

@@ -83,10 +83,9 @@ def decision_from_json(document: Mapping[str, Any]) -> Decision:
     document of another shape is a :class:`SchemaError`."""
     if document.get("schema") != DECISION_SCHEMA:
         raise SchemaError(f"expected a {DECISION_SCHEMA} document")
-    try:
-        lane = Lane(str(document.get("lane")))
-    except ValueError:
-        raise SchemaError(f"unknown lane {document.get('lane')!r}") from None
+    lane = next((member for member in Lane if member.value == document.get("lane")), None)
+    if lane is None:
+        raise SchemaError(f"unknown lane {document.get('lane')!r}")
     reasons = document.get("reasons")
     tests_from = document.get("tests_from")
     code, blocking, freeze = (document.get(k) for k in ("code", "blocking", "freeze_allowed"))

@@ -1,12 +1,12 @@
 """The runner image's tags, as values: file contents in, tags out.
 
-The recipe ships inside the package (``orchestrator/images/``): ``base/build`` makes
-``orchestrator-base`` offline from Debian's packages, ``runner/Dockerfile`` adds the runner
-user on top. Each image is tagged ``<repository>:ctx-<12 hex>``, a digest of its build
-context (the relative path and content of every file of its folder, plus a few words: the
-suite for the base, the base image ID for the runner). When that tag exists nothing is
-built, so the same recipe never rebuilds, whether it is read from a checkout or from an
-installed wheel.
+The recipe is the checkout's ``images/``, shipped inside the wheel's package (as
+``orchestrator/images/``): ``base/build`` makes ``orchestrator-base`` offline from
+Debian's packages, ``runner/Dockerfile`` adds the runner user on top. Each image is tagged
+``<repository>:ctx-<12 hex>``, a digest of its build context (the relative path and
+content of every file of its folder, plus a few words: the suite for the base, the base
+image ID for the runner). When that tag exists nothing is built, so the same recipe never
+rebuilds, whether it is read from a checkout or from an installed wheel.
 
 The digest is the one ``sha256sum`` gives over ``find . -type f | sort | xargs sha256sum``
 followed by the words, one a line, so images tagged by older set-up scripts are reused.

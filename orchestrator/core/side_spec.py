@@ -29,7 +29,7 @@ from orchestrator.core.labels import (
 )
 from orchestrator.core.neutralise import neutraliser_args
 from orchestrator.core.pool import Batch, narrow_targets
-from orchestrator.core.pytest_command import expand_parametrized, node_id_problem
+from orchestrator.core.pytest_command import expand_parametrized, node_id_problem, split_arguments
 from orchestrator.errors import InputError
 from orchestrator.model import Replay
 from orchestrator.probe.jobs import hash_seed
@@ -137,18 +137,23 @@ def pytest_arguments(
     and the other modules still run there (pytest would stop the whole session); after
     the command's own options, with a ``seed``, the arguments that neutralise what changes
     what a replay observes (core.neutralise: last, so they win over the project's
-    ``addopts`` and the command); the property node ids are appended after ``--``, so
-    that none is ever read as an option (a collected id is refused on the host when it
-    looks like one, see :func:`~orchestrator.core.pytest_command.node_id_problem`:
-    pytest's early scan for ``-p`` does not stop at ``--``).
+    ``addopts`` and the command); then ``--`` and the targets: the property node ids, or
+    without them the command's own paths (with them, the paths give way, as
+    :func:`~orchestrator.core.pytest_command.pytest_args` has it). So no node id is ever
+    read as an option (a collected id is refused on the host when it looks like one, see
+    :func:`~orchestrator.core.pytest_command.node_id_problem`: pytest's early scan for
+    ``-p`` does not stop at ``--``), and no option follows a positional argument (pytest
+    before 8 refuses a ``--`` that comes after one, with an option between).
     """
+    options, paths = split_arguments(pytest_args)
+    targets = tuple(property_ids) or paths
     return (
         "-p",
         "no:cacheprovider",
         "--continue-on-collection-errors",
-        *pytest_args,
+        *options,
         *(neutraliser_args(seed) if seed is not None else ()),
-        *(("--", *property_ids) if property_ids else ()),
+        *(("--", *targets) if targets else ()),
     )
 
 

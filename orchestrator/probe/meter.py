@@ -4,13 +4,28 @@ One process-wide meter, switched on only while a test's call phase runs. The aud
 hook and the `time.sleep` wrapper are installed once, before any test module is
 imported, and do nothing while the meter is off: the hook's first statement is the
 cheap `active` check, then one dict lookup on the event name.
+
+A file open counts when the test or the code under test made it, not when the
+interpreter's own machinery did on its behalf (docs/lanes.md, "What a call budget
+counts"): an import reading source or bytecode; linecache reading a source file for a
+traceback, `inspect.getsource`, a warning's line or pytest's report (its two entry points
+are wrapped: while a thread is inside them, its opens are linecache's); pdb reading its
+rc files (`~/.pdbrc`, `./.pdbrc`) after its "pdb.Pdb" audit event, as doctest's runner
+makes its debugger; Hypothesis reading (or writing) its table of Unicode categories, once
+per process. Those reads depend on what ran earlier in the process (a source
+another test's traceback already cached is not read again), so counting them would make
+a test's counts depend on its neighbours. On the way of an open the code makes, both
+rules cost two truth tests.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import linecache
 import sys
 import time
+from _thread import get_ident
 from collections.abc import Callable, Iterable
 from typing import Any, Final, SupportsIndex
 
@@ -40,7 +55,10 @@ EVENT_DEPENDENCY: Final[dict[str, str]] = {
     "sqlite3.connect": "sqlite",
     "http.client.connect": "http",
     "urllib.Request": "http",
+    # Not a dependency: pdb making a debugger, just before it reads its rc files.
+    "pdb.Pdb": "<debugger>",
 }
+_DEBUGGER: Final = "<debugger>"
 
 _ADDRESS_EVENTS: Final = frozenset(("socket.connect", "socket.sendto", "socket.sendmsg"))
 # How far up the stack an `open` is attributed to the import machinery. The source
@@ -54,6 +72,15 @@ _MODULE_LOCKS: Final[dict[str, Any] | None] = getattr(
 )
 _SUBPROCESS_SUFFIX: Final = "subprocess.py"
 
+# linecache's entry points: every source read for a traceback, `inspect.getsource`, a
+# warning's line or pytest's report goes through one of them (`getline` and doctest's
+# own patched `getlines` call them by name), `tokenize.open` and loader reads included.
+_SOURCE_READERS: Final = ("getlines", "updatecache")
+# pdb reads ~/.pdbrc and ./.pdbrc whenever a debugger is made (doctest's runner makes one
+# for every doctest), right after its "pdb.Pdb" audit event.
+_PDB_RC: Final = ".pdbrc"
+_PDB_RC_ANYWHERE: Final = "/.pdbrc"
+
 
 class NetworkDenied(OSError):
     """Raised into a test body that tries to reach a non-local host.
@@ -66,12 +93,16 @@ class NetworkDenied(OSError):
 class Meter:
     """Per-process call counts for the test body currently running."""
 
-    __slots__ = ("active", "counts", "network")
+    __slots__ = ("active", "counts", "debugger_made", "network", "reading_source")
 
     def __init__(self) -> None:
         self.active = False
         self.counts: dict[str, int] = {}
         self.network: list[str] = []
+        # Thread id -> how deep it is in linecache's entry points (empty almost always).
+        self.reading_source: dict[int, int] = {}
+        # The test body made a pdb debugger (doctest's runner does): its rc files follow.
+        self.debugger_made = False
 
     def start(self, extra_names: Iterable[str]) -> None:
         counts = dict.fromkeys(STABLE_DEPENDENCIES, 0)
@@ -79,6 +110,7 @@ class Meter:
             counts[name] = 0
         self.counts = counts
         self.network = []
+        self.debugger_made = False
         self.active = True
 
     def stop(self) -> None:
@@ -101,8 +133,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         return
     if dependency == "open":
         # An integer is an existing descriptor being wrapped (pipes, fdopen), not a file opened.
-        if isinstance(args[0], int):
+        path = args[0]
+        if isinstance(path, int):
             return
+        if meter.reading_source and get_ident() in meter.reading_source:
+            return  # linecache reading a source file, for a traceback or inspect
+        if meter.debugger_made and _is_pdb_rc(path):
+            return  # pdb reading its rc files as it makes a debugger
         if (_MODULE_LOCKS is None or _MODULE_LOCKS) and _opened_by_import():
             return
     elif dependency == "socket":
@@ -111,9 +148,16 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             meter.counts["socket"] += 1
             meter.network.append(target)
             raise NetworkDenied(f"replay probe: network access denied ({target})")
+    elif dependency == _DEBUGGER:
+        meter.debugger_made = True
+        return
     elif event == "os.posix_spawn" and _caller_file(2).endswith(_SUBPROCESS_SUFFIX):
         return  # subprocess.Popen already counted this spawn
     meter.counts[dependency] += 1
+
+
+def _is_pdb_rc(path: object) -> bool:
+    return isinstance(path, str) and (path.endswith(_PDB_RC_ANYWHERE) or path == _PDB_RC)
 
 
 def _opened_by_import() -> bool:
@@ -187,17 +231,63 @@ class CountedSleep:
         self.probe_real_sleep(seconds)
 
 
+def reading_source(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``real`` (one of linecache's entry points), with the opens the calling thread makes
+    inside it left out of the counts."""
+
+    @functools.wraps(real)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        readers = METER.reading_source
+        thread = get_ident()
+        readers[thread] = readers.get(thread, 0) + 1
+        try:
+            return real(*args, **kwargs)
+        finally:
+            depth = readers.pop(thread) - 1
+            if depth:
+                readers[thread] = depth
+
+    read.probe_real = real  # type: ignore[attr-defined]
+    return read
+
+
+# Test machinery outside the standard library that reads a file once per process,
+# whichever test first needs it: Hypothesis's tables of Unicode categories and of what
+# a codec encodes (read from its storage folder, else computed and written there, by the
+# first test that draws text).
+# Wrapped like linecache's entry points once the module is loaded (a test module's
+# import loads it).
+_LIBRARY_READERS: Final = (
+    ("hypothesis.internal.charmap", "charmap"),
+    ("hypothesis.internal.charmap", "intervals_from_codec"),
+)
+
+
+def wrap_library_readers() -> None:
+    """Wrap the entry points of :data:`_LIBRARY_READERS` whose module is loaded (cheap:
+    a lookup each; never stacked)."""
+    for module_name, name in _LIBRARY_READERS:
+        module = sys.modules.get(module_name)
+        entry = getattr(module, name, None) if module is not None else None
+        if entry is not None and not hasattr(entry, "probe_real"):
+            setattr(module, name, reading_source(entry))
+
+
 _installed = False
 
 
 def install() -> None:
-    """Install the audit hook and the sleep wrapper (idempotent per module instance)."""
+    """Install the audit hook, the sleep wrapper and linecache's wrappers (idempotent per
+    module instance; a wrapper from an earlier import of this module is unwrapped, never
+    stacked)."""
     global _installed
     if not _installed:
         sys.addaudithook(_audit)
         _installed = True
     current = time.sleep
     if not isinstance(current, CountedSleep):
-        # A wrapper from an earlier import of this module is unwrapped, never stacked.
         real: _Sleep = getattr(current, "probe_real_sleep", current)
         time.sleep = CountedSleep(real)
+    for name in _SOURCE_READERS:
+        entry = getattr(linecache, name)
+        setattr(linecache, name, reading_source(getattr(entry, "probe_real", entry)))

@@ -37,7 +37,7 @@ import pytest
 from orchestrator.probe import PROBE_VERSION, RESULT_SCHEMA, neutral
 from orchestrator.probe.atomic import write_chunks_atomic
 from orchestrator.probe.deps import Deps
-from orchestrator.probe.meter import METER, install
+from orchestrator.probe.meter import METER, install, wrap_library_readers
 from orchestrator.probe.record import (
     MESSAGE_LIMIT,
     PhaseRecord,
@@ -258,6 +258,7 @@ class ProbeSession:
     # -- running --------------------------------------------------------------------
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
+        wrap_library_readers()  # loaded by now, if a test module imported it
         record = PhaseRecord(nodeid)
         self.records[nodeid] = record
         self.current = record
@@ -280,6 +281,16 @@ class ProbeSession:
             record.duration_ms = elapsed * 1000.0
             record.calls = METER.counts
             record.network = METER.network
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_fixture_setup(self) -> Generator[None, Any, None]:
+        # A fixture the body asks for (request.getfixturevalue) is set up while it runs:
+        # its calls are setup's, as before the body, and a wider-scoped one is set up only
+        # by the first test that asks (the next would count nothing).
+        metered = METER.active
+        METER.active = False
+        yield
+        METER.active = metered
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(

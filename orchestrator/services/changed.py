@@ -33,13 +33,13 @@ def select_changed_tests(
     """The tests the patch touched, among those the command's paths hold (all without)."""
     base_tree = git_adapter.list_tree(repo, base_rev)
     patch_tree = git_adapter.list_tree(repo, patch_rev)
-    wanted = [
-        blob
+    wanted = {
+        blob: path
         for tree in (base_tree, patch_tree)
         for path, blob in tree.items()
         if path.endswith(".py")
-    ]
-    objects = git_adapter.read_objects(repo, wanted)
+    }
+    objects = git_adapter.read_objects(repo, wanted, names=wanted)
     on_base, on_patch = _sources(base_tree, objects), _sources(patch_tree, objects)
     # Test classes' bases are followed into every module of the side's tree.
     sides = [

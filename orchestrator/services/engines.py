@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import tree_files
 from orchestrator.core.pool import check_engine_urls, runner_ids
 from orchestrator.core.side_spec import DURATIONS, FIXTURE, PROBE_ROOT, SRC, TREE
 from orchestrator.errors import EngineError, EngineUnavailableError, InputError, one_line
@@ -136,10 +137,9 @@ def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
 
 
 def write_tar(folder: Path, dest: Path, *, arcname: str = ".") -> Path:
-    """``folder`` as a tar file at ``dest`` (readable by everyone, no ``__pycache__``)."""
-    with tarfile.open(dest, mode="w") as archive:
-        archive.add(folder, arcname=arcname, filter=_readable)
-    return dest
+    """``folder`` (an exported tree, or the probe) as a tar file at ``dest`` (readable by
+    everyone, no ``__pycache__``), read without following a link (``tree_files``)."""
+    return tree_files.tar_tree(folder, dest, arcname=arcname, adjust=_readable)
 
 
 # ---------------------------------------------------------------- engines

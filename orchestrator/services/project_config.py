@@ -54,15 +54,25 @@ def _text(data: bytes | None, path: str, rev: str) -> str | None:
         raise InputError(f"{path}: not UTF-8 text at {rev[:12]}") from None
 
 
+def read_metadata_files(repo: Path, sha: str) -> dict[str, bytes | None]:
+    """:data:`METADATA_FILES` at ``sha``: only regular files (a symbolic link is absent,
+    logged, as in the import roots: its text is no configuration), each under the read
+    cap (over it: exit 2 naming it, never read whole)."""
+    files, others = git_adapter.read_regular_files(repo, sha, METADATA_FILES)
+    for name, mode in sorted(others.items()):
+        log.warning("tree.file_refused", path=name, rev=sha, why=f"{name}: mode {mode}")
+    return files
+
+
 def load_config(repo: Path, rev: str) -> LoadedConfig:
     """``[tool.orchestrator]`` and the project's name at ``rev`` (pinned here)."""
     try:
         sha = git_adapter.resolve_rev(repo, rev)
-        blobs = git_adapter.read_blobs(repo, sha, METADATA_FILES)
     except (InputError, GitError):
         # No repository or no such revision: the command's own checks say so, in their
         # order (a usage mistake first); there is no configuration to read.
         return LoadedConfig(config=core.ProjectConfig(), rev=None, project=None)
+    blobs = read_metadata_files(repo, sha)
     texts = {path: _text(blobs[path], path, sha) for path in METADATA_FILES}
     try:
         config = core.parse_config(texts["pyproject.toml"])

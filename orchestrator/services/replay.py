@@ -52,6 +52,7 @@ from orchestrator.errors import InputError, Interrupted
 from orchestrator.log import get_logger
 from orchestrator.model import Decision
 from orchestrator.services.engines import Pool, open_pool
+from orchestrator.services.evidence_reuse import SideReuse, plan_reuse
 from orchestrator.services.evidence_rounds import gather_evidence
 from orchestrator.services.oracle import (
     property_oracles,
@@ -163,6 +164,8 @@ def execute(
     options = plan.options
     if ledger is not None:
         import_in_background("orchestrator.services.ledger_jobs")
+    # The base side's screening an earlier run stored (lanes.md section 10).
+    reuse = plan_reuse(plan, ledger_url=None if ledger is None else ledger.url)
     properties: tuple[DecidedProperty, ...] = ()
     screening: Screening | None = None
     extra: dict[str, Any] = {}
@@ -181,7 +184,7 @@ def execute(
         )
         with warm if warm is not None else nullcontext():
             properties, screening, outcome, gathered = _replay_and_decide(
-                plan, pool=pool, progress=progress, warm=warm
+                plan, pool=pool, progress=progress, warm=warm, reuse=reuse
             )
         labelled = outcome.labelled
         extra["evidence"] = dict(gathered)
@@ -202,6 +205,13 @@ def execute(
     report = report_document(plan, properties, screening)
     report.update(extra)
     report, recording_error = complete_and_record(plan, properties, report, ledger)
+    if reuse is not None:  # the run folder is complete: its clean sides may be stored
+        reuse.flush()
+        write_json(
+            plan.run_dir,
+            RUN_LOG,
+            {**plan.run_log(), "evidence": extra.get("evidence"), "reuse": reuse.to_json()},
+        )
     return ReplayOutcome(
         plan=plan,
         properties=properties,
@@ -212,7 +222,12 @@ def execute(
 
 
 def _replay_and_decide(
-    plan: RunPlan, *, pool: Pool, progress: Progress | None, warm: WarmPool | None
+    plan: RunPlan,
+    *,
+    pool: Pool,
+    progress: Progress | None,
+    warm: WarmPool | None,
+    reuse: SideReuse | None = None,
 ) -> tuple[tuple[DecidedProperty, ...], Screening | None, SidesOutcome, Mapping[str, Any]]:
     """Replay both sides (screened, with ``warm``), decide every property, replay more
     where a verdict on a mixed side lacks evidence (lanes.md section 3b), write each
@@ -224,7 +239,7 @@ def _replay_and_decide(
     screening: Screening | None = None
     if warm is not None:
         outcome, oracle, screening, settled = screen_and_replay(
-            plan, sides, pool=pool, progress=progress, warm=warm
+            plan, sides, pool=pool, progress=progress, warm=warm, reuse=reuse
         )
     else:
         outcome = run_sides(

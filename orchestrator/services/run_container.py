@@ -48,15 +48,15 @@ from orchestrator.services.side_runner import (
 from orchestrator.services.warm import Parked
 
 if TYPE_CHECKING:
-    from orchestrator.services.sides import _Run
+    from orchestrator.services.sides import SidesRun
 
 log = get_logger("orchestrator.services.sides")  # its events stay those of a run of sides
 
 SECOND_PHASE_NAME = "replays"  # in the names of a second phase's containers and results
 
 
-def _run_container(
-    run: _Run,
+def run_one_container(
+    run: SidesRun,
     *,
     engine: DockerEngine,
     staging: Staging,
@@ -127,6 +127,8 @@ def _run_container(
             output_tail=list(tail.lines)[-10:],
         )
     files = replay_files_from(read, len(numbers))
+    if run.reuse is not None:  # the bytes a clean screening is stored with
+        run.reuse.capture(batch, side.name, numbers, read.files)
     _warn_without_result(side.name, files)
     raw_root = run.raw_root(batch)
     if raw_root is not None:
@@ -138,7 +140,7 @@ def _run_container(
     ]
 
 
-def _unit_side(run: _Run, batch: Batch, side: SideSpec) -> str:
+def _unit_side(run: SidesRun, batch: Batch, side: SideSpec) -> str:
     """The side's part of a container name: the side, after the batch when there are several
     (and after the phase in a second phase whose first kept its containers: the names of
     both live at once)."""
@@ -165,7 +167,7 @@ def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
 
 
 def _observe(
-    run: _Run,
+    run: SidesRun,
     *,
     engine: DockerEngine,
     side: str,
@@ -210,7 +212,7 @@ def _observe(
 
 
 def _observe_parked(
-    run: _Run,
+    run: SidesRun,
     parked: Parked,
     *,
     side: str,
@@ -281,7 +283,7 @@ def _still_runs(container: SideContainer) -> bool:
     return container.settled(never_waited)[1]
 
 
-def _line_handler(run: _Run, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
+def _line_handler(run: SidesRun, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:
     first = True
 
     def handle(line: str) -> None:

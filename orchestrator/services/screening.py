@@ -63,6 +63,7 @@ from orchestrator.services.sides import (
 from orchestrator.services.warm import WarmPool
 
 if TYPE_CHECKING:
+    from orchestrator.services.evidence_reuse import SideReuse
     from orchestrator.services.sides import Progress
 
 log = get_logger(__name__)
@@ -75,6 +76,7 @@ def screen_and_replay(
     pool: Pool,
     progress: Progress | None,
     warm: WarmPool,
+    reuse: SideReuse | None = None,
 ) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[DecidedProperty, ...]]:
     """Screen every property K times per side, then replay those with signal until they
     have N replays per side, each on the engine of its screening.
@@ -86,6 +88,9 @@ def screen_and_replay(
     the ones with signal replay. ``warm`` (the caller's, who closes it) keeps the
     screening's containers for the second phase; with its ``repark`` they are kept on for
     the rounds of evidence that may follow, else removed as soon as the phase is over.
+    ``reuse`` gives the first phase a side's screening an earlier run stored (that side
+    runs no container for it) and keeps the clean sides for storing; the second phase
+    replays both sides fresh.
     """
     options, pins = plan.options, plan.pins
     policy = plan.screen_policy
@@ -97,6 +102,7 @@ def screen_and_replay(
         keep_raw=plan.run_dir / RAW,
         pool=pool,
         warm=warm,
+        reuse=reuse,
     )
     screened = first.labelled
     started = time.perf_counter()

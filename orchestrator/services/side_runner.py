@@ -21,7 +21,6 @@ one is :mod:`orchestrator.services.docker_sides`; a Kubernetes backend
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections import deque
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from orchestrator import interrupts
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters import tree_files
 from orchestrator.adapters.results import (
     READER_USER,
     REAP_S,
@@ -46,6 +46,7 @@ from orchestrator.adapters.results import (
     status_line,
 )
 from orchestrator.core import replay_env
+from orchestrator.core.bounds import FileKind
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
 from orchestrator.core.result_files import announcement, full_announcement
@@ -62,6 +63,7 @@ from orchestrator.core.side_spec import (
     check_plan,
     replay_environment,
 )
+from orchestrator.core.tree_files import Refusal
 from orchestrator.errors import EngineError, InputError
 from orchestrator.log import get_logger
 from orchestrator.services.engines import probe_package
@@ -126,6 +128,8 @@ class SideContainer(Protocol):
     def facts(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
 
     def settled(self, exit_: docker_adapter.Exit) -> tuple[ContainerFacts, bool]: ...
+
+    def ended(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
 
     def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
 
@@ -204,9 +208,9 @@ def read_back(
             log.info(
                 "results.refused", container=container.name, problem=read.problem, reaper=reaped
             )
-            after, still = container.settled(exit_)
-            if not still and after.engine_error:
-                facts = after
+            after = container.ended(exit_)
+            if after.engine_error:  # its end, not the stream it cut short, is the result
+                facts, read = after, ResultsRead()
         elif keep is not None:
             chunks, _ = container.exec_chunks(
                 emptier_command(interpreter, out, keep),
@@ -319,11 +323,8 @@ def writable_tree_tmpfs(tree: Path) -> str:
     container's user (sticky and world-writable rather than ``uid=1000``: Podman refuses a
     tmpfs uid option, and a project image may run as another user), executable (suites
     run scripts of their tree)."""
-    size = 0  # from blocks, not st_size: what the files really take
-    for folder, _dirs, names in os.walk(tree):
-        for name in names:
-            with contextlib.suppress(OSError):
-                size += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    # From blocks, not st_size: what the files really take (walked without following).
+    size = tree_files.tree_usage(tree).disk_bytes
     megabytes = max(64, (2 * size) // (1024 * 1024) + 32)
     return f"rw,nosuid,nodev,exec,size={megabytes}m,mode=1777"
 
@@ -398,20 +399,58 @@ def interpreter_of(client: DockerClient, image_id: str) -> str:
 
 
 def tree_pythonpath(tree: Path, extra: Sequence[str] = ()) -> replay_env.SidePath:
-    """A side's import roots, found in its exported tree."""
+    """A side's import roots, found in its exported tree through the guarded reader
+    (:mod:`orchestrator.adapters.tree_files`): a configuration file or a ``src/`` entry
+    that is a symbolic link (or on the way through one), a FIFO, a device or a folder is
+    absent here, with a warning; one over the read cap is exit 2. The same rule as
+    :func:`planned_pythonpath`, which reads the revision instead."""
     files: dict[str, bytes | None] = {}
     for name in replay_env.INI_FILES:
-        path = tree / name
-        files[name] = path.read_bytes() if path.is_file() else None
-    src = tree / replay_env.SRC
+        files[name] = _tree_file(tree, name)
     src_paths: list[str] = []
-    if src.is_dir():
-        for entry in sorted(src.iterdir()):
-            if entry.is_file():
-                src_paths.append(f"{replay_env.SRC}/{entry.name}")
-            elif (entry / "__init__.py").is_file():
-                src_paths.append(f"{replay_env.SRC}/{entry.name}/__init__.py")
+    for entry in _tree_dir(tree, replay_env.SRC):
+        path = f"{replay_env.SRC}/{entry.name}"
+        if entry.kind is FileKind.REGULAR:
+            src_paths.append(path)
+        elif entry.kind is FileKind.DIRECTORY and _is_regular(tree, f"{path}/__init__.py"):
+            src_paths.append(f"{path}/__init__.py")
+        elif entry.kind is FileKind.SYMLINK:
+            _refused(path, f"{path}: {Refusal.LINK}")
     return replay_env.side_pythonpath(files, src_paths, extra)
+
+
+def _tree_file(tree: Path, path: str) -> bytes | None:
+    try:
+        return tree_files.read_tree_file(tree, path)
+    except tree_files.TreeFileRefused as refused:
+        if refused.refusal in (Refusal.SIZE, Refusal.PATH):
+            raise  # exit 2, naming the file and the cap
+        _refused(refused.path, refused.message)
+        return None
+
+
+def _tree_dir(tree: Path, path: str) -> tuple[tree_files.Entry, ...]:
+    try:
+        return tree_files.list_tree_dir(tree, path) or ()
+    except tree_files.TreeFileRefused as refused:
+        _refused(refused.path, refused.message)
+        return ()
+
+
+def _is_regular(tree: Path, path: str) -> bool:
+    try:
+        entry = tree_files.tree_entry(tree, path)
+    except tree_files.TreeFileRefused as refused:
+        _refused(refused.path, refused.message)
+        return False
+    if entry is not None and entry.kind is not FileKind.REGULAR:
+        _refused(path, f"{path}: a {entry.kind}, not a regular file")
+    return entry is not None and entry.kind is FileKind.REGULAR
+
+
+def _refused(path: str, why: str) -> None:
+    """A file of the tree the import roots do without: said in the log."""
+    log.warning("tree.file_refused", path=path, why=why)
 
 
 def import_roots(plan: ReplayPlan, side: SideSpec, tree: Path) -> tuple[str, ...]:
@@ -422,8 +461,12 @@ def import_roots(plan: ReplayPlan, side: SideSpec, tree: Path) -> tuple[str, ...
 
 
 def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> replay_env.SidePath:
-    """A side's import roots, read at its revision (before anything is exported)."""
-    files = git_adapter.read_blobs(repo, rev, replay_env.INI_FILES)
+    """A side's import roots, read at its revision (before anything is exported): only
+    regular files count, as in :func:`tree_pythonpath` (a linked ``pyproject.toml`` is
+    absent); a configuration file over the read cap is exit 2."""
+    files, others = git_adapter.read_regular_files(repo, rev, replay_env.INI_FILES)
+    for name, mode in sorted(others.items()):
+        log.warning("tree.file_refused", path=name, rev=rev, why=f"{name}: mode {mode}")
     src_paths = git_adapter.list_paths(repo, rev, replay_env.SRC)
     return replay_env.side_pythonpath(files, src_paths, extra)
 

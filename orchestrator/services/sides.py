@@ -85,7 +85,7 @@ from orchestrator.services.engines import (
     write_tar,
 )
 from orchestrator.services.interrupts import DeferredSignals, terminate_as_interrupt
-from orchestrator.services.run_container import _run_container
+from orchestrator.services.run_container import run_one_container
 from orchestrator.services.side_outcome import AttemptRecord, SidesOutcome, outcome
 from orchestrator.services.side_runner import (
     SideWorkspace,
@@ -99,6 +99,8 @@ from orchestrator.services.warm import Exported, WarmPool
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+    from orchestrator.services.evidence_reuse import SideReuse
 
 log = get_logger(__name__)
 
@@ -141,8 +143,9 @@ class SideInternalError(InternalError):
 
 
 @dataclass
-class _Run:
-    """Shared state of one run_sides call."""
+class SidesRun:
+    """Shared state of one run_sides call (each of its containers is run by
+    ``run_container.run_one_container`` with it)."""
 
     plan: ReplayPlan
     sides: tuple[SideSpec, ...]
@@ -155,6 +158,8 @@ class _Run:
     live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
     # Screening's two phases: the first parks its containers there, the second runs in them.
     warm: WarmPool | None = None
+    # A screening's first phase: sides whose screening an earlier run stored, and offers.
+    reuse: SideReuse | None = None
     fixture_copy: Path | None = None
     durations_copy: Path | None = None
     # Written by the export and engine threads, read after they finished.
@@ -220,7 +225,7 @@ class _Run:
 
 
 def _export_side(
-    run: _Run, side: SideSpec, ready: threading.Event, finished: threading.Event
+    run: SidesRun, side: SideSpec, ready: threading.Event, finished: threading.Event
 ) -> None:
     """Export the side's sources (in parallel with the other sides) and keep them until
     the run is done; for the volume path also as a tar."""
@@ -245,7 +250,7 @@ def _export_side(
         finished.set()  # only after the sources are removed
 
 
-def _internal_error(run: _Run, side: str, error: BaseException, raw_root: Path | None) -> None:
+def _internal_error(run: SidesRun, side: str, error: BaseException, raw_root: Path | None) -> None:
     what = f"{type(error).__name__}: {one_line(error)}"
     reason = local_fault_reason(error)
     if reason == DISK_FULL:  # no bug to trace, and no room to keep a traceback
@@ -259,20 +264,24 @@ def _internal_error(run: _Run, side: str, error: BaseException, raw_root: Path |
 
 
 def _run_side_job(
-    run: _Run, engine: DockerEngine, staging: Staging, batch: Batch, side: SideSpec
+    run: SidesRun, engine: DockerEngine, staging: Staging, batch: Batch, side: SideSpec
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One side of one batch on one engine: its containers, one after another; every
     replay gets a (file, facts) pair whatever happens."""
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
         pythonpath = import_roots(run.plan, side, run.trees[side.name])
+        if run.reuse is not None:  # an earlier run's screening of this very side
+            reused = run.reuse.take(run, engine, batch, side, pythonpath)
+            if reused is not None:
+                return reused
         for unit_index, numbers in enumerate(container_units(run.plan), start=1):
             if run.cancelled.is_set():
                 facts = ContainerFacts(cancelled=True, message="interrupted before start")
                 observed.extend((ReplayFile(replay=n, state="missing"), facts) for n in numbers)
                 continue
             observed.extend(
-                _run_container(
+                run_one_container(
                     run,
                     engine=engine,
                     staging=staging,
@@ -296,10 +305,12 @@ def _run_side_job(
         _internal_error(run, side.name, error, run.raw_root(batch))
         what, _, reason = run.internal_errors[side.name]
         _fill_missing(run, observed, ContainerFacts(engine_error=reason, message=what))
+    if run.reuse is not None:
+        run.reuse.offer(run, batch, side, observed)
     return observed
 
 
-def _run_batch(run: _Run, engine: DockerEngine, batch: Batch, staging: Staging) -> SideResults:
+def _run_batch(run: SidesRun, engine: DockerEngine, batch: Batch, staging: Staging) -> SideResults:
     """Both (all) sides of a batch on one engine: at once when it has a slot for each,
     else one after another - and then a side whose engine went away ends the batch."""
     results: SideResults = {}
@@ -327,12 +338,12 @@ def _run_batch(run: _Run, engine: DockerEngine, batch: Batch, staging: Staging) 
     return results
 
 
-def _missing(run: _Run, facts: ContainerFacts) -> list[tuple[ReplayFile, ContainerFacts]]:
+def _missing(run: SidesRun, facts: ContainerFacts) -> list[tuple[ReplayFile, ContainerFacts]]:
     return [(ReplayFile(replay=n, state="missing"), facts) for n in range(1, run.plan.replays + 1)]
 
 
 def _fill_missing(
-    run: _Run, observed: list[tuple[ReplayFile, ContainerFacts]], facts: ContainerFacts
+    run: SidesRun, observed: list[tuple[ReplayFile, ContainerFacts]], facts: ContainerFacts
 ) -> None:
     """Every replay the side did not get to is missing, for the reason ``facts`` give."""
     done = {replay_file.replay for replay_file, _ in observed}
@@ -362,7 +373,7 @@ def _keep_traceback(raw_root: Path | None, side: str, text: str) -> str | None:
     return None
 
 
-def _copy_inputs(run: _Run, workspace: SideWorkspace) -> None:
+def _copy_inputs(run: SidesRun, workspace: SideWorkspace) -> None:
     """Private copies of what every side reads: the fixture (the user's file may be
     private, 0600, or change while the run goes on, and both sides must read the same
     bytes), the recorded durations, and for the volume path the probe as a tar."""
@@ -401,6 +412,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     pool: Pool | None = None,
     batches: Sequence[Batch] | None = None,
     warm: WarmPool | None = None,
+    reuse: SideReuse | None = None,
 ) -> SidesOutcome:
     """Side name -> property id -> one :class:`Replay` per replay (``labelled``), which
     engine ran each property, the attempts of engines that went away, and how each
@@ -424,7 +436,9 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     first call keeps its inputs there, and its containers whose exec ended well; the
     second runs its batches in those of the same side and engine (fresh ones where there
     is none, or it no longer runs) and exports and stages nothing again. The pool removes
-    what it holds when it closes.
+    what it holds when it closes. ``reuse`` (a screening's first phase) gives a side the
+    screening an earlier run of it stored, instead of its containers, and keeps every
+    side that screened cleanly for storing (:mod:`orchestrator.services.evidence_reuse`).
 
     Engine failures are labels (``harness_error`` with the engine's reason). After
     cleanup, a side's bad input raises its :class:`InputError` (exit 2), git failing
@@ -457,7 +471,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         )
     if not batches:
         raise ValueError("run_sides needs at least one batch")
-    run = _Run(
+    run = SidesRun(
         plan=plan,
         sides=tuple(sides),
         pool=pool,
@@ -465,6 +479,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         progress=progress,
         keep_raw=keep_raw,
         batches=len(batches),
+        reuse=reuse,
     )
     if warm is not None:
         run.warm, run.cancelled, run.live, run.done = warm, warm.cancelled, warm.live, warm.release
@@ -495,7 +510,7 @@ def _sweep(pool: Pool, owner: docker_adapter.Owner) -> None:
     git_adapter.sweep_scratch()
 
 
-def _carry_out(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
     """Export the sides, run the batches on the engines, and remove everything, also on
     Ctrl-C (then :class:`Interrupted`, after the cleanup)."""
     interrupted = False
@@ -553,7 +568,7 @@ def _carry_out(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
     return dispatcher
 
 
-def _inputs(run: _Run, kept: Exported | None, inputs: contextlib.ExitStack) -> None:
+def _inputs(run: SidesRun, kept: Exported | None, inputs: contextlib.ExitStack) -> None:
     """The private copies of the inputs: made into ``inputs``, or the first phase's."""
     if kept is None:
         _copy_inputs(run, inputs.enter_context(SideWorkspace("inputs")))
@@ -564,7 +579,7 @@ def _inputs(run: _Run, kept: Exported | None, inputs: contextlib.ExitStack) -> N
     run.probe_tar = kept.probe_tar
 
 
-def _release(run: _Run, exports: list[threading.Event], inputs: contextlib.ExitStack) -> None:
+def _release(run: SidesRun, exports: list[threading.Event], inputs: contextlib.ExitStack) -> None:
     """Remove the exported trees (once their threads are done), the containers left and
     the inputs; in a screening, hand the first phase's to the pool that keeps them."""
     if run.warm is None:
@@ -578,7 +593,7 @@ def _release(run: _Run, exports: list[threading.Event], inputs: contextlib.ExitS
         run.warm.keep(_exported(run), inputs)
 
 
-def _exported(run: _Run) -> Exported:
+def _exported(run: SidesRun) -> Exported:
     return Exported(
         trees=dict(run.trees),
         tars=dict(run.tars),
@@ -588,7 +603,7 @@ def _exported(run: _Run) -> Exported:
     )
 
 
-def _not_dispatched(run: _Run, batches: Sequence[Batch]) -> Dispatched:
+def _not_dispatched(run: SidesRun, batches: Sequence[Batch]) -> Dispatched:
     """No batch ran (an export failed in the tool): its side's replays are internal errors."""
     finals = []
     for batch in batches:
@@ -604,7 +619,7 @@ def _not_dispatched(run: _Run, batches: Sequence[Batch]) -> Dispatched:
     return Dispatched(finals=tuple(finals), attempts=(), engines=())
 
 
-def _dispatcher(run: _Run, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
     pool = run.pool
     inputs = Inputs(
         trees=dict(run.trees),

@@ -18,7 +18,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -257,6 +257,20 @@ def run_thaw(
         for freeze_id in pending:  # not probed (an error or Ctrl-C): give the row back
             ledger.release(freeze_id, token=token)
     return ThawReport(rev=options.rev, now=now, due_within=due_within, results=tuple(results))
+
+
+def thaw_due(
+    ledger_url: str, options: ThawOptions, *, now: datetime, due_within: timedelta
+) -> ThawReport:
+    """:func:`run_thaw` at ``options.rev`` (any revision, pinned here to its full SHA) on
+    the ledger at ``ledger_url``, opened and closed here; the engine is connected only
+    when a freeze is actually claimed."""
+    from orchestrator.adapters.git import resolve_rev
+
+    repo = options.repo.resolve()
+    options = replace(options, repo=repo, rev=resolve_rev(repo, options.rev))
+    with Ledger.open(ledger_url) as store:
+        return run_thaw(store, options, now=now, due_within=due_within, client=None)
 
 
 def release_dead_claims(

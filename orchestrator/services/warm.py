@@ -90,6 +90,9 @@ class WarmPool:
         self._stagings: dict[int, Staging] = {}
         self._removers: list[threading.Thread] = []
         self._closed = False
+        # Engines where a side's screening was reused from an earlier run: no side of
+        # theirs is kept, so both sides' second phase starts in fresh containers alike.
+        self._cold: set[int] = set()
 
     def __enter__(self) -> WarmPool:
         return self
@@ -141,9 +144,21 @@ class WarmPool:
         with self._lock:
             if not self.reuse or (self.serving and not self.repark) or self._closed:
                 return False
+            if parked.engine in self._cold:
+                return False
             self._parked.append(parked)
         log.debug("container.parked", container=parked.container.name, side=parked.side)
         return True
+
+    def cool(self, engine: int) -> None:
+        """A side's screening on ``engine`` came from an earlier run (no container of it
+        to keep): keep none of the other sides' there either, and remove any already
+        kept, so that the second phase runs both sides in fresh containers."""
+        with self._lock:
+            self._cold.add(engine)
+            dropped = [parked for parked in self._parked if parked.engine == engine]
+            self._parked = [parked for parked in self._parked if parked.engine != engine]
+        _remove_all(dropped)
 
     # -- the second phase --------------------------------------------------------
 

@@ -12,6 +12,7 @@ import io
 import re
 import signal
 import socket
+import tarfile
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from replay_helpers import (
 )
 
 from fixtures.build_example import BUDGET_PROPERTY, ExampleRepo, build_example
+from orchestrator.core.replay_env import LABEL_PYTHON
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -146,6 +148,25 @@ FAULTS = [
         ),
         id="image-without-sleep",
     ),
+    # The same fault, met at a set point instead of by chance (under load the container's
+    # own command may fail only after an exec got in): its `sleep` ends as one that could
+    # not start (127) once the driver, or the reader of its results, is running in it. The
+    # container's end, not what the exec or the reader then saw, is the label.
+    *(
+        pytest.param(
+            Fault(
+                patch="extra-clock-read",
+                prop=BUDGET_PROPERTY,
+                image=f"image_whose_idle_command_ends_under_the_{step}",
+                base=harness_error("docker_api"),
+                patched=harness_error("docker_api"),
+                code="harness_error",
+                message="the image has no `sleep` executable",
+            ),
+            id=f"idle-command-ends-under-the-{step}",
+        )
+        for step in ("driver", "reader")
+    ),
 ]
 
 
@@ -171,6 +192,74 @@ def image_without_sleep(docker_client: Any, runner_image_id: str) -> Iterator[st
     yield tag
     with contextlib.suppress(Exception):
         docker_client.images.remove(built.id, force=True)
+
+
+# The idle command of the images below: it ends with 127, as an init ends when it cannot
+# execute it, once told to (SIGUSR1).
+ENDING_SLEEP = """\
+#!/bin/sh
+echo $$ > /tmp/idle.pid
+trap 'exit 127' USR1
+/usr/local/lib/real-sleep infinity &
+wait $!
+"""
+# The interpreter the tool runs in the container (the image's label names it): the driver
+# is `-m orchestrator.probe.replay`, what reads its results back starts with `-I`. At the
+# chosen one it ends the idle command first, then waits to end with the container.
+ENDING_PYTHON = """\
+#!/bin/sh
+case "$1" in
+{flag}) kill -USR1 "$(cat /tmp/idle.pid)"; exec /usr/local/lib/real-sleep 120 ;;
+esac
+exec python3 "$@"
+"""
+
+
+def image_whose_idle_command_ends(client: Any, runner_image_id: str, flag: str) -> Iterator[str]:
+    tag = f"orchestrator-idle-ends:{uuid.uuid4().hex[:12]}"
+    files = {
+        "Dockerfile": (
+            f"FROM {runner_image_id}\n"
+            "USER root\n"
+            "RUN mv /usr/bin/sleep /usr/local/lib/real-sleep\n"
+            "COPY sleep /usr/bin/sleep\n"
+            "COPY python /usr/local/bin/ending-python\n"
+            f"LABEL {LABEL_PYTHON}=/usr/local/bin/ending-python\n"
+            "USER 1000:1000\n"
+        ),
+        "sleep": ENDING_SLEEP,
+        "python": ENDING_PYTHON.format(flag=flag),
+    }
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755  # kept by COPY (the classic builder has no --chmod)
+            tar.addfile(info, io.BytesIO(data))
+    context.seek(0)
+    built, _ = client.images.build(
+        fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False,
+        network_mode="none",
+    )  # fmt: skip
+    yield tag
+    with contextlib.suppress(Exception):
+        client.images.remove(built.id, force=True)
+
+
+@pytest.fixture
+def image_whose_idle_command_ends_under_the_driver(
+    docker_client: Any, runner_image_id: str
+) -> Iterator[str]:
+    yield from image_whose_idle_command_ends(docker_client, runner_image_id, "-m")
+
+
+@pytest.fixture
+def image_whose_idle_command_ends_under_the_reader(
+    docker_client: Any, runner_image_id: str
+) -> Iterator[str]:
+    yield from image_whose_idle_command_ends(docker_client, runner_image_id, "-I")
 
 
 @pytest.mark.parametrize("fault", FAULTS)

@@ -64,3 +64,51 @@ def test_a_doctest_is_judged_by_its_docstring_not_by_the_module_around_it(tmp_pa
     assert decided[DOCTEST]["oracle_reasons"] == [
         "doctest pkg.mod.double: pkg/mod.py is code under test, which --tests-from never lays over"
     ]
+
+
+# A text file's doctest that passes on both sides, after a test that fails on base only.
+# Its expected exception is raised in helpers.py: formatting it reads helpers.py through
+# linecache, unless the failing test's traceback had already put it there (on base); pdb's
+# rc files and doctest.py are read too. None of those is the doctest's own call.
+HELPERS = """def check(x):
+    if x < 0:
+        raise ValueError("negative")
+    return x
+
+
+def half(x):
+    {body}
+"""
+USAGE = """Checking a value:
+
+>>> from pkg.helpers import check
+>>> check(1)
+1
+>>> check(-1)
+Traceback (most recent call last):
+...
+ValueError: negative
+"""
+HALF_TEST = "from pkg.helpers import half\n\n\ndef test_half():\n    assert half(5) == 2.5\n"
+USAGE_DOCTEST = "docs/usage.txt::usage.txt"
+
+
+def test_a_doctest_after_a_test_failing_on_base_only_keeps_its_call_budget(tmp_path):
+    repo = init(tmp_path / "repo")
+    files = {
+        "tox.ini": "[pytest]\naddopts = --doctest-glob=*.txt\ntestpaths = tests docs\n",
+        "pkg/__init__.py": "",
+        "docs/usage.txt": USAGE,
+        "tests/test_half.py": HALF_TEST,
+    }
+    odd_fails = 'if x % 2:\n        raise ValueError("odd")\n    return x // 2'
+    base = commit(repo, {**files, "pkg/helpers.py": HELPERS.format(body=odd_fails)}, "base")
+    fix = commit(repo, {"pkg/helpers.py": HELPERS.format(body="return x / 2")}, "fix")
+
+    decided = replay(repo, base, fix, tmp_path / "fix")
+    assert decided["tests/test_half.py::test_half"]["lane"] == "fix_candidate"
+    doctest = decided[USAGE_DOCTEST]
+    assert {*doctest["base_labels"], *doctest["patch_labels"]} == {"assert_pass"}, doctest
+    # Before, base {3} vs patch {4}: property_regression / call_budget for a clean fix.
+    assert doctest["calls_base"]["open"] == doctest["calls_patch"]["open"] == [0], doctest
+    assert (doctest["lane"], doctest["code"]) == ("no_freeze", "not_reproduced"), doctest

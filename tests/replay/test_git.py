@@ -147,7 +147,7 @@ def test_bad_input_is_exit_2_and_git_failing_on_good_input_is_exit_3(repo, tmp_p
     assert stale.value.exit_code == ExitCode.USAGE
 
     # Good input, broken machine: the revision resolves, but a blob it needs is corrupt on
-    # disk, so checkout-index fails. That is the infrastructure's failure, not the user's.
+    # disk, so the export cannot read it. That is the infrastructure's failure, not the user's.
     blob = git(path, "rev-parse", f"{first}:lib.py")
     loose = path / ".git" / "objects" / blob[:2] / blob[2:]
     loose.chmod(0o644)
@@ -156,7 +156,7 @@ def test_bad_input_is_exit_2_and_git_failing_on_good_input_is_exit_3(repo, tmp_p
     with pytest.raises(GitError) as broken, git_adapter.checkout(path, first):
         pass
     assert broken.value.exit_code == ExitCode.UNDECIDED
-    assert "checkout-index" in str(broken.value)
+    assert "git cat-file failed: lib.py" in str(broken.value)
     assert "\n" not in str(broken.value)
     assert list(private_tmp.iterdir()) == []
 
@@ -257,7 +257,13 @@ def test_read_blobs_takes_any_path_and_only_files(tmp_path):
         "nope.py": None,
         "tests/": None,
     }
-    assert set(git_adapter.list_paths(path, sha, "tests")) == {*names, "tests/link.py"}
+    # The import roots' listing takes regular files only (as the host reads a tree).
+    assert set(git_adapter.list_paths(path, sha, "tests")) == set(names)
+    (path / "top.py").symlink_to("tests/empty.py")
+    (path / "top.txt").write_text("x\n")
+    top = commit(path, {}, "top")
+    modes = git_adapter.file_modes(path, top, ["tests", "top.py", "top.txt", "nope"])
+    assert modes == {"tests": "040000", "top.py": "120000", "top.txt": "100644"}
 
 
 def test_read_blobs_at_reads_several_revisions_in_order(repo):

@@ -704,7 +704,7 @@ def test_git_failing_on_a_good_revision_is_exit_3_not_bad_input(tmp_path, docker
     assert result.code == 3, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("orchestrator:")]
     assert len(errors) == 1, result.stderr
-    assert "git checkout-index failed" in errors[0]
+    assert "git cat-file failed: tests/test_a.py" in errors[0]
     assert "Traceback" not in result.stderr
     run_id = json.loads((out / "run-log.json").read_text())["run_id"]
     assert_nothing_left(docker_client, result, run_id)

@@ -363,3 +363,59 @@ def test_accept_a_pull_requests_new_test_with_the_base_as_its_mutant(tmp_path, h
                       history.good, "--tests-from", history.fix)  # fmt: skip
     assert failing.code == 1, failing.stderr
     assert json.loads(failing.stdout)["outcome"] == "fails_unmutated"
+
+
+# A suite parametrized over the code's own registry (as pycodestyle's self-doctests are
+# over its docstrings): the code under test, not the tests, makes the ids.
+REGISTRY = """\
+CODECS = {"upper": str.upper, "lower": str.lower}
+"""
+REGISTRY_TEST = """\
+import pytest
+
+import codecs_lib
+
+
+@pytest.mark.parametrize("name", sorted(codecs_lib.CODECS))
+def test_codec_is_idempotent(name):
+    codec = codecs_lib.CODECS[name]
+    assert codec(codec("aB")) == codec("aB")
+"""
+
+
+def test_a_test_the_code_makes_on_the_patch_only_is_judged_on_the_patch(tmp_path):
+    """Row 2a: the patch registers a codec, so the same test file has one test more on
+    the patch: it passes there and the pull request exits 0; a codec that breaks the
+    property blocks."""
+    path = init(tmp_path / "registry")
+    base = commit(path, {"codecs_lib.py": REGISTRY, "tests/test_codecs.py": REGISTRY_TEST}, "b")
+    good = commit(
+        path,
+        {"codecs_lib.py": REGISTRY.replace("}", ', "title": str.title}')},
+        "register title",
+    )
+    git(path, "checkout", "-q", base)
+    bad = commit(
+        path,
+        {"codecs_lib.py": REGISTRY.replace("}", ', "swap": str.swapcase}')},
+        "register swapcase",
+    )
+    cases = (
+        (good, 0, ("no_freeze", "only_on_patch")),
+        (bad, 1, ("property_regression", "fails_only_on_patch")),
+    )
+    for patch, code, lane in cases:
+        done = run_cli(
+            tmp_path, "replay", "--repo", str(path), "--base", base, "--patch", patch,
+            "--image", IMAGE, "--replays", "2", "--no-record", "--tests-from", "patch",
+            "--json",
+        )  # fmt: skip
+        assert done.code == code, done.stderr[-3000:]
+        decided = lanes(done.report)
+        new = [p for p in decided if p.endswith(("[title]", "[swap]"))]
+        assert len(new) == 1, decided
+        assert decided[new[0]] == lane
+        assert decided["tests/test_codecs.py::test_codec_is_idempotent[upper]"] == (
+            "no_freeze",
+            "not_reproduced",
+        )

@@ -194,6 +194,12 @@ def pytest_sessionfinish(session):
 }
 
 
+# A forged result of this many passing tests, and the cap of tests per side that bounds
+# it in the tests (lowered for speed; the default lets 100,000 run).
+FORGED_TESTS = 80_000
+TESTS_CAP = {"ORCHESTRATOR_MAX_TESTS": "1000"}
+
+
 def forged_suite(tests: int) -> str:
     """An attack that puts a result listing ``tests`` passing tests where the driver's
     goes (its digest announced as the driver would) and kills the driver."""

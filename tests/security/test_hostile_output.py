@@ -13,95 +13,23 @@ import json
 import os
 import subprocess
 import sys
-import unicodedata
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
 
-from replay_gitrepo import commit, init
+from hostile_output import COMMAND_FOLDER, FORGED, HOSTILE_IDS, hostile_ids_repo, unsafe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CLI = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "orchestrator"
-FORGED = "forged"
-# Each a parametrize id: clear screen and red, a window title (OSC ... BEL), a bell, a
-# carriage return over the line, a newline that would print a table row of its own, a
-# right-to-left override, a C1 CSI, a DEL.
-HOSTILE_IDS = [
-    "\x1b[2J\x1b[31mred",
-    "\x1b]0;pwned\x07",
-    "bell\x07",
-    "over\rwrite",
-    f"row\n{FORGED}  P  P  -  no_freeze  not_reproduced",
-    "\u202eevil",
-    "c1\x9bcsi",
-    "del\x7f",
-    # The runner's older command syntax, read anywhere in a line of a CI log.
-    "x ##[add-mask]s3cret",
-    "##[stop-commands]tok",
-    "y ##[error file=a.py]forged",
-    # Invisible characters that make one name pass for another.
-    "zero\u200bwidth\u200d\u2060\ufeff",
-    "tag\U000e0041\U000e007f",
-    # Markdown that would link or load an image in the job summary.
-    "[click](https://evil.example/x)",
-    "![img](https://evil.example/p.png) www.evil.example a@evil.example",
-]
-# A folder whose node ids start with a GitHub workflow command: a table row starting with
-# it would stop every later annotation of the step, or forge one.
-COMMAND_FOLDER = "::stop-commands::pwned"
-COMMAND_TEST = "import lib\n\n\ndef test_command():\n    assert lib.ok()\n"
-INI = """\
-[pytest]
-disable_test_id_escaping_and_forfeit_all_rights_to_community_support = true
-"""
-TESTS = f"""\
-import pytest
-
-import lib
-
-IDS = {HOSTILE_IDS!r}
-
-
-@pytest.mark.parametrize("value", IDS, ids=IDS)
-def test_hostile(value):
-    print("::add-mask::x1 ##[add-mask]x2\\n##[stop-commands]x3 " + value)
-    assert lib.ok(), "message \\x1b[31m with ESC\\nand a newline\\r\\x07 " + value
-"""
 
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
-    root = tmp_path_factory.mktemp("hostile-ids")
-    repo = init(root / "repo")
-    files = {
-        "pytest.ini": INI,
-        "lib.py": "def ok():\n    return True\n",
-        "tests/test_t.py": TESTS,
-        f"{COMMAND_FOLDER}/test_c.py": COMMAND_TEST,
-    }
-    base = commit(repo, files, "base")
-    patch = commit(repo, {"lib.py": "def ok():\n    return False\n"}, "patch")
-    return repo, base, patch
-
-
-def unsafe(text: str) -> list[str]:
-    """Characters a terminal, a log reader or a line splitter acts on, or that print as
-    nothing (a newline aside), and the runner's ``##[`` command syntax."""
-    found = {
-        char
-        for char in text
-        if char != "\n"
-        and (
-            unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs", "Cf")
-            or 0xE0000 <= ord(char) <= 0xE0FFF
-        )
-    }
-    return sorted(found | ({"##["} if "##[" in text else set()))
+    return hostile_ids_repo(tmp_path_factory.mktemp("hostile-ids"))
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

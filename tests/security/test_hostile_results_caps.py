@@ -19,14 +19,14 @@ from hostile_results import (
     FILL_RESULTS,
     FORGE_COLLECTION,
     FORGED_IDS,
+    FORGED_TESTS,
     forged_suite,
 )
+from hostile_results import TESTS_CAP as CAPS
 from support.cli import stored_evidence
 
 pytestmark = pytest.mark.docker
 
-FORGED_TESTS = 80_000
-CAPS = {"ORCHESTRATOR_MAX_TESTS": "1000"}
 PEAK_RSS_KB = 400 * 1024
 # The refused result's bytes are kept as evidence (raw/, under the cap of one file).
 RUN_DIR_BYTES = 16 * 1024 * 1024

@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import textwrap
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,14 +31,26 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hostile_repo import CANARY, CANARY_NAME, git, write_and_commit
+from hostile_image import (
+    CACHE,
+    CONFIG_ATTACKS,
+    EVIL_PYPROJECT,
+    HOST_FILE_CANARY,
+    PYPROJECT,
+    REQUIREMENT_ATTACKS,
+    config_attack_repo,
+    evil_pull_request,
+    evil_sdist,
+    host_secret_file,
+    image_build_args,
+    image_build_env,
+    linked_requirements_repo,
+    new_repo,
+    requirements_attack_repo,
+)
+from hostile_repo import CANARY, CANARY_NAME, git
 
-ROOT = Path(__file__).resolve().parents[2]
-CACHE = ROOT / ".cache" / "wheelhouse"
 CLI = Path(sys.executable).parent / "orchestrator"
-HOST_FILE_CANARY = "host-file-canary-7d41e0-never-read"
-PROJECT = "hostileproj"
-PYPROJECT = f'[project]\nname = "{PROJECT}"\nversion = "0"\n'
 
 
 @dataclass(frozen=True)
@@ -55,23 +66,16 @@ class Done:
 @pytest.fixture
 def host_secret(tmp_path: Path) -> Path:
     """A file on the host that no tree may have read."""
-    secret = tmp_path / "host" / "secret.txt"
-    secret.parent.mkdir()
-    secret.write_text(f"{HOST_FILE_CANARY}\n")
-    return secret
+    return host_secret_file(tmp_path)
 
 
 def image_build(repo: Path, rev: str, *args: str, cwd: Path, wheels: Path | None = None) -> Done:
     """The CLI with the canary in its environment and the host's own pip variables gone:
     wheels come from the test's folders only (``PIP_FIND_LINKS``, read by the tool)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
-    links = " ".join(str(folder) for folder in (wheels, CACHE) if folder is not None)
-    env.update({CANARY_NAME: CANARY, "PIP_FIND_LINKS": links, "PIP_NO_INDEX": "1", "CI": "1"})
-    env.pop("ORCHESTRATOR_IMAGE_NETWORK", None)
     done = subprocess.run(
-        [str(CLI), "-v", "--log-format", "console", "image", "build", "--repo", str(repo),
-         "--rev", rev, "--json", *args],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=900, check=False,
+        [str(CLI), *image_build_args(repo, rev, *args)],
+        env=image_build_env(wheels), cwd=cwd, capture_output=True, text=True, timeout=900,
+        check=False,
     )  # fmt: skip
     return Done(code=done.returncode, stdout=done.stdout, stderr=done.stderr)
 
@@ -82,42 +86,15 @@ def assert_nothing_of_the_host(done: Done) -> None:
         assert HOST_FILE_CANARY not in text
 
 
-def new_repo(root: Path, files: dict[str, str]) -> tuple[Path, str]:
-    repo = root / "repo"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    return repo, write_and_commit(repo, {"pyproject.toml": PYPROJECT, **files}, "base")
-
-
-def table(requirements: str) -> str:
-    return f"{PYPROJECT}\n[tool.orchestrator.image-build]\nrequirements = {requirements}\n"
-
-
 # ---------------------------------------------------------------- files out of the tree
 
 
-@pytest.mark.parametrize(
-    ("attack", "message"),
-    [
-        ("-r /proc/self/environ", "requirements.txt:2: '/proc/self/environ' is an absolute path"),
-        ("-r {secret}", "requirements.txt:2: '{secret}' is an absolute path"),
-        ("-c {secret}", "requirements.txt:2: '{secret}' is an absolute path"),
-        ("--requirement=../../host/secret.txt", "'../../host/secret.txt' leaves the repository"),
-        ("-e {secret_folder}", "is an editable requirement"),
-        ("{secret_folder}", "is a local path requirement"),
-    ],
-)
+@pytest.mark.parametrize(("attack", "message"), REQUIREMENT_ATTACKS)
 def test_a_requirement_file_naming_a_host_file_is_refused_in_one_line(
     tmp_path, host_secret, attack, message
 ):
     values = {"secret": str(host_secret), "secret_folder": str(host_secret.parent)}
-    repo, sha = new_repo(
-        tmp_path / "a",
-        {
-            "pyproject.toml": table('["requirements.txt"]'),
-            "requirements.txt": f"pluggy\n{attack.format(**values)}\n",
-        },
-    )
+    repo, sha = requirements_attack_repo(tmp_path / "a", attack, host_secret)
     done = image_build(repo, sha, cwd=tmp_path)
     assert done.code == 2, done.stderr
     (line,) = done.error_lines()
@@ -126,25 +103,11 @@ def test_a_requirement_file_naming_a_host_file_is_refused_in_one_line(
     assert_nothing_of_the_host(done)
 
 
-@pytest.mark.parametrize(
-    ("files", "message"),
-    [
-        ({"pyproject.toml": table('["{secret}"]')},
-         "[tool.orchestrator.image-build].requirements: '{secret}' is an absolute path"),
-        ({"pyproject.toml": table('["../host/secret.txt"]')},
-         "'../host/secret.txt' leaves the repository"),
-        ({"pyproject.toml": PYPROJECT.replace('version = "0"\n', 'version = "0"\n'
-          'dynamic = ["dependencies"]\n') + '[tool.setuptools.dynamic]\n'
-          'dependencies = {{file = ["{secret}"]}}\n'},
-         "[tool.setuptools.dynamic].dependencies.file: '{secret}' is an absolute path"),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize(("files", "message"), CONFIG_ATTACKS)
 def test_the_tree_s_configuration_naming_a_host_file_is_refused(
     tmp_path, host_secret, files, message
 ):
-    repo, sha = new_repo(
-        tmp_path, {name: text.format(secret=host_secret) for name, text in files.items()}
-    )
+    repo, sha = config_attack_repo(tmp_path, files, host_secret)
     done = image_build(repo, sha, cwd=tmp_path)
     assert done.code == 2, done.stderr
     (line,) = done.error_lines()
@@ -156,9 +119,7 @@ def test_the_tree_s_configuration_naming_a_host_file_is_refused(
 def test_a_requirements_file_that_is_a_symbolic_link_to_a_host_file_is_refused(
     tmp_path, host_secret, how
 ):
-    repo, _ = new_repo(tmp_path, {"pyproject.toml": table('["requirements.txt"]')})
-    (repo / "requirements.txt").symlink_to(host_secret)  # in the checkout and in git
-    sha = write_and_commit(repo, {}, "a link to the host's secret")
+    repo, sha = linked_requirements_repo(tmp_path, host_secret)
     assert git(repo, "ls-tree", sha, "requirements.txt").startswith("120000")
     args = {
         "table": (),
@@ -201,51 +162,6 @@ def test_no_network_and_no_local_wheels_is_exit_2_before_any_container(tmp_path)
 
 # ---------------------------------------------------------------- builds (real engine)
 
-# An sdist whose build backend runs setup.py: it looks for the host's secrets and tries
-# to leave a marker where the host would see it, then ships what it saw in its wheel.
-EVIL_SETUP = """\
-import os
-from setuptools import setup
-
-seen = {{"env": os.environ.get({canary_name!r}), "uid": os.getuid()}}
-try:
-    seen["file"] = open({secret!r}).read()
-except OSError as error:
-    seen["file"] = None
-for marker in ({tmp_marker!r}, {host_marker!r}):
-    try:
-        with open(marker, "w") as handle:
-            handle.write("written by a build backend")
-    except OSError:
-        pass
-with open("evilsdist_seen.py", "w") as module:
-    module.write("SEEN = %r\\n" % (seen,))
-setup(name="evilsdist", version="1.0", py_modules=["evilsdist_seen"])
-"""
-EVIL_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=70.1"]
-build-backend = "setuptools.build_meta"
-"""
-
-
-def evil_sdist(folder: Path, **values: str) -> Path:
-    folder.mkdir(parents=True)
-    files = {
-        "setup.py": EVIL_SETUP.format(**values),
-        "pyproject.toml": EVIL_PYPROJECT,
-        "PKG-INFO": "Metadata-Version: 2.1\nName: evilsdist\nVersion: 1.0\n",
-    }
-    sdist = folder / "evilsdist-1.0.tar.gz"
-    with tarfile.open(sdist, "w:gz") as archive:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"evilsdist-1.0/{name}")
-            info.size = len(data)
-            info.mode = 0o644
-            archive.addfile(info, io.BytesIO(data))
-    return folder
-
 
 @dataclass(frozen=True)
 class HostileBuild:
@@ -267,9 +183,7 @@ def hostile_build(
     if not any(CACHE.glob("setuptools-*.whl")):
         pytest.fail(f"{CACHE} lacks setuptools: run `make wheelhouse` (make test does)")
     root = tmp_path_factory.mktemp("hostile-build")
-    secret = root / "host" / "secret.txt"
-    secret.parent.mkdir()
-    secret.write_text(f"{HOST_FILE_CANARY}\n")
+    secret = host_secret_file(root)
     # /tmp exists on both sides: in the container it is a tmpfs of its own.
     tmp_marker = Path("/tmp") / f"orchestrator-test-marker-{uuid.uuid4().hex}"
     host_marker = root / "host" / "marker"
@@ -277,25 +191,7 @@ def hostile_build(
         root / "wheels", canary_name=CANARY_NAME, secret=str(secret),
         tmp_marker=str(tmp_marker), host_marker=str(host_marker),
     )  # fmt: skip
-    repo, main = new_repo(root, {"tests/test_ok.py": "def test_ok():\n    assert True\n"})
-    git(repo, "checkout", "-q", "-b", "pr")
-    pull_request = write_and_commit(
-        repo,
-        {
-            "pyproject.toml": PYPROJECT.replace('version = "0"\n', 'version = "0"\n'
-                                                'dependencies = ["evilsdist"]\n')
-            + '\n[tool.orchestrator.image-build]\nrequirements = ["requirements.txt"]\n',
-            "requirements.txt": textwrap.dedent("""\
-                --index-url http://canary-index.invalid/simple
-                --trusted-host canary-index.invalid
-                --extra-index-url=http://canary-index.invalid/extra
-                -f http://canary-index.invalid/links
-                pytest
-                """),
-        },
-        "a pull request with a build backend of its own",
-    )  # fmt: skip
-    git(repo, "checkout", "-q", "main")
+    repo, main, pull_request = evil_pull_request(root)
     done = image_build(repo, pull_request, cwd=root, wheels=wheels)
     report = json.loads(done.stdout) if done.code == 0 else {}
     try:

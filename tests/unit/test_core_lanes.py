@@ -14,7 +14,7 @@ from unit_factories import ASSERTION, OTHER_ASSERTION, evidence, replay, side
 from orchestrator.core.lanes import decide
 from orchestrator.model import Evidence, Lane, Replay, ShrinkSummary
 
-P, F, T, H = "assert_pass", "assert_fail", "timeout", "harness_error"
+P, F, T, H, S = "assert_pass", "assert_fail", "timeout", "harness_error", "skipped"
 
 
 def lane_code(ev: Evidence) -> tuple[str, str]:
@@ -140,6 +140,78 @@ def test_row_2_reasons_say_what_changed() -> None:
     assert bare.reasons == (f"the oracle digest differs: base {DIGEST_A} vs patch {DIGEST_B}",)
     flag_only = decide(evidence(oracle_changed=True))
     assert "differs between the sides" in flag_only.reasons[0]
+
+
+MADE_ON_PATCH = "new on patch: collected on one side only under the same test files"
+MADE_ON_BASE = "gone on patch: collected on one side only under the same test files"
+NOT_FOUND = {"reason": "not_found"}
+
+
+@pytest.mark.parametrize(
+    ("patch", "lane", "code", "blocking"),
+    [
+        ((P, P, P), Lane.NO_FREEZE, "only_on_patch", False),
+        ((F, F, F), Lane.PROPERTY_REGRESSION, "fails_only_on_patch", True),
+        ((P, F, P), Lane.PROPERTY_REGRESSION, "fails_only_on_patch", True),
+        ((S, S, S), Lane.NO_FREEZE, "skipped", False),
+        ((P, T, P), Lane.INFRA_QUEUE, "timeout", False),
+    ],
+)
+def test_row_2a_a_test_the_code_made_on_the_patch_only_is_judged_on_the_patch(
+    patch: tuple[str, ...], lane: Lane, code: str, blocking: bool
+) -> None:
+    """Under one revision's test files, a test collected on the patch only came from the
+    code under test (a parametrization over its data): judged alone, as row 4a does."""
+    ev = evidence(
+        base=side(H, H, H, **NOT_FOUND),
+        patch=side(*patch),
+        base_oracle_digest=None,
+        patch_oracle_digest=DIGEST_A,
+        oracle_changed=True,
+        oracle_reasons=(MADE_ON_PATCH,),
+        tests_from="b" * 40,
+    )
+    decision = decide(ev)
+    assert (decision.lane, decision.code, decision.blocking) == (lane, code, blocking)
+    assert decision.reasons[0] == f"{MADE_ON_PATCH} (the code under test makes its id)"
+
+
+def test_row_2a_a_test_the_code_made_on_base_only_is_shown_not_blocked() -> None:
+    ev = evidence(
+        base=side(P, P, P),
+        patch=side(H, H, H, **NOT_FOUND),
+        base_oracle_digest=DIGEST_A,
+        patch_oracle_digest=None,
+        oracle_changed=True,
+        oracle_reasons=(MADE_ON_BASE,),
+        tests_from="b" * 40,
+    )
+    decision = decide(ev)
+    assert (decision.lane, decision.code, decision.blocking) == (
+        Lane.NO_FREEZE,
+        "only_on_base",
+        False,
+    )
+    assert decision.reasons[1] == "base P: the patch no longer has it"
+
+
+@pytest.mark.parametrize(
+    "reasons",
+    [
+        ("new on patch: replay with --tests-from patch to ask whether it fails on base",),
+        (MADE_ON_PATCH, "test body"),
+        ("test body",),
+    ],
+)
+def test_row_2a_is_only_for_a_test_the_code_made(reasons: tuple[str, ...]) -> None:
+    """A test the pull request's own test files add or change is still row 2."""
+    ev = evidence(
+        base_oracle_digest=None,
+        patch_oracle_digest=DIGEST_A,
+        oracle_changed=True,
+        oracle_reasons=reasons,
+    )
+    assert (decide(ev).lane, decide(ev).code) == (Lane.REJECT_RUN, "oracle_changed")
 
 
 @pytest.mark.parametrize(

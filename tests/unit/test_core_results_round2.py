@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from orchestrator.adapters import results
 from orchestrator.core import result_files, run_limits, side_spec
 from orchestrator.core.labels import ContainerFacts, ReplayFile, label_replay
-from orchestrator.core.pytest_command import NODE_ID_CHARS, node_id_problem
+from orchestrator.core.pytest_command import NODE_ID_CHARS, node_id_problem, split_arguments
 from orchestrator.core.run_limits import RunCaps, bytes_problem, run_caps, too_many_tests
 
 ids = st.text(min_size=1, max_size=60)
@@ -41,13 +41,19 @@ def test_empty_over_long_or_nul_ids_are_refused(node):
 
 
 @given(pytest_args=st.lists(st.text(max_size=8), max_size=4), nodes=st.lists(ids, max_size=4))
-def test_node_ids_always_follow_a_double_dash(pytest_args, nodes):
-    arguments = side_spec.pytest_arguments(pytest_args, nodes)
-    if nodes:
-        assert arguments[len(arguments) - len(nodes) - 1] == "--"
-        assert arguments[-len(nodes) :] == tuple(nodes)
+@pytest.mark.parametrize("seed", [None, 7])
+def test_node_ids_always_follow_a_double_dash(pytest_args, nodes, seed):
+    """Node ids, or without them the command's own paths, come last, after one ``--``,
+    and no option comes after a positional argument (pytest 7 refuses such a ``--``)."""
+    arguments = side_spec.pytest_arguments(pytest_args, nodes, seed=seed)
+    options, paths = split_arguments(pytest_args)
+    targets = tuple(nodes) or paths
+    if targets:
+        assert arguments[-len(targets) - 1 :] == ("--", *targets)
+        assert "--" not in arguments[: -len(targets) - 1]
     else:
-        assert arguments[-len(pytest_args) or len(arguments) :] == tuple(pytest_args)
+        assert "--" not in arguments
+    assert arguments[3 : 3 + len(options)] == options
 
 
 def test_collected_ids_that_are_options_are_refused_and_named():

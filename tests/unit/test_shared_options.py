@@ -288,14 +288,23 @@ def configured(tmp_path: Path) -> Path:
 
 
 def shrink_arguments(repo: Path | None, **given: Any) -> Any:
-    from orchestrator.commands.shrink import shrink_arguments
+    """shrink's command line in its groups, laid over the project's table."""
+    from orchestrator.commands._command_arguments import ShrinkArguments
 
     options: dict[str, Any] = {
-        "property_spec": None, "paths": (), "test": PROPERTY, "repo": repo, "rev": "HEAD",
-        "image": None, "seed": 0, "tests_from": None, "timeout": None, "attempts": 2,
-        "out": None, "as_json": False,
+        "property_spec": None, "test": PROPERTY, "repo": repo, "rev": "HEAD", "image": None,
+        "timeout": None, **given,
     }  # fmt: skip
-    return shrink_arguments(**{**options, **given})
+    return ShrinkArguments(
+        host=groups.HostProperty(spec=options["property_spec"]),
+        test=groups.OneTest(
+            repo=options["repo"], rev=options["rev"], property_id=options["test"], flag="--test"
+        ),
+        oracle=groups.Oracle(sides=()),
+        fixture=groups.FixtureAndShrink(attempts=2),
+        limits=groups.Limits(image=options["image"], timeout_s=options["timeout"]),
+        outputs=groups.Outputs(),
+    ).with_project()
 
 
 def test_shrink_takes_command_image_and_timeout_from_the_table_at_rev(configured: Path) -> None:

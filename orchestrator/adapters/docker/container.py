@@ -297,6 +297,26 @@ class Container:
             facts = replace(facts, engine_error="docker_api", message=f"{self.name}: {why}")
         return facts, bool(state.get("Running"))
 
+    def ended(self, exit_: Exit) -> ContainerFacts:
+        """:meth:`facts` once the engine has taken in the container's end, for one that an
+        exec found ending (a reader whose stream was cut short): see :meth:`_settle_end`."""
+        self._settle_end()
+        return self.facts(exit_)
+
+    def _settle_end(self) -> None:
+        """Stop the container and wait until the engine shows it stopped. An exec can meet
+        a container whose own command just ended (its task gone) while the engine still
+        shows it running, for as long as it takes the engine to handle the exit (longer on
+        a loaded machine): only a stopped container's exit code says why. The kill cannot
+        change the exit code of a command that had already ended; one that still ran is
+        ended by us (137: nothing said about the image). A kept container is left as it
+        is: its state is taken as the engine shows it."""
+        if self._keep or self._handle is None:
+            return
+        with contextlib.suppress(*failures()):
+            self._kill_or_raise()
+        self._final_status()
+
     # -- processes run in the started container (``docker exec``) -----------------
 
     def _exec_create(
@@ -340,6 +360,7 @@ class Container:
         engine cannot tell."""
         if self._stopped:
             return None  # we stopped it: its exit code says nothing about the image
+        self._settle_end()
         try:
             attrs = _inspect(self._sdk())
         except failures():
@@ -398,7 +419,10 @@ class Container:
             thread.join(timeout=10)
         if failure and not (late or cancelled):
             self._reraise(failure[0])
-        status = None if late and not kill_at_deadline else self.exec_exit_code(exec_id)
+        try:
+            status = None if late and not kill_at_deadline else self.exec_exit_code(exec_id)
+        except EngineError as error:  # the engine forgets an exec once its container ended
+            self._reraise(error)
         return Exit(status_code=status, killed_at_deadline=late, cancelled=cancelled)
 
     def exec_chunks(

@@ -4,5 +4,5 @@
 # Alembic (its ``schema_version`` table), so such a ledger is stamped at REVISIONS[N - 1].
 # Kept here so that opening an up-to-date ledger does not import Alembic (nor reading one
 # SQLAlchemy); a test checks them against the scripts.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 HEAD = REVISIONS[-1]

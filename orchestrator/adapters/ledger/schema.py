@@ -9,6 +9,9 @@
   A decision event names its run: one decision per property and run (r0005).
 - ``infra_queue``: cases the runner broke (``infra_queue`` decisions), never freezes.
 - ``runs``: one row per recorded replay run.
+- ``side_evidence``: a side's screening evidence by its key (r0006), for a later run of
+  the same side to reuse; a cache (written once, the least recently used evicted), not
+  part of the log.
 - ``schema_version``: one row per schema version. Alembic's ``alembic_version`` is what
   this tool reads; this older table is kept current by every migration so that a tool
   from before Alembic refuses a newer ledger with its own clear message.
@@ -158,4 +161,19 @@ INFRA = Table(
     Column("run_id", String(128), ForeignKey("runs.id"), nullable=True),
     Index("ix_infra_queued_at", "queued_at"),
     sqlite_autoincrement=True,
+)
+
+SIDE_EVIDENCE = Table(
+    "side_evidence",
+    METADATA,
+    Column("key", String(80), primary_key=True),
+    Column("scope", String(64), nullable=False),
+    Column("side", String(32), nullable=False),
+    Column("rev", String(64), nullable=False),
+    Column("run_id", String(128), nullable=False),
+    Column("stored_at", UTCDateTime, nullable=False),
+    Column("used_at", UTCDateTime, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("entry", LargeBinary, nullable=False),  # the compressed canonical JSON
+    Index("ix_side_evidence_used_at", "used_at"),
 )

@@ -49,18 +49,7 @@ UNKNOWN_CELL = ("?", "unknown", "unknown label")
 CHUNK = 20  # rows per content-visibility chunk
 ROW_PX = 90  # a row's usual height, for the placeholder of a chunk not drawn yet
 
-LANE_MEANING: dict[str, str] = {
-    Lane.REJECT_RUN: "the oracle changed between the sides",
-    Lane.PROPERTY_REGRESSION: "the patch broke the property or moved its call budget",
-    Lane.DIFFERENT_BUG: "both sides fail, on different assertions",
-    Lane.BLOCK_PATCH: "fails uniformly on the patch (and on base too)",
-    Lane.REJECT_MALFORMED: "the evidence is invalid",
-    Lane.INFRA_QUEUE: "a timeout or harness error: no verdict",
-    Lane.RERUN_SHRINK: "the shrunk fixture is not stable",
-    Lane.FLAKE_QUEUE_ELIGIBLE: "flaky on both sides, same assertion",
-    Lane.FIX_CANDIDATE: "fails on base, passes on the patch",
-    Lane.NO_FREEZE: "alike on both sides, skipped by the project, or without evidence at the cap",
-}
+LANE_MEANING: dict[str, str] = {lane: lane.meaning for lane in Lane}
 
 STYLE_TEMPLATE = """\
 :root{--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--bg:#fff;--soft:#f6f8fa;--hi:#fff1c2}

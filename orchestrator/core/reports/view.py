@@ -19,32 +19,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from orchestrator.core.lanes import worst_exit_status
 from orchestrator.core.pytest_command import split_node_id
 from orchestrator.core.test_files import removed_tests_line
 from orchestrator.errors import SchemaError
-from orchestrator.model import REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMAS, Lane
+from orchestrator.model import REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMAS, Lane, LaneKind
 
 BASE = "base"
 PATCH = "patch"
 SIDES = (BASE, PATCH)
 
-# Interesting lanes first: blocking, then undecided, then the non-blocking ones.
-LANE_ORDER: tuple[str, ...] = (
-    Lane.REJECT_RUN,
-    Lane.PROPERTY_REGRESSION,
-    Lane.DIFFERENT_BUG,
-    Lane.BLOCK_PATCH,
-    Lane.REJECT_MALFORMED,
-    Lane.INFRA_QUEUE,
-    Lane.RERUN_SHRINK,
-    Lane.FLAKE_QUEUE_ELIGIBLE,
-    Lane.FIX_CANDIDATE,
-    Lane.NO_FREEZE,
-)
+# Interesting lanes first: blocking, then undecided, then the non-blocking ones (the
+# order model.Lane declares them in).
+LANE_ORDER: tuple[str, ...] = tuple(Lane)
 # The one lane that means "nothing to look at": the property behaved alike on both sides.
 GREEN_LANES = frozenset({Lane.NO_FREEZE.value})
 # ...but for a verdict set aside for want of evidence (lanes.md section 3b): not blocking,
@@ -57,30 +46,17 @@ _ASSERTION_SITE = re.compile(r"@(?P<path>[^@]+):(?P<line>[0-9]+):(?P<type>[^:@]+
 _REPLAY_FILE = "replay-{number:03d}.json"
 
 
-class Kind(StrEnum):
-    """What a lane means for the pull request (docs/lanes.md, section 3)."""
-
-    BLOCKING = "blocking"
-    UNDECIDED = "undecided"
-    NON_BLOCKING = "non-blocking"
-
-    @property
-    def rank(self) -> int:
-        return {Kind.BLOCKING: 0, Kind.UNDECIDED: 1, Kind.NON_BLOCKING: 2}[self]
+# What a lane means for the pull request (docs/lanes.md, section 3): declared with the lanes.
+Kind = LaneKind
 
 
 def lane_kind(lane: str, blocking: bool | None = None) -> Kind:
     """The kind of a lane; a lane this version does not know is blocking when its decision
     says so and undecided otherwise (never waved through as non-blocking)."""
-    try:
-        known = Lane(lane)
-    except ValueError:
+    known = Lane.named(lane)
+    if known is None:
         return Kind.BLOCKING if blocking else Kind.UNDECIDED
-    if known.blocking:
-        return Kind.BLOCKING
-    if known.undecided:
-        return Kind.UNDECIDED
-    return Kind.NON_BLOCKING
+    return known.kind
 
 
 def lane_rank(lane: str) -> int:
