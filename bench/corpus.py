@@ -68,6 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import run_folder  # bench/, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / ".venv" / "bin" / "orchestrator"
 CORPUS = Path(__file__).with_name("corpus.toml")
@@ -455,7 +457,8 @@ def replay(
     done = subprocess.run(command, cwd=run_dir.parent, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     summary_file = run_dir / "summary.json"
-    summary: dict[str, Any] = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    summary: dict[str, Any] = run_folder.report(run_dir) if summary_file.exists() else {}
+    decisions = summary.get("decisions", [])
     return {
         "exit": done.returncode,
         "argv": command[1:],
@@ -463,17 +466,20 @@ def replay(
         "wall_s": round(wall, 2),
         "stderr": done.stderr[-4000:],
         "stdout_tail": done.stdout[-1500:],
-        "decisions": [slim(run_dir, decision) for decision in summary.get("decisions", [])],
+        "decisions": [
+            slim(decision, evidence)
+            for decision, evidence in zip(
+                decisions, run_folder.evidences(run_dir, decisions), strict=True
+            )
+        ],
         "screening": summary.get("screening"),
     }
 
 
-def slim(run_dir: Path, decision: Mapping[str, Any]) -> dict[str, Any]:
+def slim(decision: Mapping[str, Any], evidence: Mapping[str, Any] | None) -> dict[str, Any]:
     """What the comparison needs of one decision, with each side's failing lines."""
     lines: dict[str, list[str]] = {"base": [], "patch": []}
-    evidence_file = decision.get("evidence_file")
-    if evidence_file and (run_dir / evidence_file).exists():
-        evidence = json.loads((run_dir / evidence_file).read_text())
+    if evidence is not None:
         for side in ("base", "patch"):
             for replay_record in evidence.get(side) or []:
                 assertion = replay_record.get("assertion_id")

@@ -22,7 +22,6 @@ at least 1.8 with --slots 1) and what each engine ran.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "engines"))
 
+import run_folder  # noqa: E402  (bench/, beside this script)
 from second_engine import new_second_engine  # noqa: E402
 
 from fixtures.sleepy import build_sleepy  # noqa: E402
@@ -56,7 +56,7 @@ def replay(args: list[str], out: Path, scratch: Path) -> tuple[float, dict]:
     elapsed = time.monotonic() - started
     if done.returncode != 0:
         sys.exit(f"bench: replay exited {done.returncode}: {done.stderr[-2000:]}")
-    return elapsed, json.loads((out / "summary.json").read_text())
+    return elapsed, run_folder.report(out)
 
 
 def main() -> int:

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "tests" / "security"))
 import hostile_image as image  # noqa: E402
 import hostile_results as results  # noqa: E402
 import hostile_tree as tree  # noqa: E402
+import run_folder as run_folders  # noqa: E402  (bench/, beside this script)
 from hostile_output import HOSTILE_IDS, hostile_ids_repo, unsafe  # noqa: E402
 from hostile_repo import (  # noqa: E402
     _MEASURE,
@@ -161,7 +162,7 @@ def decided(summary: Path, stderr: bytes) -> str:
     """``base / patch`` labels of the attacked property, or the refusal."""
     if not summary.exists():
         return error_line(stderr)
-    decisions = json.loads(summary.read_text())["decisions"]
+    decisions = run_folders.report(summary.parent)["decisions"]
     if not decisions:
         return f"no decision; {error_line(stderr)}"
     chosen = [d for d in decisions if d["property_id"] == PROPERTY] or decisions[:1]
@@ -258,7 +259,7 @@ def run_folder(run: Any, _root: Path) -> str:
     if summary.exists():
         others = Counter(
             f"{labels(d, 'base')} / {labels(d, 'patch')}"
-            for d in json.loads(summary.read_text())["decisions"]
+            for d in run_folders.report(summary.parent)["decisions"]
             if d["property_id"] != PROPERTY
         )
         said += "".join(f"; {count} others {pair}" for pair, count in others.most_common())

@@ -50,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import run_folder  # noqa: E402  (bench/, beside this script)
+
 CLI = ROOT / ".venv" / "bin" / "orchestrator"
 IMAGE = "orchestrator-runner:latest"
 MODULES = 40
@@ -318,7 +320,7 @@ def replay(
     if done.returncode not in (0, 1):
         raise SystemExit(f"replay failed ({done.returncode}): {done.stderr[-3000:]}")
     # The table went to stdout, as in a CI log; the decisions are read from the run folder.
-    report: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    report: dict[str, Any] = run_folder.report(out)
     return elapsed, report, phases(done.stderr, launched, launched + elapsed)
 
 
