@@ -123,7 +123,14 @@ def lanes(report: dict) -> dict[str, tuple[str, str, str, str]]:
 
 
 def bench(
-    name: str, repo: Path, base: str, patch: str, other: str, rounds: int, work: Path
+    name: str,
+    repo: Path,
+    base: str,
+    patch: str,
+    other: str,
+    rounds: int,
+    work: Path,
+    extra: tuple[str, ...] = (),
 ) -> dict:
     trees = (export(repo, base, work / name / "base"), export(repo, patch, work / name / "patch"))
     times: dict[str, list[float]] = {"floor": [], "no_reuse": [], "reuse": []}
@@ -140,9 +147,9 @@ def bench(
                 continue
             cwd = Path(tempfile.mkdtemp(dir=work, prefix=f"{variant}-"))
             if variant == "reuse":  # the base screened by another pull request's run
-                replay(repo, base, other, cwd)
+                replay(repo, base, other, cwd, *extra)
             got[variant], reports[variant] = replay(
-                repo, base, patch, cwd, *(["--no-reuse"] if variant == "no_reuse" else [])
+                repo, base, patch, cwd, *extra, *(["--no-reuse"] if variant == "no_reuse" else [])
             )
             shutil.rmtree(cwd, ignore_errors=True)
         sides = reports["reuse"]["run_log"].get("reuse", {})
@@ -179,18 +186,26 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=400)
     parser.add_argument("--test-ms", type=int, default=5)
     parser.add_argument("--no-generated", action="store_true")
+    parser.add_argument(
+        "--replay-arg",
+        action="append",
+        default=[],
+        help="one more argument to every replay (e.g. --replay-arg=--jobs --replay-arg=2: "
+        "the same workers on the run that stores the base and on the run that reuses it)",
+    )
     args = parser.parse_args()
+    extra = tuple(args.replay_arg)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-reuse-") as folder:
         work = Path(folder)
         if not args.no_generated:
             repo, base, patch, other = generated(work, args.tests, args.test_ms)
-            results.append(bench("generated", repo, base, patch, other, args.rounds, work))
+            results.append(bench("generated", repo, base, patch, other, args.rounds, work, extra))
         if args.repo is not None:
             repo = args.repo.resolve()
             base, patch = git(repo, "rev-parse", args.base), git(repo, "rev-parse", args.patch)
             other = readme_commit(repo, base, work)
-            results.append(bench(repo.name, repo, base, patch, other, args.rounds, work))
+            results.append(bench(repo.name, repo, base, patch, other, args.rounds, work, extra))
     print(
         "| target | properties | floor (f) | replay --no-reuse (n) | replay, base reused (r)"
         " | (r)/(f) | (n)/(f) | rounds reused | lanes differing |"
