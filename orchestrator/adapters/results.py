@@ -306,6 +306,9 @@ class ResultsRead:
     oom_kill: int | None = None
     emptied: bool | None = None
     full: frozenset[str] = frozenset()
+    # The stream was no tar at all (empty, or cut before its first member): what an exec
+    # whose output the engine lost looks like (moby/moby#27289), so worth asking again.
+    unreadable: bool = False
 
 
 class _CappedStream(io.RawIOBase):
@@ -362,7 +365,10 @@ def read_results_stream(chunks: Iterable[bytes], *, cap: int | None = None) -> R
     except _OverCap:
         return ResultsRead(problem="the results folder is over its size cap")
     except (tarfile.TarError, EOFError, OSError, ValueError) as error:  # JsonRefused too
-        return ResultsRead(problem=f"the results stream is not readable ({type(error).__name__})")
+        return ResultsRead(
+            problem=f"the results stream is not readable ({type(error).__name__})",
+            unreadable=report is None and not bodies,
+        )
     return _judge(report, bodies)
 
 

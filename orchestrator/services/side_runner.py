@@ -75,6 +75,7 @@ log = get_logger(__name__)
 
 # Reading a results folder back: a tmpfs of a few MiB, one small process.
 READ_BACK_S = 60.0
+READ_ATTEMPTS = 3  # the reader's stream, asked for while the engine loses it
 
 
 # ---------------------------------------------------------------- the seam
@@ -197,13 +198,7 @@ def read_back(
             workdir="/",
         )
         reaped = status_line(chunks)  # the reader checks for itself; this is for the log
-        chunks, _ = container.exec_chunks(
-            reader_command(interpreter, out, processes=True),
-            deadline=time.monotonic() + READ_BACK_S,
-            user=READER_USER,
-            workdir="/",
-        )
-        read = read_results_stream(chunks)
+        read = read_stream_back(container, interpreter=interpreter, out=out)
         if read.problem:  # the container may have ended under the reader: why counts
             log.info(
                 "results.refused", container=container.name, problem=read.problem, reaper=reaped
@@ -222,6 +217,33 @@ def read_back(
         status = facts.exit_code
     oom = facts.oom_killed or bool(read.oom_kill)
     return replace(facts, exit_code=status, oom_killed=oom), read
+
+
+def read_stream_back(container: SideContainer, *, interpreter: str, out: str) -> ResultsRead:
+    """The reader's stream of the results folder, asked for again (up to
+    ``READ_ATTEMPTS`` times) while it comes back as no tar at all: the engine sometimes
+    loses a short exec's output (moby/moby#27289), and the reader only reads, so asking
+    again changes nothing in the container."""
+    read = ResultsRead()
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        chunks, exit_code = container.exec_chunks(
+            reader_command(interpreter, out, processes=True),
+            deadline=time.monotonic() + READ_BACK_S,
+            user=READER_USER,
+            workdir="/",
+        )
+        read = read_results_stream(chunks)
+        if not read.unreadable:
+            return read
+        try:
+            code = exit_code()
+        except EngineError:  # the container ended under the reader: the caller asks why
+            return read
+        log.info(
+            "results.reread", container=container.name, problem=read.problem,
+            reader_exit_code=code, attempt=attempt,
+        )  # fmt: skip
+    return read
 
 
 def run_and_read(  # noqa: PLR0913 - one keyword per part of a side's run

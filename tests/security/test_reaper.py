@@ -167,3 +167,61 @@ def test_a_stray_the_reaper_missed_cannot_reach_the_reader_which_refuses_the_fol
             deadline=time.monotonic() + 60,
         )
         assert results.status_line(chunks) == "never"  # every open of the fd was refused
+
+
+class LosesOutput:
+    """A real container whose first ``lost`` execs' output the engine "loses": each
+    runs for real, its output is drained and dropped (what moby/moby#27289 does)."""
+
+    def __init__(self, container: Container, lost: int) -> None:
+        self._container = container
+        self.lost = lost
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._container, name)
+
+    def exec_chunks(self, command, **options):  # type: ignore[no-untyped-def]
+        chunks, exit_code = self._container.exec_chunks(command, **options)
+        self.calls += 1
+        if self.calls <= self.lost:
+            for _chunk in chunks:
+                pass
+            return iter(()), exit_code
+        return chunks, exit_code
+
+
+@pytest.mark.parametrize("lost", [1, 3])
+def test_a_reader_stream_the_engine_lost_is_asked_for_again(docker_client, runner_image_id, lost):
+    from orchestrator.services.side_runner import READ_ATTEMPTS, read_stream_back
+
+    owner = docker_adapter.Owner.current(f"test-reaper-{os.urandom(4).hex()}")
+    config = docker_adapter.container_config(
+        image_id=runner_image_id,
+        name=f"orchestrator-test-{owner.run_id}",
+        command=["sleep", "infinity"],
+        mounts=[],
+        environment={},
+        labels=owner.labels("t"),
+        limits=docker_adapter.Limits(),
+        working_dir="/tmp",
+        tmpfs={OUT: RESULTS_TMPFS},
+    )
+    with Container(docker_client, config) as container:
+        container.exec_stream(
+            ["sh", "-c", f"printf '{{}}' > {OUT}/replay-001.json"],
+            environment={},
+            on_output=lambda _chunk: None,
+            deadline=time.monotonic() + 60,
+        )
+        losing = LosesOutput(container, lost)
+        read = read_stream_back(losing, interpreter="python3", out=OUT)  # type: ignore[arg-type]
+        if lost < READ_ATTEMPTS:
+            assert read.problem is None, read.problem
+            assert read.files == {"replay-001.json": b"{}"}
+            assert losing.calls == lost + 1
+        else:  # lost every time: the folder is refused, as any unreadable stream
+            assert read.unreadable
+            assert read.problem is not None
+            assert "not readable" in read.problem
+            assert losing.calls == READ_ATTEMPTS
