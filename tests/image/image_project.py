@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "wheelhouse"
 sys.path.insert(0, str(ROOT / "tests" / "replay"))
 
-from replay_gitrepo import commit, git, init  # noqa: E402
+from support.scratch_git import commit, git, init  # noqa: E402
 
 __all__ = ["commit", "git", "init"]
 

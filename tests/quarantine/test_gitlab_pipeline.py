@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from junitparser import Failure, JUnitXml, Skipped
-from scratch_repo import FIXED_TEST, FLAKY, FLAKY_TEST, commit, git, init
+from scratch_repo import FIXED_TEST, FLAKY, FLAKY_TEST
+from support.scratch_git import commit, git, init
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"

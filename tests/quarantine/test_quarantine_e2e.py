@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from scratch_repo import FIXED_TEST, FLAKY, FLAKY_TEST, STEADY_TEST, commit, git, init
+from scratch_repo import FIXED_TEST, FLAKY, FLAKY_TEST, STEADY_TEST
+from support.scratch_git import commit, git, init
 
 from orchestrator.core.digest import NULL_DIGEST
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.core.labels import ReplayFile, label_replay

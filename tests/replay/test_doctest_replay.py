@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 
 pytestmark = pytest.mark.docker
 

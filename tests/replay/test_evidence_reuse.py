@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 from test_replay_command import by_property, run_cli
 
 pytestmark = pytest.mark.docker

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import host as host_adapter

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.git_batch import CHUNK, Found, Objects

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 from support.cli import stored_evidence
 
 pytestmark = pytest.mark.docker

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 
 from orchestrator.core.oracle import NEW_ON_PATCH_HINT
 from orchestrator.services.oracle import oracle_files, property_oracles

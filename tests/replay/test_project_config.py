@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 
 from orchestrator.adapters.docker import build_image
 

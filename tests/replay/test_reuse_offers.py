@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 
 from orchestrator.adapters.evidence_cache import FolderStore, decode_entry
 from orchestrator.adapters.results import parse_replay_bytes

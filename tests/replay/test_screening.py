@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 from support.cli import stored_evidence, stored_records
 from test_replay_command import assert_nothing_left, by_property, run_cli
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 
 pytestmark = pytest.mark.docker
 

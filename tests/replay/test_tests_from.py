@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 
 from orchestrator.adapters import git as git_adapter
 from orchestrator.core.replay_run import ReplayOptions

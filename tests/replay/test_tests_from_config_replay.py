@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_gitrepo import commit, git, init
+from support.scratch_git import commit, git, init
 from support.cli import stored_records
 
 pytestmark = pytest.mark.docker

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import ENV, git, init
+from support.scratch_git import ENV, git, init
 
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import tree_export, tree_files

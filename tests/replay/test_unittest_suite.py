@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 from support.cli import stored_evidence, stored_records
 
 pytestmark = pytest.mark.docker

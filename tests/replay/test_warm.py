@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 
 from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
 
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 
 FORGED = "forged"
 # Each a parametrize id: clear screen and red, a window title (OSC ... BEL), a bell, a

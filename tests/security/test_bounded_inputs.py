@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
 
 from cli_process import Finished, run_cli, tree_of
-from replay_gitrepo import commit, init
+from support.scratch_git import commit, init
 from support.cli import ERROR, invoke
 
 # A child process per case: the whole suite's; the inner loop has the same refusals

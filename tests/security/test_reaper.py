@@ -78,7 +78,8 @@ def processes(container: Container) -> list[tuple[int, int, int, str]]:
     return rows
 
 
-def test_the_reaper_leaves_only_the_init_and_the_idle_process(docker_client, runner_image_id):
+def idle_container(docker_client: object, runner_image_id: str) -> Container:
+    """A replay's container as a side has it before its command: idle, a results tmpfs."""
     owner = docker_adapter.Owner.current(f"test-reaper-{os.urandom(4).hex()}")
     config = docker_adapter.container_config(
         image_id=runner_image_id,
@@ -91,7 +92,11 @@ def test_the_reaper_leaves_only_the_init_and_the_idle_process(docker_client, run
         working_dir="/tmp",
         tmpfs={OUT: RESULTS_TMPFS},
     )
-    with Container(docker_client, config) as container:
+    return Container(docker_client, config)  # type: ignore[arg-type]
+
+
+def test_the_reaper_leaves_only_the_init_and_the_idle_process(docker_client, runner_image_id):
+    with idle_container(docker_client, runner_image_id) as container:
         (idle,) = [row for row in processes(container) if row[3] == "sleep infinity"]
         container.exec_stream(
             ["sh", "-c", STRAYS],
@@ -130,19 +135,7 @@ def test_the_reaper_leaves_only_the_init_and_the_idle_process(docker_client, run
 def test_a_stray_the_reaper_missed_cannot_reach_the_reader_which_refuses_the_folder(
     docker_client, runner_image_id
 ):
-    owner = docker_adapter.Owner.current(f"test-reaper-{os.urandom(4).hex()}")
-    config = docker_adapter.container_config(
-        image_id=runner_image_id,
-        name=f"orchestrator-test-{owner.run_id}",
-        command=["sleep", "infinity"],
-        mounts=[],
-        environment={},
-        labels=owner.labels("t"),
-        limits=docker_adapter.Limits(),
-        working_dir="/tmp",
-        tmpfs={OUT: RESULTS_TMPFS},
-    )
-    with Container(docker_client, config) as container:
+    with idle_container(docker_client, runner_image_id) as container:
         container.exec_stream(
             ["sh", "-c", WRITER],
             environment={},
@@ -195,19 +188,7 @@ class LosesOutput:
 def test_a_reader_stream_the_engine_lost_is_asked_for_again(docker_client, runner_image_id, lost):
     from orchestrator.services.side_runner import READ_ATTEMPTS, read_stream_back
 
-    owner = docker_adapter.Owner.current(f"test-reaper-{os.urandom(4).hex()}")
-    config = docker_adapter.container_config(
-        image_id=runner_image_id,
-        name=f"orchestrator-test-{owner.run_id}",
-        command=["sleep", "infinity"],
-        mounts=[],
-        environment={},
-        labels=owner.labels("t"),
-        limits=docker_adapter.Limits(),
-        working_dir="/tmp",
-        tmpfs={OUT: RESULTS_TMPFS},
-    )
-    with Container(docker_client, config) as container:
+    with idle_container(docker_client, runner_image_id) as container:
         container.exec_stream(
             ["sh", "-c", f"printf '{{}}' > {OUT}/replay-001.json"],
             environment={},

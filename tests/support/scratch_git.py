@@ -1,4 +1,5 @@
-"""Build small real git repositories for the replay tests."""
+"""Small real git repositories built by the tests (git itself, a fixed identity, no user
+or system configuration)."""
 
 from __future__ import annotations
 
