@@ -127,11 +127,9 @@ lint: venv
 # The documentation site: docs/ laid out by mkdocs.yml, built strictly (a broken link or a
 # page missing from the navigation stops it), offline, into a git-ignored folder.
 # NO_MKDOCS_2_WARNING silences the theme's banner about MkDocs 2, which is no warning of ours.
-DOCS_SITE := .cache/site
-
 docs: venv
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_SITE)
-	@echo "the site: $(DOCS_SITE)/index.html"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	@echo "the site: .cache/site/index.html (site_dir in mkdocs.yml)"
 
 # The scale-out tests (tests/engines/) start a second local Docker engine of their own with
 # scripts/ensure-docker under a private root, and stop and remove only that one at the end.

@@ -27,7 +27,7 @@ from orchestrator.cli import build_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+PAGES = sorted(DOCS.rglob("*.md"))
 DOCUMENTS = [ROOT / "README.md", *PAGES]
 
 # The folders of this repository a page names files under.
@@ -99,7 +99,8 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 def test_every_page_is_in_the_nav() -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    missing = [page.name for page in PAGES if f": {page.name}\n" not in nav]
+    names = [page.relative_to(DOCS).as_posix() for page in PAGES]
+    missing = [name for name in names if f": {name}\n" not in nav]
     assert not missing, f"pages missing from mkdocs.yml's nav: {missing}"
 
 
