@@ -28,7 +28,7 @@ BASE ?= main
 PATCH ?= HEAD
 ARGS ?=
 
-.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd gitlab-ci-local doctor test test-fast lint replay stop-engine
+.PHONY: help venv engine image postgres podman wheelhouse browser junit-xsd gitlab-ci-local doctor test test-fast lint docs replay stop-engine
 
 help:
 	@echo "make test         set up everything and run the whole test suite"
@@ -39,6 +39,7 @@ help:
 	@echo "make image        build (or reuse) the runner image and print its ID"
 	@echo "make doctor       engine, runner image, git and Python: one line each"
 	@echo "make lint         ruff and mypy"
+	@echo "make docs         build the documentation site (docs/, mkdocs.yml) into .cache/site"
 	@echo "make wheelhouse   download the wheels the project-image tests install offline"
 	@echo "make engine       start a Docker engine unless one answers"
 	@echo "make venv         create .venv and install the package with its dev extra"
@@ -122,6 +123,13 @@ lint: venv
 	$(BIN)/ruff check orchestrator tests bench
 	$(BIN)/ruff format --check orchestrator tests bench
 	$(BIN)/mypy
+
+# The documentation site: docs/ laid out by mkdocs.yml, built strictly (a broken link or a
+# page missing from the navigation stops it), offline, into a git-ignored folder.
+# NO_MKDOCS_2_WARNING silences the theme's banner about MkDocs 2, which is no warning of ours.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	@echo "the site: .cache/site/index.html (site_dir in mkdocs.yml)"
 
 # The scale-out tests (tests/engines/) start a second local Docker engine of their own with
 # scripts/ensure-docker under a private root, and stop and remove only that one at the end.
