@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.core import bounded_json
-from orchestrator.core.digest import canonical_json
 from orchestrator.core.side_evidence import SideEvidence, entry_problem, key_hex
 
 ENV_VAR = "ORCHESTRATOR_EVIDENCE_CACHE"
@@ -36,8 +35,12 @@ SUFFIX = ".json.z"
 
 
 def encode_entry(entry: SideEvidence) -> bytes:
-    """The stored bytes: the entry's canonical JSON, compressed."""
-    return zlib.compress(canonical_json(entry.to_json()), level=6)
+    """The stored bytes: the entry's canonical JSON, compressed (made and compressed a
+    piece at a time: a whole-suite entry is never held whole)."""
+    deflater = zlib.compressobj(level=6)
+    compressed = [deflater.compress(piece) for piece in entry.canonical_pieces()]
+    compressed.append(deflater.flush())
+    return b"".join(compressed)
 
 
 def decode_entry(data: bytes, key: str) -> tuple[SideEvidence | None, str | None]:

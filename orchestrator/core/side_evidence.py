@@ -29,11 +29,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Mapping, Sequence
+import secrets
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.core.digest import digest
+from orchestrator.core.digest import DIGEST_PREFIX, canonical_json, digest
 from orchestrator.core.labels import SESSION_NODES, ContainerFacts, ReplayFile
 
 ENTRY_SCHEMA = "replay-side-evidence/1"
@@ -245,6 +246,10 @@ def unclean_reason(
 # ---------------------------------------------------------------- the entry
 
 
+# Base64 of this many bytes at a time (a multiple of 3: the pieces join into the whole's).
+BASE64_STEP = 3 * 256 * 1024
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoredReplay:
     """One screening replay as stored: its number, the reader's bytes, the engine's facts."""
@@ -271,6 +276,13 @@ class SideEvidence:
     replays: tuple[StoredReplay, ...]
 
     def body(self) -> dict[str, Any]:
+        body = self.body_without_bytes()
+        for stored, item in zip(self.replays, body["replays"], strict=True):
+            item["bytes"] = base64.b64encode(stored.data).decode("ascii")
+        return body
+
+    def body_without_bytes(self) -> dict[str, Any]:
+        """:meth:`body`, each replay's ``bytes`` left out (a caller puts them in)."""
         return {
             "schema": ENTRY_SCHEMA,
             "key": self.key,
@@ -285,7 +297,6 @@ class SideEvidence:
                     "image_id": stored.image_id,
                     "exit_code": stored.exit_code,
                     "sha256": hashlib.sha256(stored.data).hexdigest(),
-                    "bytes": base64.b64encode(stored.data).decode("ascii"),
                 }
                 for stored in self.replays
             ],
@@ -296,9 +307,42 @@ class SideEvidence:
         body = self.body()
         return {**body, "digest": digest(body)}
 
+    def canonical_pieces(self, *, step: int = BASE64_STEP) -> Iterator[bytes]:
+        """The canonical JSON of :meth:`to_json`, piece by piece: the same bytes, without
+        ever holding a whole result file's base64 (a side of 100,000 tests has result
+        files of tens of MB, and the whole document would be copied three times over)."""
+        marks = {f"replay-bytes-{secrets.token_hex(16)}": stored for stored in self.replays}
+
+        def with_marks(extra: Mapping[str, Any]) -> bytes:
+            body = self.body_without_bytes()
+            for mark, item in zip(marks, body["replays"], strict=True):
+                item["bytes"] = mark
+            return canonical_json({**body, **extra})
+
+        if step <= 0 or step % 3:
+            raise ValueError("base64 pieces join only when cut at a multiple of 3 bytes")
+        hasher = hashlib.sha256()
+        for piece in _spliced(with_marks({}), marks, step):
+            hasher.update(piece)
+        done = with_marks({"digest": DIGEST_PREFIX + hasher.hexdigest()})
+        yield from _spliced(done, marks, step)
+
     @property
     def size(self) -> int:
         return sum(len(stored.data) for stored in self.replays)
+
+
+def _spliced(text: bytes, marks: Mapping[str, StoredReplay], step: int) -> Iterator[bytes]:
+    """``text`` with each mark (a JSON string's value) replaced by its replay's base64."""
+    rest = text
+    for mark, stored in marks.items():
+        before, found, rest = rest.partition(mark.encode("ascii"))
+        if not found:  # a mark is made here and found once: never a document's own text
+            raise AssertionError(f"{mark} is not in the document")
+        yield before
+        for start in range(0, len(stored.data), step):
+            yield base64.b64encode(stored.data[start : start + step])
+    yield rest
 
 
 def _replays_from(raw: Any) -> tuple[tuple[StoredReplay, ...] | None, str | None]:

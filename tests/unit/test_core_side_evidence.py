@@ -232,3 +232,26 @@ def test_altered_bytes_are_not_trusted_even_with_a_recomputed_digest():
     assert "do not match their digest" in (problem or "")
     assert entry_problem("not a mapping", KEY)[0] is None
     assert entry_problem({**entry().to_json(), "schema": "other/1"}, KEY)[0] is None
+
+
+@given(
+    st.lists(st.binary(max_size=3 * 1024), min_size=1, max_size=4),
+    st.text(max_size=8),
+    st.integers(min_value=1, max_value=4096),
+)
+def test_the_entry_made_piece_by_piece_is_its_canonical_json(files, run_id, step):
+    from orchestrator.core.digest import canonical_json
+
+    whole = dataclasses.replace(
+        entry(),
+        run_id=run_id,
+        replays=tuple(
+            StoredReplay(replay=n, data=data, image_id=IMAGE, exit_code=0)
+            for n, data in enumerate(files, start=1)
+        ),
+    )
+    pieces = list(whole.canonical_pieces(step=3 * step))  # any size cut at a multiple of 3
+    assert b"".join(pieces) == canonical_json(whole.to_json())
+    found, problem = entry_problem(json.loads(b"".join(pieces)), KEY)
+    assert problem is None
+    assert found == whole
