@@ -10,6 +10,7 @@ from typing import Any
 from orchestrator.core.json_text import indented
 from orchestrator.errors import InputError
 from orchestrator.probe.atomic import write_bytes_atomic, write_many_atomic
+from orchestrator.probe.atomic import write_chunks_atomic as _write_chunks
 
 
 def read_text(source: str) -> str:
@@ -64,6 +65,12 @@ def write_atomic(path: Path, data: bytes, *, sync_parent: bool = True) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, data, mode=None, sync_folder=sync_parent)
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """:func:`write_atomic` of ``chunks`` one after the other (never joined in memory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_chunks(path, chunks, mode=None)
 
 
 def write_json_atomic(path: Path, document: Any) -> None:

@@ -3,12 +3,14 @@ read by ``report``, ``merge``, ``reproduce``, the ledger's recording and ``repla
 
 A run decides its properties in two parts (screening settles the quiet ones while the
 others replay; those are decided at the end), each in the run's order. Each part is kept
-compressed in memory as gzip members of consecutive properties (about 100 bytes a
+compressed as gzip members of consecutive properties (about 100 bytes a
 property), counted against the run folder's cap of bytes as it is compressed
 (``ORCHESTRATOR_MAX_RUN_BYTES``: a run that would pass it stops there, its folder marked
 incomplete). When the run is complete the members are written in the run's order after
 the header, as one file, atomically: its lines are in the run's order whichever part
-decided a property. The file format is :mod:`orchestrator.core.run_store`'s.
+decided a property. Until then they wait in a spool file in the run folder
+(``.properties.spool``, removed when the store is written or the run stops), so a whole
+suite's store is never held in memory. The file format is :mod:`orchestrator.core.run_store`'s.
 
 What the run keeps of each property afterwards is a
 :class:`~orchestrator.core.replay_run.DecidedProperty` (its report entry only when it
@@ -41,6 +43,8 @@ from orchestrator.errors import InputError, LocalWriteError
 from orchestrator.model import PROPERTIES_FILE, Decision
 from orchestrator.services import run_writer
 
+# Where the members wait until the run completes (removed then, or when the run stops).
+SPOOL_FILE = ".properties.spool"
 # Properties per gzip member: enough for the compression to see the repetition, few enough
 # that a member's uncompressed lines (a few KB each) stay small in memory.
 MEMBER_LINES = 2048
@@ -58,7 +62,11 @@ class PropertyWriter:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self._members: list[tuple[int, int, bytes]] = []  # first index, count, bytes
+        # first index, count, offset and length in the spool: the members wait on disk
+        # (a whole suite's store is tens of MB), in the order they were decided
+        self._members: list[tuple[int, int, int, int]] = []
+        self._spool: Any = None
+        self._spooled = 0
         self._decisions: dict[Decision, Decision] = {}  # one value per distinct decision
         self._lock = threading.Lock()
         self._finished = False
@@ -112,7 +120,34 @@ class PropertyWriter:
         with self._lock:
             if self._finished:
                 raise RuntimeError("the run's property store was already written")
-            self._members.append((first, len(lines), data))
+            try:
+                if self._spool is None:
+                    # closed by finish or discard
+                    self._spool = open(self.spool_path, "w+b", buffering=0)  # noqa: SIM115
+                self._spool.write(data)
+            except OSError as error:
+                reason = run_writer.write_reason(error)
+                raise LocalWriteError(
+                    reason, f"cannot write {self.spool_path}: {error.strerror or error} ({reason})"
+                ) from None
+            self._members.append((first, len(lines), self._spooled, len(data)))
+            self._spooled += len(data)
+
+    @property
+    def spool_path(self) -> Path:
+        return self.run_dir / SPOOL_FILE
+
+    def discard(self) -> None:
+        """Let go of the spool (the run stopped: its store will not be written)."""
+        with self._lock:
+            self._finished = True
+            self._close_spool()
+
+    def _close_spool(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        self.spool_path.unlink(missing_ok=True)
 
     def finish(self, run_id: str) -> None:
         """Write the store (the header, then every property in the run's order); once."""
@@ -123,20 +158,30 @@ class PropertyWriter:
             members = sorted(self._members, key=lambda member: member[0])
             self._members = []
         expected = 1
-        for first, count, _ in members:
+        for first, count, _, _ in members:
             if first != expected:
                 raise RuntimeError(f"the run's property store lacks property {expected}")
             expected = first + count
         head = _member([encode(header(run_id, expected - 1))])
         run_writer.charge(self.run_dir, len(head))
         path = self.run_dir / PROPERTIES_FILE
+        spool = self._spool  # unbuffered: what was written is in the file
+
+        def chunks() -> Iterator[bytes]:
+            yield head
+            for _, _, offset, length in members:  # one member at a time, in the run's order
+                yield os.pread(spool.fileno(), length, offset)
+
         try:
-            files.write_atomic(path, b"".join([head, *(data for _, _, data in members)]))
+            files.write_chunks_atomic(path, chunks())
         except OSError as error:
             reason = run_writer.write_reason(error)
             raise LocalWriteError(
                 reason, f"cannot write {path}: {error.strerror or error} ({reason})"
             ) from None
+        finally:
+            with self._lock:
+                self._close_spool()
 
 
 def _with_decision(row: DecidedProperty, decision: Decision) -> DecidedProperty:
@@ -179,7 +224,9 @@ def finish(run_dir: Path, run_id: str) -> None:
 def forget(run_dir: Path) -> None:
     """Let go of a store that will not be written (the run stopped)."""
     with _WRITERS_LOCK:
-        _WRITERS.pop(os.path.abspath(run_dir), None)
+        writer = _WRITERS.pop(os.path.abspath(run_dir), None)
+    if writer is not None:
+        writer.discard()
 
 
 # ---------------------------------------------------------------- reading

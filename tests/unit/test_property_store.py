@@ -63,6 +63,23 @@ def test_parts_decided_apart_are_read_back_in_the_run_s_order(tmp_path: Path) ->
     assert {row.decision.lane for row in kept} == {Lane.NO_FREEZE, Lane.PROPERTY_REGRESSION}
 
 
+def test_decided_parts_wait_on_disk_and_leave_nothing_behind(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    property_store.add(folder, [outcome(n) for n in (1, 2, 3)])
+    spool = folder / property_store.SPOOL_FILE
+    assert spool.stat().st_size > 0  # held in the run folder, not in memory
+    assert not (folder / PROPERTIES_FILE).exists()
+    property_store.finish(folder, "r1")
+    assert not spool.exists()
+    assert property_store.StoreRead(folder).count == 3
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    property_store.add(stopped, [outcome(1)])
+    property_store.forget(stopped)  # the run stopped: its store will never be written
+    assert sorted(os.listdir(stopped)) == []
+
+
 def test_the_file_is_plain_gzip_json_lines_with_a_header(tmp_path: Path) -> None:
     written(tmp_path / "run", [[outcome(1), outcome(2)]], run_id="run-9")
     lines = gzip.decompress((tmp_path / "run" / PROPERTIES_FILE).read_bytes()).splitlines()
