@@ -33,6 +33,8 @@ REPORT_SCHEMAS = (REPORT_SCHEMA, REPORT_SCHEMA_V1)
 # line each, gzip-compressed, in the run's order (docs/records.md).
 PROPERTIES_SCHEMA = "replay-properties/1"
 PROPERTIES_FILE = "properties.jsonl.gz"
+# Where a run's decided properties wait until it completes (services/property_store.py).
+PROPERTIES_SPOOL = ".properties.spool"
 SHRINK_SCHEMA = "shrink-report/1"
 FREEZE_SCHEMA = "freeze-record/1"
 

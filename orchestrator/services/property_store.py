@@ -40,11 +40,10 @@ from orchestrator.core.run_store import (
     record_problem,
 )
 from orchestrator.errors import InputError, LocalWriteError
-from orchestrator.model import PROPERTIES_FILE, Decision
+from orchestrator.model import PROPERTIES_FILE, PROPERTIES_SPOOL, Decision
 from orchestrator.services import run_writer
 
-# Where the members wait until the run completes (removed then, or when the run stops).
-SPOOL_FILE = ".properties.spool"
+SPOOL_FILE = PROPERTIES_SPOOL  # removed when the store is written, or the run stops
 # Properties per gzip member: enough for the compression to see the repetition, few enough
 # that a member's uncompressed lines (a few KB each) stay small in memory.
 MEMBER_LINES = 2048

@@ -33,6 +33,7 @@ from typing import Any
 from orchestrator import files
 from orchestrator.core.run_limits import RUN_FOLDER_CAP, RunCaps, bytes_problem, run_caps
 from orchestrator.errors import CapError, InputError, LocalWriteError
+from orchestrator.model import PROPERTIES_SPOOL
 
 INCOMPLETE = "INCOMPLETE"  # the marker file (services/run_folders.py reads it)
 RUN_LOG = "run-log.json"
@@ -222,6 +223,9 @@ def note_incomplete(run_dir: Path, why: str, *, now: datetime | None = None) -> 
     marker = run_dir / INCOMPLETE
     if not marker.exists():
         return False
+    # The decided properties' spool is no part of a run folder that stops here.
+    with contextlib.suppress(OSError):
+        (run_dir / PROPERTIES_SPOOL).unlink(missing_ok=True)
     stamp = (now or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
     with contextlib.suppress(OSError), marker.open("a", encoding="utf-8") as handle:
         handle.write(f"{stamp}: {why}\n")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scratch_git import commit, init
 from support.cli import stored_evidence, stored_records
+from support.scratch_git import commit, init
 from test_replay_command import assert_nothing_left, by_property, run_cli
 
 pytestmark = pytest.mark.docker

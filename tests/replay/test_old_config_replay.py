@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.scratch_git import commit, init
 from support.cli import stored_evidence
+from support.scratch_git import commit, init
 
 pytestmark = pytest.mark.docker
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scratch_git import commit, init
 from support.cli import stored_evidence, stored_records
 from support.polling import wait_for
+from support.scratch_git import commit, init
 
 from orchestrator.adapters.docker import LABEL_PID, LABEL_RUN
 

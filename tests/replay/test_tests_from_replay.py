@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scratch_git import commit, git, init
 from support.cli import stored_records
+from support.scratch_git import commit, git, init
 
 pytestmark = pytest.mark.docker
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scratch_git import commit, init
 from support.cli import stored_evidence, stored_records
+from support.scratch_git import commit, init
 
 pytestmark = pytest.mark.docker
 

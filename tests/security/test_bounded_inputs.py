@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
 
 from cli_process import Finished, run_cli, tree_of
-from support.scratch_git import commit, init
 from support.cli import ERROR, invoke
+from support.scratch_git import commit, init
 
 # A child process per case: the whole suite's; the inner loop has the same refusals
 # in its own process (below).

@@ -78,6 +78,12 @@ def test_decided_parts_wait_on_disk_and_leave_nothing_behind(tmp_path: Path) -> 
     property_store.add(stopped, [outcome(1)])
     property_store.forget(stopped)  # the run stopped: its store will never be written
     assert sorted(os.listdir(stopped)) == []
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    (interrupted / run_writer.INCOMPLETE).write_text("")
+    property_store.add(interrupted, [outcome(1)])
+    assert run_writer.note_incomplete(interrupted, "interrupted")  # as the CLI marks it
+    assert sorted(os.listdir(interrupted)) == [run_writer.INCOMPLETE]
 
 
 def test_the_file_is_plain_gzip_json_lines_with_a_header(tmp_path: Path) -> None:
