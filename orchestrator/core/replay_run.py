@@ -584,7 +584,12 @@ def not_listed_line(properties: Sequence[DecidedProperty]) -> str | None:
     left_out = sum(not item.needs_a_look for item in properties)
     if not left_out:
         return None
-    what = "more" if left_out < len(properties) else "properties, all"
+    if left_out < len(properties):
+        what = "more"
+    elif left_out == 1:
+        what = "property"
+    else:
+        what = "properties, all"
     return (
         f"{left_out} {what} in no_freeze (behaved alike on both sides): --all lists "
         f"{'them' if left_out > 1 else 'it'}"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from image_project import by_property, orchestrator
-from support.cli import stored_evidence
+from support.cli import stored_records
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -65,7 +65,7 @@ def test_a_writable_tree_replay_decides_every_test(built, tmp_path):
         "src: src layout (src/scratchproj/__init__.py)"
     ]
     assert run_log["image_labels"]["orchestrator.project"] == "scratchproj"
-    evidence = stored_evidence(out)
+    evidence = stored_records(out)[0]["evidence"]  # the first property's
     assert evidence["environment"] == run_log["environment"]
     assert evidence["pythonpath"] == run_log["pythonpath"]
     raw = json.loads((out / "raw" / "base" / "replay-001.json").read_text())

@@ -231,7 +231,7 @@ def test_the_wheel_installed_outside_the_checkout_builds_the_image_and_replays(
         env={**env, "CI": "1"},
     )
     assert simple.returncode == 0, simple.stderr
-    assert "checks/test_one.py::test_one" in simple.stdout
+    assert "1 property in no_freeze" in simple.stdout  # the table lists what needs a look
     (run_dir,) = (configured / ".replay" / "runs").iterdir()
     log = json.loads((run_dir / "run-log.json").read_text())
     assert log["command"] == "pytest -q checks"

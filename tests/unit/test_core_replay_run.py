@@ -154,6 +154,14 @@ def test_the_report_lists_what_needs_a_look_and_counts_the_rest() -> None:
     assert replay_run.not_listed_line(rows) == (
         "2 more in no_freeze (behaved alike on both sides): --all lists them"
     )
+    quiet = [rows[0], rows[2]]
+    assert replay_run.not_listed_line(quiet) == (
+        "2 properties, all in no_freeze (behaved alike on both sides): --all lists them"
+    )
+    assert replay_run.not_listed_line(quiet[:1]) == (
+        "1 property in no_freeze (behaved alike on both sides): --all lists it"
+    )
+    assert replay_run.not_listed_line([rows[1]]) is None
 
 
 def test_a_property_only_the_base_reported_is_decided_with_an_empty_patch() -> None:
