@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,7 +93,7 @@ class _SideRecord:
     scope: str
     reused_from: str | None = None  # the run id of the entry it reused
     store: str | None = None  # where that entry was found
-    offer: SideEvidence | None = None
+    offer: Callable[[], SideEvidence] | None = None  # made when stored (read from raw/)
     not_stored: str | None = None
     stored: list[str] = field(default_factory=list)
 
@@ -133,7 +133,9 @@ class SideReuse:
         self.now = now
         self._lock = threading.Lock()
         self._records: dict[tuple[str, int, str], _SideRecord] = {}
-        self._bytes: dict[tuple[str, int, str], dict[int, bytes]] = {}
+        # Per side of a batch, each replay's result file: the reader's bytes, or where the
+        # run folder keeps them (raw/: read back when stored, never held for the run)
+        self._bytes: dict[tuple[str, int, str], dict[int, bytes | Path]] = {}
         self._trees: dict[str, str] = {}
         self._refused: set[tuple[str, str]] = set()
         self._probe: str | None = None
@@ -189,11 +191,20 @@ class SideReuse:
         return observed
 
     def capture(
-        self, batch: Batch, side: str, numbers: Sequence[int], files: Mapping[str, bytes]
+        self,
+        batch: Batch,
+        side: str,
+        numbers: Sequence[int],
+        files: Mapping[str, bytes],
+        kept_in: Path | None = None,
     ) -> None:
-        """The result files one container's reader brought back, by replay number."""
-        got = {
+        """The result files one container's reader brought back, by replay number; with
+        ``kept_in`` the folder where the run keeps them as they came (``raw/<side>``), so
+        that only their names are held until the run stores them."""
+        got: dict[int, bytes | Path] = {
             number: files[replay_file_name(index)]
+            if kept_in is None
+            else kept_in / replay_file_name(number)
             for index, number in enumerate(numbers, start=1)
             if replay_file_name(index) in files
         }
@@ -224,23 +235,29 @@ class SideReuse:
             record.not_stored = problem
             log.info("reuse.not_offered", side=side.name, key=record.key, reason=problem)
             return
-        record.offer = SideEvidence(
-            key=record.key,
-            scope=record.scope,
-            side=side.name,
-            rev=side.rev,
-            run_id=self.run_id,
-            stored_at=(self.now or datetime.now(UTC)).isoformat(),
-            replays=tuple(
-                StoredReplay(
-                    replay=number,
-                    data=data[number],
-                    image_id=str(facts.image_id),
-                    exit_code=0,
-                )
-                for (_, facts), number in zip(observed, sorted(data), strict=True)
-            ),
-        )
+        image_ids = [str(facts.image_id) for _, facts in observed]
+        stored_at = (self.now or datetime.now(UTC)).isoformat()
+
+        def entry() -> SideEvidence:
+            return SideEvidence(
+                key=record.key,
+                scope=record.scope,
+                side=side.name,
+                rev=side.rev,
+                run_id=self.run_id,
+                stored_at=stored_at,
+                replays=tuple(
+                    StoredReplay(
+                        replay=number,
+                        data=_result_bytes(data[number]),
+                        image_id=image_id,
+                        exit_code=0,
+                    )
+                    for image_id, number in zip(image_ids, sorted(data), strict=True)
+                ),
+            )
+
+        record.offer = entry
 
     # -- the end of the run ----------------------------------------------------------
 
@@ -250,9 +267,15 @@ class SideReuse:
         for record in self._records.values():
             if record.offer is None:
                 continue
+            try:
+                offered = record.offer()
+            except OSError as error:  # its result files left the run folder
+                log.warning("reuse.not_stored", side=record.side, error=one_line(error))
+                record.offer = None
+                continue
             for store in self.stores:
                 try:
-                    if store.save(record.offer):
+                    if store.save(offered):
                         record.stored.append(store.name)
                 except (OSError, OrchestratorError) as error:
                     log.warning("reuse.store_failed", store=store.name, error=one_line(error))
@@ -362,6 +385,11 @@ class SideReuse:
                 return
             self._refused.add((store, problem))
         log.warning("reuse.entry_ignored", store=store, problem=problem)
+
+
+def _result_bytes(source: bytes | Path) -> bytes:
+    """A result file's bytes: as held, or read back from where the run folder keeps them."""
+    return source if isinstance(source, bytes) else source.read_bytes()
 
 
 def _file_digest(path: Path) -> str:

@@ -127,12 +127,13 @@ def run_one_container(
             output_tail=list(tail.lines)[-10:],
         )
     files = replay_files_from(read, len(numbers))
-    if run.reuse is not None:  # the bytes a clean screening is stored with
-        run.reuse.capture(batch, side.name, numbers, read.files)
     _warn_without_result(side.name, files)
     raw_root = run.raw_root(batch)
     if raw_root is not None:
         _keep_raw(read, raw_root / side.name, numbers)
+    if run.reuse is not None:  # the bytes a clean screening is stored with
+        kept_in = None if raw_root is None else raw_root / side.name
+        run.reuse.capture(batch, side.name, numbers, read.files, kept_in)
     # Renumber: with one container per replay, each writes its own replay-001.json.
     return [
         (replace(replay_file, replay=number), facts)
