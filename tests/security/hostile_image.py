@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -40,7 +41,10 @@ def image_build_env(wheels: Path | None = None) -> dict[str, str]:
     """This process's environment without ``PIP_*`` and the image network, with the
     canary, the test's wheel folders and no index."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
-    links = " ".join(str(folder) for folder in (wheels, CACHE) if folder is not None)
+    folders = [folder for folder in (wheels, CACHE) if folder is not None and folder.is_dir()]
+    if not folders:  # before `make wheelhouse` (make test-fast): the refusals need no wheel
+        folders = [Path(tempfile.mkdtemp(prefix="no-wheels-"))]
+    links = " ".join(str(folder) for folder in folders)
     env.update({CANARY_NAME: CANARY, "PIP_FIND_LINKS": links, "PIP_NO_INDEX": "1", "CI": "1"})
     env.pop("ORCHESTRATOR_IMAGE_NETWORK", None)
     return env
