@@ -81,20 +81,27 @@ def read_input(path: Path, *, name: str | None = None, cap: int = MAX_INPUT_BYTE
         raise _os_problem(name, error) from None
     try:
         _refuse(name, os.fstat(descriptor), cap)  # what was opened, not what was looked at
-        chunks: list[bytes] = []
-        size = 0
-        while size <= cap:
-            chunk = os.read(descriptor, min(_CHUNK, cap + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_at_most(descriptor, cap)
     except OSError as error:
         raise _os_problem(name, error) from None
     finally:
         os.close(descriptor)
-    if size > cap:
+    if len(data) > cap:
         raise InputError(f"{name}: grew past the {describe_bytes(cap)} an input file may have")
+    return data
+
+
+def read_at_most(descriptor: int, cap: int) -> bytes:
+    """What an open file holds, up to ``cap + 1`` bytes (one more than allowed says that it
+    holds too many: a file may grow between its check and its read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        chunk = os.read(descriptor, min(_CHUNK, cap + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks)
 
 

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.adapters.input_file import file_kind
+from orchestrator.adapters.input_file import file_kind, read_at_most
 from orchestrator.core.bounds import FileKind
 from orchestrator.core.tree_files import Refusal, file_problem, path_problem, refusal_text
 from orchestrator.core.tree_limits import tree_caps
@@ -41,7 +41,6 @@ from orchestrator.errors import InputError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_CHUNK = 1 << 20
 _GONE = (errno.ENOENT, errno.ENOTDIR)
 
 
@@ -106,19 +105,12 @@ def read_tree_file(root: Path, path: str, *, cap: int | None = None) -> bytes | 
             raise
     try:
         _refuse(path, os.fstat(descriptor), cap)  # what was opened, not what was looked at
-        chunks: list[bytes] = []
-        size = 0
-        while size <= cap:
-            chunk = os.read(descriptor, min(_CHUNK, cap + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        data = read_at_most(descriptor, cap)
     finally:
         os.close(descriptor)
-    if size > cap:  # grew while read
-        raise _refused(path, Refusal.SIZE, FileKind.REGULAR, size, cap)
-    return b"".join(chunks)
+    if len(data) > cap:  # grew while read
+        raise _refused(path, Refusal.SIZE, FileKind.REGULAR, len(data), cap)
+    return data
 
 
 def tree_entry(root: Path, path: str) -> Entry | None:
