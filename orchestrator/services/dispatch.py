@@ -28,11 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
+from orchestrator.core.backend import Backend, Staging
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import Batch, lanes_for, retry
 from orchestrator.errors import EngineError, one_line
 from orchestrator.log import get_logger
-from orchestrator.services.engines import Engine, EngineRefused, Staging
+from orchestrator.services.engines import EngineRefused
 
 log = get_logger(__name__)
 
@@ -43,7 +44,7 @@ READY = "ok"
 REFUSED = "refused"
 GONE = "gone"
 
-E = TypeVar("E", bound=Engine)
+E = TypeVar("E", bound=Backend)
 
 
 @dataclass(frozen=True, kw_only=True)

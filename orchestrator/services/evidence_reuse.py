@@ -61,9 +61,9 @@ from orchestrator.services import run_writer
 from orchestrator.services.side_runner import plan_limits, writable_tree_tmpfs
 
 if TYPE_CHECKING:
+    from orchestrator.core.backend import Backend
     from orchestrator.core.pool import Batch
     from orchestrator.core.test_files import TestOverlay
-    from orchestrator.services.engines import DockerEngine
     from orchestrator.services.sides import SidesRun
 
 log = get_logger(__name__)
@@ -143,7 +143,7 @@ class SideReuse:
     def take(
         self,
         run: SidesRun,
-        engine: DockerEngine,
+        engine: Backend,
         batch: Batch,
         side: SideSpec,
         pythonpath: Sequence[str],
@@ -274,7 +274,7 @@ class SideReuse:
     def key_of(
         self,
         run: SidesRun,
-        engine: DockerEngine,
+        engine: Backend,
         batch: Batch,
         side: SideSpec,
         pythonpath: Sequence[str],

@@ -358,7 +358,7 @@ def _replay_planned(
 
     shrunk = shrink_phase(
         wide,
-        client=pool.first.client,
+        backend=pool.first,
         ledger=ledger,
         replay=replay_minimal,
         progress=shrink_progress,

@@ -13,8 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead, replay_file_name, replay_files_from
+from orchestrator.core.backend import (
+    NEVER_WAITED,
+    Backend,
+    Cancelled,
+    SideContainer,
+    SideJob,
+    Staging,
+)
 from orchestrator.core.labels import ContainerFacts, ReplayFile, without_result
 from orchestrator.core.pool import Batch
 from orchestrator.core.side_spec import (
@@ -32,15 +39,8 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import EngineError
 from orchestrator.log import get_logger
 from orchestrator.services import run_writer
-from orchestrator.services.docker_sides import DockerSides
-from orchestrator.services.engines import (
-    DockerEngine,
-    Staging,
-)
 from orchestrator.services.side_runner import (
     LineTail,
-    SideContainer,
-    SideJob,
     run_and_read,
     run_side,
     side_job,
@@ -58,7 +58,7 @@ SECOND_PHASE_NAME = "replays"  # in the names of a second phase's containers and
 def run_one_container(
     run: SidesRun,
     *,
-    engine: DockerEngine,
+    engine: Backend,
     staging: Staging,
     batch: Batch,
     side: SideSpec,
@@ -110,7 +110,7 @@ def run_one_container(
                 numbers=numbers,
                 tail=tail,
             )
-    except docker_adapter.Cancelled:
+    except Cancelled:
         facts = ContainerFacts(cancelled=True, message="interrupted before start")
     except EngineError as error:
         facts = ContainerFacts(engine_error=error.reason, message=error.message)
@@ -169,7 +169,7 @@ def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
 def _observe(
     run: SidesRun,
     *,
-    engine: DockerEngine,
+    engine: Backend,
     side: str,
     job: SideJob,
     command: Sequence[str],
@@ -181,7 +181,7 @@ def _observe(
     entered = time.monotonic()
     with contextlib.ExitStack() as holds:
         container = holds.enter_context(
-            run_side(job, DockerSides(engine.client), live=run.live, cancelled=run.cancelled)
+            run_side(job, engine, live=run.live, cancelled=run.cancelled)
         )
         started = time.monotonic()
         facts, read = run_and_read(
@@ -279,8 +279,7 @@ def _warn_without_result(side: str, files: Sequence[ReplayFile]) -> None:
 
 
 def _still_runs(container: SideContainer) -> bool:
-    never_waited = docker_adapter.Exit(status_code=None, killed_at_deadline=False, cancelled=False)
-    return container.settled(never_waited)[1]
+    return container.settled(NEVER_WAITED)[1]
 
 
 def _line_handler(run: SidesRun, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:

@@ -13,9 +13,8 @@ and the place its containers run.
   :mod:`orchestrator.adapters.results`, with the engine's facts; :func:`run_and_read`
   is the driver's run followed by that read.
 
-A backend is :class:`SideEngine` and :class:`SideContainer` and nothing else: the Docker
-one is :mod:`orchestrator.services.docker_sides`; a Kubernetes backend
-(docs/scale-out.md) would be one module beside it.
+A backend is :class:`~orchestrator.core.backend.Backend` (the seam, with the values
+that cross it); the pool hands them out (:mod:`orchestrator.services.engines`).
 """
 
 from __future__ import annotations
@@ -24,14 +23,12 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import interrupts
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import tree_files
 from orchestrator.adapters.results import (
@@ -46,6 +43,16 @@ from orchestrator.adapters.results import (
     status_line,
 )
 from orchestrator.core import replay_env
+from orchestrator.core.backend import (
+    Backend,
+    Exit,
+    Limits,
+    LiveContainers,
+    Mount,
+    SideContainer,
+    SideJob,
+)
+from orchestrator.core.bounded_lines import BoundedLines
 from orchestrator.core.bounds import FileKind
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
@@ -68,9 +75,6 @@ from orchestrator.errors import EngineError, InputError
 from orchestrator.log import get_logger
 from orchestrator.services.engines import probe_package
 
-if TYPE_CHECKING:
-    from docker import DockerClient
-
 log = get_logger(__name__)
 
 # Reading a results folder back: a tmpfs of a few MiB, one small process.
@@ -80,94 +84,22 @@ READ_BACK_S = 60.0
 # ---------------------------------------------------------------- the seam
 
 
-@dataclass(frozen=True, kw_only=True)
-class SideJob:
-    """One side's container, as any engine would make it."""
-
-    name: str
-    image_id: str
-    mounts: tuple[docker_adapter.Mount, ...]
-    environment: Mapping[str, str]
-    labels: Mapping[str, str]
-    limits: docker_adapter.Limits
-    tmpfs: Mapping[str, str]
-    # Its own process; by default it only idles and the driver runs in it with an exec,
-    # so that the container outlives the driver and its results can be read back.
-    command: tuple[str, ...] = IDLE_COMMAND
-
-
-class SideContainer(Protocol):
-    """A side's running container: what the services do with it."""
-
-    @property
-    def name(self) -> str: ...
-
-    def exec_stream(
-        self,
-        command: Sequence[str],
-        *,
-        environment: Mapping[str, str],
-        on_output: Callable[[bytes], None],
-        deadline: float,
-        kill_at_deadline: bool = True,
-    ) -> docker_adapter.Exit: ...
-
-    def exec_chunks(
-        self,
-        command: Sequence[str],
-        *,
-        deadline: float,
-        user: str | None = None,
-        workdir: str | None = None,
-    ) -> tuple[Iterator[bytes], Callable[[], int | None]]: ...
-
-    def exec_terminal(
-        self, command: Sequence[str], *, environment: Mapping[str, str]
-    ) -> docker_adapter.ExecTerminal: ...
-
-    def facts(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
-
-    def settled(self, exit_: docker_adapter.Exit) -> tuple[ContainerFacts, bool]: ...
-
-    def ended(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
-
-    def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
-
-    def kill(self) -> None: ...
-
-    def follow_logs(self, on_line: Callable[[str], None]) -> threading.Thread: ...
-
-
-class SideEngine(Protocol):
-    """What running a side needs from an engine: a job's container, created and started
-    on enter (never once ``cancelled`` is set), removed on exit (unless ``keep``), and
-    listed in ``live`` meanwhile so that a Ctrl-C can kill it from another thread."""
-
-    def container(
-        self,
-        job: SideJob,
-        *,
-        live: docker_adapter.LiveContainers | None = None,
-        cancelled: threading.Event | None = None,
-        keep: bool = False,
-    ) -> contextlib.AbstractContextManager[SideContainer]: ...
-
-
 def run_side(
     job: SideJob,
-    engine: SideEngine,
+    engine: Backend,
     *,
-    live: docker_adapter.LiveContainers | None = None,
+    live: LiveContainers | None = None,
     cancelled: threading.Event | None = None,
     keep: bool = False,
 ) -> contextlib.AbstractContextManager[SideContainer]:
-    """The side's container for the length of a ``with`` block (see :class:`SideEngine`)."""
+    """The side's container for the length of a ``with`` block (see
+    :meth:`~orchestrator.core.backend.Backend.container`)."""
     return engine.container(job, live=live, cancelled=cancelled, keep=keep)
 
 
 def read_back(
     container: SideContainer,
-    exit_: docker_adapter.Exit,
+    exit_: Exit,
     *,
     interpreter: str,
     out: str = OUT,
@@ -243,7 +175,7 @@ def run_and_read(  # noqa: PLR0913 - one keyword per part of a side's run
     command is the replay driver) a replay file is taken only when the driver's output
     announced exactly its bytes (:func:`~orchestrator.core.result_files.announcement`):
     one a leftover process rewrote after the driver is refused."""
-    lines = docker_adapter.BoundedLines(_announcements(on_line, said := Announced()))
+    lines = BoundedLines(_announcements(on_line, said := Announced()))
     exit_ = container.exec_stream(
         command,
         environment=environment or {},
@@ -312,10 +244,8 @@ class LineTail:
 # ---------------------------------------------------------------- the job
 
 
-def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
-    return docker_adapter.Limits(
-        memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size
-    )
+def plan_limits(plan: ReplayPlan) -> Limits:
+    return Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size)
 
 
 def writable_tree_tmpfs(tree: Path) -> str:
@@ -335,18 +265,18 @@ def side_mounts(
     *,
     writable_tree: bool = False,
     durations_copy: Path | None = None,
-) -> list[docker_adapter.Mount]:
+) -> list[Mount]:
     """What a side's container sees through bind mounts, all read-only: its tree at SRC
     (with ``writable_tree`` at TREE, copied to SRC per replay), the probe beside it, the
     fixture and the recorded durations. Results go to a tmpfs (:data:`OUT`)."""
     mounts = [
-        docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
-        docker_adapter.Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
+        Mount(source=tree, target=TREE if writable_tree else SRC),
+        Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
     ]
     if fixture_copy is not None:
-        mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
+        mounts.append(Mount(source=fixture_copy, target=FIXTURE))
     if durations_copy is not None:
-        mounts.append(docker_adapter.Mount(source=durations_copy, target=DURATIONS))
+        mounts.append(Mount(source=durations_copy, target=DURATIONS))
     return mounts
 
 
@@ -355,7 +285,7 @@ def side_job(
     *,
     name: str,
     labels: Mapping[str, str],
-    mounts: Sequence[docker_adapter.Mount],
+    mounts: Sequence[Mount],
     tree: Path,
     pythonpath: Sequence[str],
     environment: Mapping[str, str] | None = None,
@@ -388,11 +318,11 @@ def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
         raise InputError(f"{plan.fixture}: no such fixture file")
 
 
-def interpreter_of(client: DockerClient, image_id: str) -> str:
+def interpreter_of(backend: Backend, image_id: str) -> str:
     """The driver's interpreter for an image: its label's venv python, else python3. An
     image the engine cannot show is left to the containers to report (as their labels)."""
     try:
-        labels = docker_adapter.resolve_image(client, image_id).labels
+        labels = backend.resolve_image(image_id).labels
     except EngineError:
         labels = {}
     return replay_env.interpreter_from_labels(labels)

@@ -46,9 +46,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.input_file import read_input
+from orchestrator.adapters.owners import Owner
+from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import RAW, Batch, plan_batches
 from orchestrator.core.progress import (
@@ -76,10 +77,8 @@ from orchestrator.log import get_logger
 from orchestrator.services.collection import collect_tests
 from orchestrator.services.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
 from orchestrator.services.engines import (
-    DockerEngine,
-    Inputs,
     Pool,
-    Staging,
+    open_backend,
     probe_package,
     single_pool,
     write_tar,
@@ -98,8 +97,6 @@ from orchestrator.services.side_runner import (
 from orchestrator.services.warm import Exported, WarmPool
 
 if TYPE_CHECKING:
-    from docker import DockerClient
-
     from orchestrator.services.evidence_reuse import SideReuse
 
 log = get_logger(__name__)
@@ -150,12 +147,12 @@ class SidesRun:
     plan: ReplayPlan
     sides: tuple[SideSpec, ...]
     pool: Pool
-    owner: docker_adapter.Owner
+    owner: Owner
     progress: Progress | None
     keep_raw: Path | None
     cancelled: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)  # exports may go
-    live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
+    live: LiveContainers = field(default_factory=LiveContainers)
     # Screening's two phases: the first parks its containers there, the second runs in them.
     warm: WarmPool | None = None
     # A screening's first phase: sides whose screening an earlier run stored, and offers.
@@ -264,7 +261,7 @@ def _internal_error(run: SidesRun, side: str, error: BaseException, raw_root: Pa
 
 
 def _run_side_job(
-    run: SidesRun, engine: DockerEngine, staging: Staging, batch: Batch, side: SideSpec
+    run: SidesRun, engine: Backend, staging: Staging, batch: Batch, side: SideSpec
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One side of one batch on one engine: its containers, one after another; every
     replay gets a (file, facts) pair whatever happens."""
@@ -310,7 +307,7 @@ def _run_side_job(
     return observed
 
 
-def _run_batch(run: SidesRun, engine: DockerEngine, batch: Batch, staging: Staging) -> SideResults:
+def _run_batch(run: SidesRun, engine: Backend, batch: Batch, staging: Staging) -> SideResults:
     """Both (all) sides of a batch on one engine: at once when it has a slot for each,
     else one after another - and then a side whose engine went away ends the batch."""
     results: SideResults = {}
@@ -405,7 +402,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
     *,
-    client: DockerClient | None = None,
+    backend: Backend | None = None,
     progress: Progress | None = None,
     run_id: str | None = None,
     keep_raw: Path | None = None,
@@ -428,7 +425,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     out).
 
     ``pool`` spreads the properties over several engines; without it the run is one
-    batch on ``client`` (or the engine at ``DOCKER_HOST``). ``batches`` are the plan's
+    batch on ``backend`` (or the engine at ``DOCKER_HOST``). ``batches`` are the plan's
     properties already cut (default: :func:`~orchestrator.core.pool.plan_batches` by the
     pool's durations).
 
@@ -448,17 +445,25 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     """
     validate_plan(plan, sides)
     if pool is None:
-        if client is None:
-            client = docker_adapter.connect(os.environ)
-        pool = single_pool(
-            client, url=docker_adapter.engine_url(os.environ), runner_id=plan.runner_id
-        )
+        one = contextlib.nullcontext(backend) if backend is not None else open_backend(os.environ)
+        with one as opened:
+            return run_sides(
+                plan,
+                sides,
+                progress=progress,
+                run_id=run_id,
+                keep_raw=keep_raw,
+                pool=single_pool(opened, runner_id=plan.runner_id),
+                batches=batches,
+                warm=warm,
+                reuse=reuse,
+            )
     if plan.interpreter is None:  # found once per screening: its second phase asks no more
         known = warm.interpreter if warm is not None else None
-        plan = replace(plan, interpreter=known or interpreter_of(pool.first.client, plan.image_id))
+        plan = replace(plan, interpreter=known or interpreter_of(pool.first, plan.image_id))
         if warm is not None:
             warm.interpreter = plan.interpreter
-    owner = docker_adapter.Owner.current(run_id or new_run_id())
+    owner = Owner.current(run_id or new_run_id())
     # Every engine's leftovers (containers, volumes) of this host's dead runs, by host
     # id and process; another host's only once they are a day old. A screening's second
     # phase does not sweep again: its first did, moments ago, in this same process.
@@ -499,7 +504,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     return result
 
 
-def _sweep(pool: Pool, owner: docker_adapter.Owner) -> None:
+def _sweep(pool: Pool, owner: Owner) -> None:
     for engine in pool.engines:
         try:
             engine.sweep(owner.host)
@@ -510,7 +515,7 @@ def _sweep(pool: Pool, owner: docker_adapter.Owner) -> None:
     git_adapter.sweep_scratch()
 
 
-def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     """Export the sides, run the batches on the engines, and remove everything, also on
     Ctrl-C (then :class:`Interrupted`, after the cleanup)."""
     interrupted = False
@@ -520,7 +525,7 @@ def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngi
         side.name: (threading.Event(), threading.Event()) for side in run.sides if kept is None
     }
     started: list[threading.Event] = []  # only threads that run can finish
-    dispatcher: Dispatcher[DockerEngine] | None = None
+    dispatcher: Dispatcher[Backend] | None = None
     inputs = contextlib.ExitStack()
     try:
         _inputs(run, kept, inputs)
@@ -619,7 +624,7 @@ def _not_dispatched(run: SidesRun, batches: Sequence[Batch]) -> Dispatched:
     return Dispatched(finals=tuple(finals), attempts=(), engines=())
 
 
-def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     pool = run.pool
     inputs = Inputs(
         trees=dict(run.trees),
@@ -631,7 +636,7 @@ def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEng
     )
 
     @contextlib.contextmanager
-    def staged(engine: DockerEngine) -> Iterator[Staging]:
+    def staged(engine: Backend) -> Iterator[Staging]:
         if engine.index > 0:
             engine.hold_image(run.plan.image_id, pool.image_ref or run.plan.image_id, pool.first)
         with engine.staging(
@@ -640,7 +645,7 @@ def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEng
             yield staging
 
     @contextlib.contextmanager
-    def prepare(engine: DockerEngine) -> Iterator[Staging]:
+    def prepare(engine: Backend) -> Iterator[Staging]:
         if run.warm is not None:  # staged once for both phases (their kept containers mount it)
             yield run.warm.staging(engine.index, lambda: staged(engine))
             return

@@ -17,7 +17,6 @@ from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError
 from orchestrator.services import replay_plan as service
 from orchestrator.services import side_runner
-from orchestrator.services.docker_sides import docker_config
 
 PLAN = sides.ReplayPlan(
     image_id="sha256:" + "a" * 64,
@@ -146,7 +145,7 @@ def test_a_sides_container_mounts_nothing_writable_and_results_go_to_a_capped_tm
         tree=tmp_path,
         pythonpath=["/src"],
     )
-    config = docker_config(job)
+    config = docker_adapter.job_config(job)
     assert all(mount["mode"] == "ro" for mount in config["volumes"].values())
     assert config["tmpfs"][sides.OUT] == sides.RESULTS_TMPFS
     assert "size=67108864" in sides.RESULTS_TMPFS
