@@ -44,11 +44,10 @@ from orchestrator.services.engines import (
 )
 from orchestrator.services.side_runner import (
     LineTail,
+    SideRun,
     SideWorkspace,
     import_roots,
     interpreter_of,
-    run_and_read,
-    run_side,
     side_job,
     validate_plan,
 )
@@ -166,10 +165,9 @@ def _collect_side(
         environment=collect_environment(plan, pythonpath),
     )
     tail = LineTail()
-    with run_side(job, engine, live=live, cancelled=cancelled) as container:
-        facts, read = run_and_read(
-            container,
-            command=collect_command(plan),
+    with SideRun(engine, job, live=live, cancelled=cancelled) as side_run:
+        facts, read = side_run.drive(
+            collect_command(plan),
             on_line=tail,
             deadline=time.monotonic() + side_deadline_s(plan, 1),
             interpreter=plan.interpreter or "python3",

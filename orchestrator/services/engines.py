@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import tree_files
 from orchestrator.core.backend import (
     Backend,
@@ -390,6 +391,22 @@ def open_pool(
         absent=tuple(absent),
         durations=dict(durations or {}),
     )
+
+
+def sweep(backends: Sequence[Backend], host: str) -> None:
+    """The one sweep at the start of whatever runs sides (a replay, ``reproduce``, a warm
+    container): each backend's leftovers (containers, volumes) of this host's dead runs,
+    by host id and process (another host's only once they are a day old), and this
+    machine's scratch folders of dead runs. The first backend's failure is the run's;
+    another's is logged (that backend will fail its batches on its own)."""
+    for backend in backends:
+        try:
+            backend.sweep(host)
+        except EngineError:
+            if backend.index == 0:
+                raise
+            log.warning("engine.sweep_failed", engine=backend.url)
+    git_adapter.sweep_scratch()
 
 
 def volume_prefix(run_id: str, index: int) -> str:

@@ -79,12 +79,12 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
+from orchestrator.services.engines import sweep
 from orchestrator.services.interrupts import terminate_as_interrupt
 from orchestrator.services.run_folders import read_documents
 from orchestrator.services.side_runner import (
+    SideRun,
     SideWorkspace,
-    read_back,
-    run_side,
     side_job,
     side_mounts,
 )
@@ -358,8 +358,7 @@ def reproduce(
     plan = prepared.plan
     pin_image(backend, plan.run)
     owner = Owner.current(plan.run.run_id)
-    backend.sweep(owner.host)
-    git_adapter.sweep_scratch()
+    sweep((backend,), owner.host)
     if plan.run.probe_version and plan.run.probe_version != _probe_version():
         log.warning(
             "reproduce.probe_version",
@@ -447,9 +446,9 @@ def _reproduce_side(
                 output.append(chunk)
             on_output(chunk)
 
-        with run_side(job, backend, keep=keep) as container:
+        with SideRun(backend, job, keep=keep) as side_run:
             exit_ = _run_replay(
-                container,
+                side_run.container,
                 plan=plan,
                 side=side,
                 sides_plan=sides_plan,
@@ -457,9 +456,7 @@ def _reproduce_side(
                 on_note=on_note,
                 user=user,
             )
-            facts, read = read_back(
-                container, exit_, interpreter=sides_plan.interpreter or INTERPRETER
-            )
+            facts, read = side_run.read(exit_, interpreter=sides_plan.interpreter or INTERPRETER)
         observed = _label(read, facts, plan, side)
         kept = None
         if keep:

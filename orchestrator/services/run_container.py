@@ -5,7 +5,6 @@ whether it may serve the second phase."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -41,8 +40,8 @@ from orchestrator.log import get_logger
 from orchestrator.services import run_writer
 from orchestrator.services.side_runner import (
     LineTail,
+    SideRun,
     run_and_read,
-    run_side,
     side_job,
 )
 from orchestrator.services.warm import Parked
@@ -179,14 +178,10 @@ def _observe(
     """Run the driver in one container to its end (or our deadline), read back what it
     left, and return the engine's facts with it."""
     entered = time.monotonic()
-    with contextlib.ExitStack() as holds:
-        container = holds.enter_context(
-            run_side(job, engine, live=run.live, cancelled=run.cancelled)
-        )
+    with SideRun(engine, job, live=run.live, cancelled=run.cancelled) as side_run:
         started = time.monotonic()
-        facts, read = run_and_read(
-            container,
-            command=command,
+        facts, read = side_run.drive(
+            command,
             on_line=_line_handler(run, side, tail),
             deadline=started + side_deadline_s(run.plan, len(numbers)),
             interpreter=run.plan.interpreter or "python3",
@@ -202,12 +197,16 @@ def _observe(
             run_ms=round((time.monotonic() - started) * 1000),
         )
         if run.warm is not None and run.parks and _reusable(facts, read):
-            removal = holds.pop_all()  # the pool removes it from here on
+            remove = side_run.detach()  # the pool removes it from here on
             kept = Parked(
-                engine=engine.index, side=side, job=job, container=container, remove=removal.close
+                engine=engine.index,
+                side=side,
+                job=job,
+                container=side_run.container,
+                remove=remove,
             )
             if not run.warm.park(kept):
-                removal.close()
+                remove()
     return facts, read
 
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.job_channel import CLOSED, FILES, TIMED_OUT, JobChannel, Received
 from orchestrator.adapters.owners import Owner
 from orchestrator.core import replay_env
@@ -59,13 +58,14 @@ from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.probe import JOB_SCHEMA
+from orchestrator.services.engines import sweep
 from orchestrator.services.interrupts import DeferredSignals
 from orchestrator.services.side_runner import (
     LineTail,
+    SideRun,
     SideWorkspace,
     import_roots,
     interpreter_of,
-    run_side,
     side_job,
     side_mounts,
 )
@@ -162,8 +162,7 @@ class WarmContainer:
         return self
 
     def _start(self) -> None:
-        self.backend.sweep(self.owner.host)
-        git_adapter.sweep_scratch()
+        sweep((self.backend,), self.owner.host)
         stack = self._stack
         workspace = stack.enter_context(SideWorkspace("serve"))
         tree = workspace.export(self.side)
@@ -191,7 +190,7 @@ class WarmContainer:
                 writable_tree=plan.writable_tree,
             ),
         )
-        container = stack.enter_context(run_side(job, self.backend))
+        container = stack.enter_context(SideRun(self.backend, job)).container
         self._container = container
         follower = container.follow_logs(self._tail)
 

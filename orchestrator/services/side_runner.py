@@ -4,14 +4,15 @@ and the place its containers run.
 - :class:`SideWorkspace` holds a side's folders on this machine for as long as its
   container needs them: a private scratch folder, a world-readable copy of the
   fixture, the exported trees. It always removes them (unless ``keep``).
-- :class:`SideJob` is one container, described without naming an engine: the pinned
-  image, the mounts, only the replay's environment, the limits, the capped tmpfs
-  folders. :func:`side_job` is its one builder (replay, screening, collection,
-  ``reproduce``, ``shrink`` and ``serve`` use it).
-- :func:`run_side` starts a job's container on a :class:`SideEngine` and removes it on
-  exit; :func:`read_back` reads the results folder back through
-  :mod:`orchestrator.adapters.results`, with the engine's facts; :func:`run_and_read`
-  is the driver's run followed by that read.
+- :class:`~orchestrator.core.backend.SideJob` is one container, described without
+  naming an engine: the pinned image, the mounts, only the replay's environment, the
+  limits, the capped tmpfs folders. :func:`side_job` is its one builder (replay,
+  screening, collection, ``reproduce``, ``shrink`` and ``serve`` use it).
+- :class:`SideRun` is a job's container run, on any backend: started on enter, removed
+  on exit (also on Ctrl-C); :meth:`SideRun.drive` runs a command and reads its results
+  back (:func:`run_and_read`: the driver's run, then :func:`read_back` through
+  :mod:`orchestrator.adapters.results`, with the engine's facts). Every side's
+  container goes through it; what varies is the command and the reader.
 
 A backend is :class:`~orchestrator.core.backend.Backend` (the seam, with the values
 that cross it); the pool hands them out (:mod:`orchestrator.services.engines`).
@@ -84,17 +85,86 @@ READ_BACK_S = 60.0
 # ---------------------------------------------------------------- the seam
 
 
-def run_side(
-    job: SideJob,
-    engine: Backend,
-    *,
-    live: LiveContainers | None = None,
-    cancelled: threading.Event | None = None,
-    keep: bool = False,
-) -> contextlib.AbstractContextManager[SideContainer]:
-    """The side's container for the length of a ``with`` block (see
-    :meth:`~orchestrator.core.backend.Backend.container`)."""
-    return engine.container(job, live=live, cancelled=cancelled, keep=keep)
+class SideRun:
+    """One side's container, run (a context manager): the one way every side's container
+    goes (a replay's batch, collection, ``reproduce``, ``serve``).
+
+    On enter the container is made from ``job`` on ``backend`` and started (never once
+    ``cancelled`` is set; listed in ``live`` meanwhile); on exit it is killed and removed,
+    also on Ctrl-C, unless ``keep`` (``reproduce --keep``) or :meth:`detach` (a container
+    kept for the second phase). In between, what varies is the command and the reader:
+    :meth:`drive` runs a command and reads its results back through the guarded reader;
+    a caller that runs its own (a terminal, the serve loop) reads back with :meth:`read`.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        job: SideJob,
+        *,
+        live: LiveContainers | None = None,
+        cancelled: threading.Event | None = None,
+        keep: bool = False,
+    ) -> None:
+        self.job = job
+        self._made = backend.container(job, live=live, cancelled=cancelled, keep=keep)
+        self._stack = contextlib.ExitStack()
+        self._container: SideContainer | None = None
+
+    def __enter__(self) -> SideRun:
+        self._container = self._stack.enter_context(self._made)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    @property
+    def container(self) -> SideContainer:
+        if self._container is None:
+            raise RuntimeError("use the side's run as a context manager")
+        return self._container
+
+    def drive(
+        self,
+        command: Sequence[str],
+        *,
+        on_line: Callable[[str], None],
+        deadline: float,
+        interpreter: str,
+        out: str = OUT,
+        environment: Mapping[str, str] | None = None,
+        keep: str | None = None,
+        announced: bool = False,
+    ) -> tuple[ContainerFacts, ResultsRead]:
+        """``command`` run in the container and its results read back (:func:`run_and_read`)."""
+        return run_and_read(
+            self.container,
+            command=command,
+            on_line=on_line,
+            deadline=deadline,
+            interpreter=interpreter,
+            out=out,
+            environment=environment,
+            keep=keep,
+            announced=announced,
+        )
+
+    def read(
+        self, exit_: Exit, *, interpreter: str, out: str = OUT
+    ) -> tuple[ContainerFacts, ResultsRead]:
+        """The results a command the caller ran left, read back (:func:`read_back`)."""
+        return read_back(self.container, exit_, interpreter=interpreter, out=out)
+
+    def detach(self) -> Callable[[], None]:
+        """The container outlives the block: the caller owns its removal from here (the
+        returned call, idempotent)."""
+        removal = self._stack.pop_all()
+        return removal.close
 
 
 def read_back(

@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
-from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.input_file import read_input
 from orchestrator.adapters.owners import Owner
 from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
@@ -81,6 +80,7 @@ from orchestrator.services.engines import (
     open_backend,
     probe_package,
     single_pool,
+    sweep,
     write_tar,
 )
 from orchestrator.services.interrupts import DeferredSignals, terminate_as_interrupt
@@ -468,7 +468,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     # id and process; another host's only once they are a day old. A screening's second
     # phase does not sweep again: its first did, moments ago, in this same process.
     if warm is None or warm.exported is None:
-        _sweep(pool, owner)
+        sweep(pool.engines, owner.host)
 
     if batches is None:
         batches = plan_batches(
@@ -502,17 +502,6 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         what, kept, reason = run.internal_errors[broken[0]]
         raise SideInternalError(internal_error_message(broken[0], what, kept, reason))
     return result
-
-
-def _sweep(pool: Pool, owner: Owner) -> None:
-    for engine in pool.engines:
-        try:
-            engine.sweep(owner.host)
-        except EngineError:
-            if engine.index == 0:
-                raise
-            log.warning("engine.sweep_failed", engine=engine.url)
-    git_adapter.sweep_scratch()
 
 
 def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
