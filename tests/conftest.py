@@ -107,7 +107,7 @@ def docker_backend(docker_client: Any) -> Any:
     """That engine as a backend of the seam (orchestrator.core.backend.Backend), on the
     session's client (which outlives it)."""
     from orchestrator.adapters.docker import engine_url
-    from orchestrator.services.engines import DockerEngine
+    from orchestrator.services.sides.pool import DockerEngine
 
     return DockerEngine(
         index=0, url=engine_url(os.environ), runner_id="", client=docker_client, slots=2

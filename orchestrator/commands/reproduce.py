@@ -44,9 +44,9 @@ def reproduce(*, recorded: RecordedReplay, session: Session) -> None:
     """
     from orchestrator.commands._command_arguments import ReproduceArguments
     from orchestrator.core.reproduce import Mode
-    from orchestrator.services.engines import open_backend
     from orchestrator.services.reproduce import prepare
     from orchestrator.services.reproduce import reproduce as run_again
+    from orchestrator.services.sides.pool import open_backend
 
     arguments = ReproduceArguments(recorded=recorded, session=session)
     arguments.validate()

@@ -159,8 +159,8 @@ def shrink(
 
 def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:
     from orchestrator import log
-    from orchestrator.services.engines import open_backend
     from orchestrator.services.shrink import plan_test_shrink, shrink_test
+    from orchestrator.services.sides.pool import open_backend
 
     logger = log.get_logger("orchestrator.shrink")
     with open_backend(os.environ) as backend:

@@ -133,7 +133,7 @@ class Owner(Protocol):
 
 class Staging(Protocol):
     """How one backend's containers get their inputs (results come back the same way on
-    every backend: :func:`orchestrator.services.sides.run.read_back`)."""
+    every backend: :func:`orchestrator.services.sides.side_run.read_back`)."""
 
     @property
     def tree_path(self) -> str:

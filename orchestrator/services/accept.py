@@ -305,8 +305,8 @@ def _replay(
     progress: Progress | None,
 ) -> tuple[str, dict[str, tuple[Replay, ...]]]:
     """Both sides at once, same image ID; returns the image ID and the labels per side."""
-    from orchestrator.services.engines import open_backend
     from orchestrator.services.sides import ReplayPlan, SideSpec, run_sides
+    from orchestrator.services.sides.pool import open_backend
 
     if backend is None:
         import os

@@ -66,7 +66,7 @@ def run_budget(
     from orchestrator.adapters.git import resolve_rev
     from orchestrator.core.bounds import MAX_REPLAYS, count_problem
     from orchestrator.files import parse_json, read_bytes
-    from orchestrator.services.engines import open_backend
+    from orchestrator.services.sides.pool import open_backend
     from orchestrator.services.thaw import Probe, run_check
 
     problem = count_problem("--samples", options.samples, maximum=MAX_REPLAYS, minimum=5)

@@ -58,7 +58,7 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import OrchestratorError, one_line
 from orchestrator.log import get_logger
 from orchestrator.services import run_writer
-from orchestrator.services.side_runner import plan_limits, writable_tree_tmpfs
+from orchestrator.services.sides.side_run import plan_limits, writable_tree_tmpfs
 
 if TYPE_CHECKING:
     from orchestrator.core.backend import Backend

@@ -50,7 +50,6 @@ from orchestrator.model import ShrinkSummary
 from orchestrator.probe import PROBE_VERSION
 from orchestrator.services import durations as durations_store
 from orchestrator.services import run_writer
-from orchestrator.services.engines import Pool
 from orchestrator.services.oracle import (
     property_oracles,
 )
@@ -65,6 +64,7 @@ from orchestrator.services.sides import (
     planned_pythonpath,
     side_pythonpath,
 )
+from orchestrator.services.sides.pool import Pool
 
 if TYPE_CHECKING:
     from orchestrator.core.test_files import TestOverlay

@@ -10,7 +10,7 @@ for each chosen side in turn:
 
 - exports the pinned revision with the run's ``--tests-from`` overlay, if any;
 - builds the container with the same builder ``replay`` uses
-  (:func:`orchestrator.services.side_runner.side_job`): image, mounts, the
+  (:func:`orchestrator.services.sides.side_run.side_job`): image, mounts, the
   replay's environment, limits, no network; its main process idles;
 - runs the probe's driver in it (``docker exec``) for one replay with the seed of replay
   N, pytest handed the property alone and ``--attach``, so pytest's own output streams
@@ -79,10 +79,10 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
-from orchestrator.services.engines import sweep
 from orchestrator.services.interrupts import terminate_as_interrupt
 from orchestrator.services.run_folders import read_documents
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.pool import sweep
+from orchestrator.services.sides.side_run import (
     SideRun,
     SideWorkspace,
     side_job,

@@ -2,7 +2,7 @@
 
 Plan first (:func:`plan_test_shrink`: the node id, the revision pinned to its SHA, the
 image to its ID, nothing started), then :func:`shrink_test`: one warm container
-(:class:`orchestrator.services.serve.WarmContainer`) runs the test on every candidate
+(:class:`orchestrator.services.sides.serve.WarmContainer`) runs the test on every candidate
 the deterministic shrinker (:mod:`orchestrator.core.shrink`) asks about, each in a fresh
 pytest session forked from a driver that imported pytest once.
 
@@ -37,8 +37,8 @@ from orchestrator.core.side_spec import ReplayPlan, SideSpec, pytest_arguments
 from orchestrator.errors import InputError, PropertyDoesNotFailError, ShrinkStoppedError
 from orchestrator.log import get_logger
 from orchestrator.services.interrupts import terminate_as_interrupt
-from orchestrator.services.serve import JobRun, WarmContainer
 from orchestrator.services.sides import new_run_id
+from orchestrator.services.sides.serve import JobRun, WarmContainer
 from orchestrator.services.tests_from import plan_test_overlay, resolve_tests_from
 
 if TYPE_CHECKING:

@@ -232,7 +232,7 @@ def run_thaw(
     try:
         with contextlib.ExitStack() as stack:  # the engine, once a freeze needs it
             if rows and backend is None:
-                from orchestrator.services.engines import open_backend
+                from orchestrator.services.sides.pool import open_backend
 
                 backend = stack.enter_context(open_backend(os.environ))
             for row in rows:

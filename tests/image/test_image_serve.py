@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.services.serve import WarmContainer
 from orchestrator.services.sides import ReplayPlan, SideSpec, new_run_id
+from orchestrator.services.sides.serve import WarmContainer
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -17,8 +17,8 @@ from orchestrator.adapters.results import ResultsRead
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.side_spec import OUT, REWRITE_CACHE, REWRITE_CACHE_NAME
 from orchestrator.services import sides
-from orchestrator.services.run_container import _reusable
-from orchestrator.services.warm import WarmPool
+from orchestrator.services.sides.container import _reusable
+from orchestrator.services.sides.warm import WarmPool
 
 pytestmark = pytest.mark.docker
 

@@ -188,7 +188,7 @@ def test_the_allow_list_refuses_a_command_that_opens_the_ledger_or_runs_git() ->
 # them, finding the project images a run may use, and the engine's own diagnosis stay on
 # the adapter (docs/architecture.md, "Adding a backend").
 DOCKER_ADAPTER_USERS = {
-    "services/engines.py": "the pool: it constructs the backends",
+    "services/sides/pool.py": "the pool: it constructs the backends",
     "services/engine_client.py": "the image commands' client (image build, image list)",
     "services/image.py": "image build",
     "services/image_wheels.py": "image build: the wheels stage",
@@ -237,7 +237,27 @@ def test_the_seam_check_sees_the_docker_adapter() -> None:
         "line 2",
         "line 4",
     ]
-    assert docker_adapter_imports(all_imports_of(PACKAGE / "services" / "engines.py"))
+    assert docker_adapter_imports(all_imports_of(PACKAGE / "services" / "sides" / "pool.py"))
+
+
+# Running sides (services/sides/) is below the workflows (replay, accept, thaw, reproduce,
+# shrink, image: one module each in services/): it imports none of them, only these
+# helpers of the services beside it.
+SIDES_MAY_IMPORT = {"sides", "interrupts", "run_writer", "evidence_reuse"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "services" / "sides").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_running_sides_imports_no_workflow(path: Path) -> None:
+    wrong = [
+        f"line {line}: {name}"
+        for line, name in all_imports_of(path)
+        if name.startswith("orchestrator.services.") and name.split(".")[2] not in SIDES_MAY_IMPORT
+    ]
+    assert not wrong, "\n".join(wrong)
 
 
 # --- private names stay in their module --------------------------------------------------

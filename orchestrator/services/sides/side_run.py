@@ -15,7 +15,7 @@ and the place its containers run.
   container goes through it; what varies is the command and the reader.
 
 A backend is :class:`~orchestrator.core.backend.Backend` (the seam, with the values
-that cross it); the pool hands them out (:mod:`orchestrator.services.engines`).
+that cross it); the pool hands them out (:mod:`orchestrator.services.sides.pool`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ from orchestrator.core.side_spec import (
 from orchestrator.core.tree_files import Refusal
 from orchestrator.errors import EngineError, InputError
 from orchestrator.log import get_logger
-from orchestrator.services.engines import probe_package
+from orchestrator.services.sides.pool import probe_package
 
 log = get_logger(__name__)
 

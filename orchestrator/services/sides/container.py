@@ -1,5 +1,5 @@
 """One container of a run of sides (:mod:`orchestrator.services.sides`): create it (or
-take the one the screening kept, :mod:`orchestrator.services.warm`), run the driver in
+take the one the screening kept, :mod:`orchestrator.services.sides.warm`), run the driver in
 it to its end or our deadline, read its results back, label what is missing, and say
 whether it may serve the second phase."""
 
@@ -38,13 +38,13 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import EngineError
 from orchestrator.log import get_logger
 from orchestrator.services import run_writer
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
     run_and_read,
     side_job,
 )
-from orchestrator.services.warm import Parked
+from orchestrator.services.sides.warm import Parked
 
 if TYPE_CHECKING:
     from orchestrator.services.sides import SidesRun

@@ -2,7 +2,7 @@
 
 :class:`WarmContainer` exports one revision (read-only at ``/src``, as a replay's),
 starts one hermetic container from the pinned image ID with the replay's environment,
-import roots and limits (:func:`orchestrator.services.side_runner.side_job`), and runs
+import roots and limits (:func:`orchestrator.services.sides.side_run.side_job`), and runs
 ``<interpreter> -m orchestrator.probe.replay --serve`` in it (a project image's venv
 python) (the side's ``--tests-from``
 overlay and mutant applied to the tree as in a replay): the driver imports pytest once
@@ -58,9 +58,9 @@ from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.probe import JOB_SCHEMA
-from orchestrator.services.engines import sweep
 from orchestrator.services.interrupts import DeferredSignals
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.pool import sweep
+from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
     SideWorkspace,

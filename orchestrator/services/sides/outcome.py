@@ -12,7 +12,7 @@ from orchestrator.core.neutralise import present_in
 from orchestrator.core.side_spec import ReplayPlan, SideSpec, label_sides, unplanned_ids
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
-from orchestrator.services.dispatch import Dispatched
+from orchestrator.services.sides.dispatch import Dispatched
 
 log = get_logger("orchestrator.services.sides")
 

@@ -9,7 +9,7 @@ their outcomes, not containers.
 
 - An engine whose preparation fails (it stopped answering, or its disk is full) runs
   nothing: its batches go to the queue for the others, as never started.
-- An engine refused for the run (:class:`~orchestrator.services.engines.EngineRefused`)
+- An engine refused for the run (:class:`~orchestrator.services.sides.pool.EngineRefused`)
   runs nothing either: its batches are final, unrun, with the refusal's facts
   (``harness_error`` / ``image_mismatch``).
 - An engine that stops answering mid-batch (a side's facts say ``engine_gone`` and a
@@ -33,7 +33,7 @@ from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import Batch, lanes_for, retry
 from orchestrator.errors import EngineError, one_line
 from orchestrator.log import get_logger
-from orchestrator.services.engines import EngineRefused
+from orchestrator.services.sides.pool import EngineRefused
 
 log = get_logger(__name__)
 

@@ -9,17 +9,17 @@ python, named by its label, else ``python3``), N fresh replays per container sta
 (``isolation="side"``; each replay a process forked from a driver that imported
 pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 (``isolation="container"``). Each container runs through the one seam of
-:mod:`orchestrator.services.side_runner`; what it runs is planned in
+:mod:`orchestrator.services.sides.side_run`; what it runs is planned in
 :mod:`orchestrator.core.side_spec`.
 Labels come from the result files and the engine's facts
 (:mod:`orchestrator.adapters.results`). Containers, volumes and folders are always
 removed, also on a second Ctrl-C; in a screening, the first phase's containers whose
 driver ended well, and their inputs, are kept for the second phase in a
-:class:`~orchestrator.services.warm.WarmPool`, which removes them when it closes.
+:class:`~orchestrator.services.sides.warm.WarmPool`, which removes them when it closes.
 
-A run may use a pool of engines (:mod:`orchestrator.services.engines`): the
+A run may use a pool of engines (:mod:`orchestrator.services.sides.pool`): the
 properties are cut into batches (:func:`orchestrator.core.pool.plan_batches`), both
-sides of a batch run on one engine, and :mod:`orchestrator.services.dispatch` runs the
+sides of a batch run on one engine, and :mod:`orchestrator.services.sides.dispatch` runs the
 batches on the engines' lanes and queues again, once, what an engine that went away
 did not finish. Without a pool the run is one batch on one engine.
 
@@ -73,9 +73,12 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import EngineError, InternalError, Interrupted, OrchestratorError, one_line
 from orchestrator.log import get_logger
-from orchestrator.services.collection import collect_tests
-from orchestrator.services.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
-from orchestrator.services.engines import (
+from orchestrator.services.interrupts import DeferredSignals, terminate_as_interrupt
+from orchestrator.services.sides.collection import collect_tests
+from orchestrator.services.sides.container import run_one_container
+from orchestrator.services.sides.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
+from orchestrator.services.sides.outcome import AttemptRecord, SidesOutcome, outcome
+from orchestrator.services.sides.pool import (
     Pool,
     open_backend,
     probe_package,
@@ -83,10 +86,7 @@ from orchestrator.services.engines import (
     sweep,
     write_tar,
 )
-from orchestrator.services.interrupts import DeferredSignals, terminate_as_interrupt
-from orchestrator.services.run_container import run_one_container
-from orchestrator.services.side_outcome import AttemptRecord, SidesOutcome, outcome
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.side_run import (
     SideWorkspace,
     import_roots,
     interpreter_of,
@@ -94,7 +94,7 @@ from orchestrator.services.side_runner import (
     planned_pythonpath,
     validate_plan,
 )
-from orchestrator.services.warm import Exported, WarmPool
+from orchestrator.services.sides.warm import Exported, WarmPool
 
 if TYPE_CHECKING:
     from orchestrator.services.evidence_reuse import SideReuse
@@ -142,7 +142,7 @@ class SideInternalError(InternalError):
 @dataclass
 class SidesRun:
     """Shared state of one run_sides call (each of its containers is run by
-    ``run_container.run_one_container`` with it)."""
+    ``container.run_one_container`` with it)."""
 
     plan: ReplayPlan
     sides: tuple[SideSpec, ...]
@@ -429,7 +429,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     properties already cut (default: :func:`~orchestrator.core.pool.plan_batches` by the
     pool's durations).
 
-    ``warm`` joins the two phases of a screening (:mod:`orchestrator.services.warm`): the
+    ``warm`` joins the two phases of a screening (:mod:`orchestrator.services.sides.warm`): the
     first call keeps its inputs there, and its containers whose exec ended well; the
     second runs its batches in those of the same side and engine (fresh ones where there
     is none, or it no longer runs) and exports and stages nothing again. The pool removes

@@ -37,12 +37,12 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import CapError
 from orchestrator.log import get_logger
-from orchestrator.services.engines import (
+from orchestrator.services.sides.pool import (
     Pool,
     probe_package,
     write_tar,
 )
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
     SideWorkspace,
