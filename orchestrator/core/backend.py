@@ -103,6 +103,7 @@ class ImageFacts:
 
     id: str
     repo_digests: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -241,6 +242,8 @@ class Backend(Protocol):
     - ``sweep``: remove the leftovers (containers, volumes) of this host's dead runs,
       by their owner labels; return what went.
     - ``resolve_image`` pins a tag or ID (never pulls: ``ImageNotFoundError``);
+      ``images_labelled`` lists the images carrying a label (``key`` or ``key=value``),
+      newest first;
       ``hold_image`` makes this backend hold the image the run pinned on ``source``
       (shipping it; ``EngineRefused`` when its tag names another image).
     - ``answers``, ``cpus``: is it there, how many CPUs it gives containers.
@@ -264,6 +267,8 @@ class Backend(Protocol):
     def sweep(self, host: str) -> list[str]: ...
 
     def resolve_image(self, ref: str) -> ImageFacts: ...
+
+    def images_labelled(self, label: str) -> list[ImageFacts]: ...
 
     def hold_image(self, image_id: str, ref: str, source: Backend) -> None: ...
 

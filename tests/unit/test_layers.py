@@ -185,8 +185,8 @@ def test_the_allow_list_refuses_a_command_that_opens_the_ledger_or_runs_git() ->
 
 # The pool builds the backends (the Docker one, Podman through it): the one module of the
 # services that runs sides through the Docker adapter. Images are Docker images: building
-# them, finding the project images a run may use, and the engine's own diagnosis stay on
-# the adapter (docs/architecture.md, "Adding a backend").
+# them, and the engine's own diagnosis (doctor), stay on the adapter (docs/architecture.md,
+# "Adding a backend").
 DOCKER_ADAPTER_USERS = {
     "services/sides/pool.py": "the pool: it constructs the backends",
     "services/engine_client.py": "the image commands' client (image build, image list)",
@@ -194,7 +194,6 @@ DOCKER_ADAPTER_USERS = {
     "services/image_wheels.py": "image build: the wheels stage",
     "services/image_reuse.py": "image build: an image already made for the inputs",
     "services/runner_image.py": "image runner: the runner image",
-    "services/project_config.py": "the project images image build made, by label",
     "services/doctor.py": "doctor: the Docker engine's own facts",
 }
 

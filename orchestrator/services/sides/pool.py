@@ -159,8 +159,10 @@ class DockerEngine:
         return docker_adapter.engine_cpus(self.client)
 
     def resolve_image(self, ref: str) -> ImageFacts:
-        pin = docker_adapter.resolve_image(self.client, ref)
-        return ImageFacts(id=pin.id, repo_digests=pin.repo_digests, labels=dict(pin.labels))
+        return _facts(docker_adapter.resolve_image(self.client, ref))
+
+    def images_labelled(self, label: str) -> list[ImageFacts]:
+        return [_facts(pin) for pin in docker_adapter.images_labelled(self.client, label)]
 
     def container(
         self,
@@ -264,6 +266,10 @@ class DockerEngine:
             )
 
 
+def _facts(pin: docker_adapter.ImagePin) -> ImageFacts:
+    return ImageFacts(id=pin.id, repo_digests=pin.repo_digests, tags=pin.tags, labels=pin.labels)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Absent:
     """An engine named with ``--engine`` that did not answer when the run started."""
@@ -316,14 +322,18 @@ def single_pool(backend: Backend, *, runner_id: str) -> Pool:
 
 @contextlib.contextmanager
 def open_backend(
-    env: Mapping[str, str], *, runner_id: str = "", slots: int = 2
+    env: Mapping[str, str], *, url: str | None = None, runner_id: str = "", slots: int = 2
 ) -> Iterator[Backend]:
-    """The one engine at ``DOCKER_HOST`` (else the local socket) as a backend, for a
-    command's whole run (one that does not answer is ``EngineUnavailableError``, exit 3),
-    closed when the block ends."""
-    url = docker_adapter.engine_url(env)
+    """The one engine at ``url`` (default: ``DOCKER_HOST``, else the local socket) as a
+    backend, for a command's whole run (one that does not answer is
+    ``EngineUnavailableError``, exit 3), closed when the block ends."""
+    client = docker_adapter.connect(env, url=url)
     engine = DockerEngine(
-        index=0, url=url, runner_id=runner_id, client=docker_adapter.connect(env), slots=slots
+        index=0,
+        url=url or docker_adapter.engine_url(env),
+        runner_id=runner_id,
+        client=client,
+        slots=slots,
     )
     try:
         yield engine
