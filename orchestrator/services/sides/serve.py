@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
+from orchestrator import interrupts
 from orchestrator.adapters.job_channel import CLOSED, FILES, TIMED_OUT, JobChannel, Received
 from orchestrator.adapters.owners import Owner
 from orchestrator.core import replay_env
@@ -190,7 +191,8 @@ class WarmContainer:
                 writable_tree=plan.writable_tree,
             ),
         )
-        container = stack.enter_context(SideRun(self.backend, job)).container
+        with interrupts.shielded():  # its removal registered before a signal can land
+            container = stack.enter_context(SideRun(self.backend, job)).container
         self._container = container
         follower = container.follow_logs(self._tail)
 

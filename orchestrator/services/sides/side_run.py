@@ -112,7 +112,15 @@ class SideRun:
         self._container: SideContainer | None = None
 
     def __enter__(self) -> SideRun:
-        self._container = self._stack.enter_context(self._made)
+        # Started and registered for removal as one step (as a ``with`` statement does):
+        # a signal in between would leave a running container nothing removes until the
+        # next run's sweep. One that came meanwhile is raised here, and removes it.
+        try:
+            with interrupts.shielded():
+                self._container = self._stack.enter_context(self._made)
+        except BaseException:
+            self._stack.close()
+            raise
         return self
 
     def __exit__(
