@@ -113,8 +113,8 @@ def install_fakes(all_ids: list[str]) -> None:
     """Every container's run is replaced by the results the suite's probe would give."""
     from orchestrator.adapters.results import ResultsRead, replay_file_name
     from orchestrator.core.labels import ContainerFacts
-    from orchestrator.services import run_container
-    from orchestrator.services.warm import Parked
+    from orchestrator.services.sides import container as run_container
+    from orchestrator.services.sides.warm import Parked
 
     def results(run: Any, side: str, command: Any, numbers: tuple[int, ...], tail: Any) -> Any:
         args = list(command)

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fixtures.build_example import ROLE_PROPERTY, build_example, wide_user  # noqa: E402
-from orchestrator.adapters.docker import connect, resolve_image  # noqa: E402
+from orchestrator.core.backend import Backend  # noqa: E402
 from orchestrator.core.digest import canonical_json  # noqa: E402
 from orchestrator.log import configure  # noqa: E402
 from orchestrator.services.shrink import (  # noqa: E402
@@ -40,6 +40,7 @@ from orchestrator.services.shrink import (  # noqa: E402
     plan_test_shrink,
     shrink_test,
 )
+from orchestrator.services.sides.pool import open_backend  # noqa: E402
 
 SIZES = (50, 200, 800)
 PATCH = "raw-role"
@@ -55,13 +56,13 @@ def load() -> str:
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
-def one_shrink(client: Any, repo: Path, rev: str, image: str, keys: int) -> dict[str, Any]:
+def one_shrink(backend: Backend, repo: Path, rev: str, image: str, keys: int) -> dict[str, Any]:
     request = ShrinkTestRequest(
         repo=repo, rev=rev, image=image, test=ROLE_PROPERTY, timeout_s=60, attempts=2
     )
-    plan = plan_test_shrink(request, client=client)
+    plan = plan_test_shrink(request, backend=backend)
     started = time.perf_counter()
-    outcome = shrink_test(plan, wide_user(keys), client=client)
+    outcome = shrink_test(plan, wide_user(keys), backend=backend)
     wall_s = time.perf_counter() - started
     runs = outcome.job_runs
     docs = [run.replay_file.doc or {} for run in runs]
@@ -120,28 +121,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure("console", {}, verbose=False)
 
-    client = connect(os.environ)
-    image = resolve_image(client, args.image).id
-    workdir = Path(tempfile.mkdtemp(prefix="bench-shrink-"))
-    print(f"load before: {load()}")
-    try:
-        repo = build_example(workdir / "example")
-        tree = export(repo.path, repo.rev(PATCH), workdir / "tree")
-        fixture = workdir / "candidate.json"
-        fixture.write_bytes(canonical_json(wide_user(200)))
-        fixture.chmod(0o644)
-        rows = []
-        for keys in SIZES:
-            shrinks = [
-                one_shrink(client, repo.path, repo.rev(PATCH), image, keys)
-                for _ in range(args.rounds)
-            ]
-            docker = docker_run_seconds(image, tree, fixture, args.docker_runs)
-            rows.append((keys, shrinks, docker))
-            print(f"{keys} keys done (load {load()})", file=sys.stderr)
-    finally:
-        client.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with open_backend(os.environ) as backend:
+        image = backend.resolve_image(args.image).id
+        workdir = Path(tempfile.mkdtemp(prefix="bench-shrink-"))
+        print(f"load before: {load()}")
+        try:
+            repo = build_example(workdir / "example")
+            tree = export(repo.path, repo.rev(PATCH), workdir / "tree")
+            fixture = workdir / "candidate.json"
+            fixture.write_bytes(canonical_json(wide_user(200)))
+            fixture.chmod(0o644)
+            rows = []
+            for keys in SIZES:
+                shrinks = [
+                    one_shrink(backend, repo.path, repo.rev(PATCH), image, keys)
+                    for _ in range(args.rounds)
+                ]
+                docker = docker_run_seconds(image, tree, fixture, args.docker_runs)
+                rows.append((keys, shrinks, docker))
+                print(f"{keys} keys done (load {load()})", file=sys.stderr)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     print()
     print(

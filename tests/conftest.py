@@ -102,6 +102,18 @@ def docker_client() -> Iterator[Any]:
     client.close()
 
 
+@pytest.fixture
+def docker_backend(docker_client: Any) -> Any:
+    """That engine as a backend of the seam (orchestrator.core.backend.Backend), on the
+    session's client (which outlives it)."""
+    from orchestrator.adapters.docker import engine_url
+    from orchestrator.services.sides.pool import DockerEngine
+
+    return DockerEngine(
+        index=0, url=engine_url(os.environ), runner_id="", client=docker_client, slots=2
+    )
+
+
 @pytest.fixture(scope="session")
 def runner_image_id(docker_client: Any) -> str:
     """The ID (sha256:...) of orchestrator-runner:latest."""

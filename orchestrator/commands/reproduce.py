@@ -44,9 +44,9 @@ def reproduce(*, recorded: RecordedReplay, session: Session) -> None:
     """
     from orchestrator.commands._command_arguments import ReproduceArguments
     from orchestrator.core.reproduce import Mode
-    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.reproduce import prepare
     from orchestrator.services.reproduce import reproduce as run_again
+    from orchestrator.services.sides.pool import open_backend
 
     arguments = ReproduceArguments(recorded=recorded, session=session)
     arguments.validate()
@@ -58,10 +58,10 @@ def reproduce(*, recorded: RecordedReplay, session: Session) -> None:
     # command in a CI log, however the chunks cut it.
     guard = CommandGuard()
     try:
-        with engine_client(os.environ) as client:
+        with open_backend(os.environ) as backend:
             results = run_again(
                 prepared,
-                client=client,
+                backend=backend,
                 on_output=lambda chunk: _write_output(guard.feed(chunk)),
                 on_note=_note,
             )

@@ -159,16 +159,16 @@ def shrink(
 
 def _shrink_test(ctx: typer.Context, request: ShrinkTestRequest, payload: Any) -> ShrinkReport:
     from orchestrator import log
-    from orchestrator.services.engine_client import engine_client
     from orchestrator.services.shrink import plan_test_shrink, shrink_test
+    from orchestrator.services.sides.pool import open_backend
 
     logger = log.get_logger("orchestrator.shrink")
-    with engine_client(os.environ) as client:
-        plan = plan_test_shrink(request, client=client)
+    with open_backend(os.environ) as backend:
+        plan = plan_test_shrink(request, backend=backend)
         logger.info("shrink.planned", test=request.test, rev=plan.rev, image_id=plan.image_id)
         json_logs = bool(getattr(ctx.obj, "json_logs", False))
         with _progress(json_logs, logger) as progress:
-            outcome = shrink_test(plan, payload, client=client, progress=progress)
+            outcome = shrink_test(plan, payload, backend=backend, progress=progress)
     return outcome.report
 
 

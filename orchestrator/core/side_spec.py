@@ -6,7 +6,7 @@ command, fixture and seed. From these follow, without touching an engine, each
 container's command line, environment, paths, deadline and name, the command that
 collects a side's tests, and the labels of what came back
 (:mod:`orchestrator.core.labels`). The services that run the containers
-(:mod:`orchestrator.services.side_runner`) only carry these out.
+(:mod:`orchestrator.services.sides.side_run`) only carry these out.
 """
 
 from __future__ import annotations

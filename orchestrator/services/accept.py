@@ -45,8 +45,7 @@ from orchestrator.services.tests_from import (
 )
 
 if TYPE_CHECKING:
-    from docker import DockerClient
-
+    from orchestrator.core.backend import Backend
     from orchestrator.services.sides import Progress
 
 log = get_logger(__name__)
@@ -302,19 +301,20 @@ def _plan_overlay(
 def _replay(
     plan: AcceptPlan,
     *,
-    client: DockerClient | None,
+    backend: Backend | None,
     progress: Progress | None,
 ) -> tuple[str, dict[str, tuple[Replay, ...]]]:
     """Both sides at once, same image ID; returns the image ID and the labels per side."""
-    from orchestrator.adapters.docker import connect, resolve_image
     from orchestrator.services.sides import ReplayPlan, SideSpec, run_sides
+    from orchestrator.services.sides.pool import open_backend
 
-    options = plan.options
-    if client is None:
+    if backend is None:
         import os
 
-        client = connect(os.environ)
-    image = resolve_image(client, options.image)
+        with open_backend(os.environ) as opened:
+            return _replay(plan, backend=opened, progress=progress)
+    options = plan.options
+    image = backend.resolve_image(options.image)
     replay_plan = ReplayPlan(
         image_id=image.id,
         pytest_args=("-q",),
@@ -341,7 +341,7 @@ def _replay(
             tests=None if overlay is None else overlay.side(MUTANT),
         ),
     ]
-    labelled = run_sides(replay_plan, sides, client=client, progress=progress).labelled
+    labelled = run_sides(replay_plan, sides, backend=backend, progress=progress).labelled
     return image.id, {
         side: labelled.get(side, {}).get(options.property_id, ()) for side in (UNMUTATED, MUTANT)
     }
@@ -367,7 +367,7 @@ def accept(
     *,
     ledger_url: str,
     now: datetime,
-    client: DockerClient | None = None,
+    backend: Backend | None = None,
     progress: Progress | None = None,
 ) -> AcceptResult:
     """Plan, check, replay, judge; append one ACCEPT event. Bad input raises before any event."""
@@ -376,7 +376,7 @@ def accept(
     plan = plan_accept(options)
     # Opened before any container starts: a ledger that cannot record the outcome fails fast.
     with Ledger.open(ledger_url) as ledger:
-        result = check_property(plan, client=client, progress=progress)
+        result = check_property(plan, backend=backend, progress=progress)
         event_id = ledger.append_event(
             Event(
                 id=None,
@@ -393,7 +393,7 @@ def accept(
 def check_property(
     plan: AcceptPlan,
     *,
-    client: DockerClient | None = None,
+    backend: Backend | None = None,
     progress: Progress | None = None,
 ) -> AcceptResult:
     """The static checks, then (only when they pass) both replays and the verdict."""
@@ -413,7 +413,7 @@ def check_property(
     replays: dict[str, tuple[Replay, ...]] = {}
     infra_reason: str | None = None
     try:
-        image_id, replays = _replay(plan, client=client, progress=progress)
+        image_id, replays = _replay(plan, backend=backend, progress=progress)
     except InfrastructureError as error:
         # The machinery failed: an outcome too (never an acceptance), so it is recorded.
         infra_reason = str(error)

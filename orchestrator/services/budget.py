@@ -63,10 +63,10 @@ def run_budget(
 
     The freeze opens when the samples are in: ``clock`` is read after sampling.
     """
-    from orchestrator.adapters.docker import connect, resolve_image
     from orchestrator.adapters.git import resolve_rev
     from orchestrator.core.bounds import MAX_REPLAYS, count_problem
     from orchestrator.files import parse_json, read_bytes
+    from orchestrator.services.sides.pool import open_backend
     from orchestrator.services.thaw import Probe, run_check
 
     problem = count_problem("--samples", options.samples, maximum=MAX_REPLAYS, minimum=5)
@@ -79,9 +79,8 @@ def run_budget(
         payload = parse_json(fixture_bytes, str(options.fixture))
     repo = options.repo.resolve()
     sha = resolve_rev(repo, options.rev)
-    client = connect(env)
-    try:
-        image_id = resolve_image(client, options.image).id
+    with open_backend(env) as backend:
+        image_id = backend.resolve_image(options.image).id
         probe = Probe(
             repo=repo,
             rev=sha,
@@ -96,10 +95,8 @@ def run_budget(
             command=options.command,
             fixture_bytes=fixture_bytes,
             seed=0,
-            client=client,
+            backend=backend,
         )
-    finally:
-        client.close()
     sampled = BudgetSamples(
         property_id=options.property_id,
         rev=sha,

@@ -58,12 +58,12 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import OrchestratorError, one_line
 from orchestrator.log import get_logger
 from orchestrator.services import run_writer
-from orchestrator.services.side_runner import plan_limits, writable_tree_tmpfs
+from orchestrator.services.sides.side_run import plan_limits, writable_tree_tmpfs
 
 if TYPE_CHECKING:
+    from orchestrator.core.backend import Backend
     from orchestrator.core.pool import Batch
     from orchestrator.core.test_files import TestOverlay
-    from orchestrator.services.engines import DockerEngine
     from orchestrator.services.sides import SidesRun
 
 log = get_logger(__name__)
@@ -145,7 +145,7 @@ class SideReuse:
     def take(
         self,
         run: SidesRun,
-        engine: DockerEngine,
+        engine: Backend,
         batch: Batch,
         side: SideSpec,
         pythonpath: Sequence[str],
@@ -297,7 +297,7 @@ class SideReuse:
     def key_of(
         self,
         run: SidesRun,
-        engine: DockerEngine,
+        engine: Backend,
         batch: Batch,
         side: SideSpec,
         pythonpath: Sequence[str],

@@ -105,13 +105,10 @@ def default_image(
         return RUNNER_LATEST
     from packaging.utils import canonicalize_name
 
-    from orchestrator.adapters import docker as docker_adapter
+    from orchestrator.services.sides.pool import open_backend
 
-    client = docker_adapter.connect(env, url=url)
-    try:
-        images = docker_adapter.images_labelled(client, f"{LABEL_PROJECT_IMAGE}=1")
-    finally:
-        client.close()
+    with open_backend(env, url=url) as backend:
+        images = backend.images_labelled(f"{LABEL_PROJECT_IMAGE}=1")
     wanted = canonicalize_name(project)
     for pin in images:  # newest first
         named = pin.labels.get(LABEL_PROJECT) or ""

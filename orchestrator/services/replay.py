@@ -51,7 +51,6 @@ from orchestrator.core.screening import (
 from orchestrator.errors import InputError, Interrupted
 from orchestrator.log import get_logger
 from orchestrator.model import Decision
-from orchestrator.services.engines import Pool, open_pool
 from orchestrator.services.evidence_reuse import SideReuse, plan_reuse
 from orchestrator.services.evidence_rounds import gather_evidence
 from orchestrator.services.oracle import (
@@ -79,7 +78,8 @@ from orchestrator.services.sides import (
     SidesOutcome,
     run_sides,
 )
-from orchestrator.services.warm import WarmPool
+from orchestrator.services.sides.pool import Pool, open_pool
+from orchestrator.services.sides.warm import WarmPool
 
 if TYPE_CHECKING:
     from orchestrator.services.replay_shrink import ShrinkingReplay
@@ -358,7 +358,7 @@ def _replay_planned(
 
     shrunk = shrink_phase(
         wide,
-        client=pool.first.client,
+        backend=pool.first,
         ledger=ledger,
         replay=replay_minimal,
         progress=shrink_progress,

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import files
 from orchestrator.adapters import git as git_adapter
-from orchestrator.adapters.docker import engine_cpus, resolve_image
 from orchestrator.core.digest import NULL_DIGEST, canonical_json, digest
 from orchestrator.core.evidence import parse_shrink_report
 from orchestrator.core.neutralise import Neutralisation, installed_from_packages, side_config
@@ -51,7 +50,6 @@ from orchestrator.model import ShrinkSummary
 from orchestrator.probe import PROBE_VERSION
 from orchestrator.services import durations as durations_store
 from orchestrator.services import run_writer
-from orchestrator.services.engines import Pool
 from orchestrator.services.oracle import (
     property_oracles,
 )
@@ -66,6 +64,7 @@ from orchestrator.services.sides import (
     planned_pythonpath,
     side_pythonpath,
 )
+from orchestrator.services.sides.pool import Pool
 
 if TYPE_CHECKING:
     from orchestrator.core.test_files import TestOverlay
@@ -181,7 +180,7 @@ def plan_replay(
             repo, base_rev, patch_rev, options.property_ids, overlay=tests.overlay
         )
     # ImageNotFoundError: exit 3, never a pull. The first engine pins the ID.
-    image = resolve_image(pool.first.client, options.image)
+    image = pool.first.resolve_image(options.image)
     side_paths = {
         side: planned_pythonpath(repo, rev, options.pythonpath)
         for side, rev in ((BASE, base_rev), (PATCH, patch_rev))
@@ -287,7 +286,7 @@ def plan_scheduling(
     (the one record of durations: workers split by it, and batches and shards are cut and
     ordered by it)."""
     first = pool.first
-    cpus = engine_cpus(first.client)
+    cpus = first.cpus()
     key = durations_store.repository_key(repo, base_rev)
     store = durations_store.store_path(root, key).resolve()
     return Scheduling(

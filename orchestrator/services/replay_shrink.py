@@ -54,8 +54,7 @@ from orchestrator.services.shrink import (
 from orchestrator.services.sides import pytest_arguments
 
 if TYPE_CHECKING:
-    from docker import DockerClient
-
+    from orchestrator.core.backend import Backend
     from orchestrator.core.shrink import ShrinkReport
     from orchestrator.services.replay import ReplayOutcome
 
@@ -146,7 +145,7 @@ def shrink_plan(wide: ReplayOutcome, test: str) -> ShrinkTestPlan:
 def shrink_phase(
     wide: ReplayOutcome,
     *,
-    client: DockerClient,
+    backend: Backend,
     ledger: LedgerRequest | None,
     replay: Callable[[ReplayOptions, str], ReplayOutcome],
     progress: CandidateProgress | None = None,
@@ -170,7 +169,7 @@ def shrink_phase(
         shrunk = shrink_test(
             plan,
             files.read_json(str(run_dir / FIXTURE_ORIGIN)),
-            client=client,
+            backend=backend,
             run_id=f"{run_id}-shrink",
             progress=progress,
         )

@@ -10,7 +10,7 @@ for each chosen side in turn:
 
 - exports the pinned revision with the run's ``--tests-from`` overlay, if any;
 - builds the container with the same builder ``replay`` uses
-  (:func:`orchestrator.services.side_runner.side_job`): image, mounts, the
+  (:func:`orchestrator.services.sides.side_run.side_job`): image, mounts, the
   replay's environment, limits, no network; its main process idles;
 - runs the probe's driver in it (``docker exec``) for one replay with the seed of replay
   N, pytest handed the property alone and ``--attach``, so pytest's own output streams
@@ -31,16 +31,17 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator import files
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import terminal
+from orchestrator.adapters.owners import Owner
 from orchestrator.adapters.results import (
     ResultsRead,
     replay_file_from,
 )
+from orchestrator.core.backend import Backend, Exit, SideContainer
 from orchestrator.core.digest import digest
 from orchestrator.core.evidence import parse_evidence
 from orchestrator.core.labels import ContainerFacts, label_replay
@@ -78,20 +79,15 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import ImageNotFoundError, InputError, Interrupted, SchemaError
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
-from orchestrator.services.docker_sides import DockerSides
 from orchestrator.services.interrupts import terminate_as_interrupt
 from orchestrator.services.run_folders import read_documents
-from orchestrator.services.side_runner import (
-    SideContainer,
+from orchestrator.services.sides.pool import sweep
+from orchestrator.services.sides.side_run import (
+    SideRun,
     SideWorkspace,
-    read_back,
-    run_side,
     side_job,
     side_mounts,
 )
-
-if TYPE_CHECKING:
-    from docker import DockerClient
 
 log = get_logger(__name__)
 
@@ -268,10 +264,10 @@ def prepare(request: ReproduceRequest) -> Prepared:
     return Prepared(plan=plan, repo=repo, fixture_bytes=fixture_bytes)
 
 
-def pin_image(client: DockerClient, run: RecordedRun) -> None:
+def pin_image(backend: Backend, run: RecordedRun) -> None:
     """The run's image, by its ID, must still be on the engine (exit 3; never pulled)."""
     try:
-        docker_adapter.resolve_image(client, run.image_id)
+        backend.resolve_image(run.image_id)
     except ImageNotFoundError:
         named = f" ({run.image_ref})" if run.image_ref and run.image_ref != run.image_id else ""
         raise ImageNotFoundError(
@@ -353,17 +349,16 @@ def shell_preparation(sides_plan: ReplayPlan) -> list[str]:
 def reproduce(
     prepared: Prepared,
     *,
-    client: DockerClient,
+    backend: Backend,
     on_output: Callable[[bytes], None],
     on_note: Callable[[str], None],
     user: UserTerminal | None = None,
 ) -> tuple[SideResult, ...]:
     """Run each chosen side's replay once, one side after the other."""
     plan = prepared.plan
-    pin_image(client, plan.run)
-    owner = docker_adapter.Owner.current(plan.run.run_id)
-    docker_adapter.sweep_leftovers(client, host=owner.host)
-    git_adapter.sweep_scratch()
+    pin_image(backend, plan.run)
+    owner = Owner.current(plan.run.run_id)
+    sweep((backend,), owner.host)
     if plan.run.probe_version and plan.run.probe_version != _probe_version():
         log.warning(
             "reproduce.probe_version",
@@ -379,7 +374,7 @@ def reproduce(
                     _reproduce_side(
                         prepared,
                         side,
-                        client=client,
+                        backend=backend,
                         owner=owner,
                         on_output=on_output,
                         on_note=on_note,
@@ -402,8 +397,8 @@ def _reproduce_side(
     prepared: Prepared,
     side: SideReplay,
     *,
-    client: DockerClient,
-    owner: docker_adapter.Owner,
+    backend: Backend,
+    owner: Owner,
     on_output: Callable[[bytes], None],
     on_note: Callable[[str], None],
     user: UserTerminal,
@@ -451,9 +446,9 @@ def _reproduce_side(
                 output.append(chunk)
             on_output(chunk)
 
-        with run_side(job, DockerSides(client), keep=keep) as container:
+        with SideRun(backend, job, keep=keep) as side_run:
             exit_ = _run_replay(
-                container,
+                side_run.container,
                 plan=plan,
                 side=side,
                 sides_plan=sides_plan,
@@ -461,9 +456,7 @@ def _reproduce_side(
                 on_note=on_note,
                 user=user,
             )
-            facts, read = read_back(
-                container, exit_, interpreter=sides_plan.interpreter or INTERPRETER
-            )
+            facts, read = side_run.read(exit_, interpreter=sides_plan.interpreter or INTERPRETER)
         observed = _label(read, facts, plan, side)
         kept = None
         if keep:
@@ -489,7 +482,7 @@ def _run_replay(
     tee: Callable[[bytes], None],
     on_note: Callable[[str], None],
     user: UserTerminal,
-) -> docker_adapter.Exit:
+) -> Exit:
     """The replay in the container: streamed out, on the user's terminal (``--pdb``), or
     a shell there instead (``--shell``)."""
     driver, alone = commands_for(plan, side)
@@ -521,9 +514,7 @@ def _run_replay(
         )
     finally:
         session.close()
-    return docker_adapter.Exit(
-        status_code=session.exit_code(), killed_at_deadline=False, cancelled=False
-    )
+    return Exit(status_code=session.exit_code(), killed_at_deadline=False, cancelled=False)
 
 
 def _label(

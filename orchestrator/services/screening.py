@@ -1,7 +1,7 @@
 """Screening: every property K times per side first, then only the properties with
 signal until they have N (:mod:`orchestrator.core.screening`), one ``run_sides`` call
 per phase, each property's second phase on the engine of its first, in the first
-phase's containers (:mod:`orchestrator.services.warm`); the properties without signal
+phase's containers (:mod:`orchestrator.services.sides.warm`); the properties without signal
 are decided while the others replay."""
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from orchestrator.core.screening import (
 )
 from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
-from orchestrator.services.engines import Pool
 from orchestrator.services.oracle import (
     Sources,
     compare_inputs,
@@ -60,7 +59,8 @@ from orchestrator.services.sides import (
     SideSpec,
     run_sides,
 )
-from orchestrator.services.warm import WarmPool
+from orchestrator.services.sides.pool import Pool
+from orchestrator.services.sides.warm import WarmPool
 
 if TYPE_CHECKING:
     from orchestrator.services.evidence_reuse import SideReuse

@@ -2,7 +2,7 @@
 
 Plan first (:func:`plan_test_shrink`: the node id, the revision pinned to its SHA, the
 image to its ID, nothing started), then :func:`shrink_test`: one warm container
-(:class:`orchestrator.services.serve.WarmContainer`) runs the test on every candidate
+(:class:`orchestrator.services.sides.serve.WarmContainer`) runs the test on every candidate
 the deterministic shrinker (:mod:`orchestrator.core.shrink`) asks about, each in a fresh
 pytest session forked from a driver that imported pytest once.
 
@@ -37,13 +37,12 @@ from orchestrator.core.side_spec import ReplayPlan, SideSpec, pytest_arguments
 from orchestrator.errors import InputError, PropertyDoesNotFailError, ShrinkStoppedError
 from orchestrator.log import get_logger
 from orchestrator.services.interrupts import terminate_as_interrupt
-from orchestrator.services.serve import JobRun, WarmContainer
 from orchestrator.services.sides import new_run_id
+from orchestrator.services.sides.serve import JobRun, WarmContainer
 from orchestrator.services.tests_from import plan_test_overlay, resolve_tests_from
 
 if TYPE_CHECKING:
-    from docker import DockerClient
-
+    from orchestrator.core.backend import Backend
     from orchestrator.core.test_files import SideOverlay
 
 log = get_logger(__name__)
@@ -125,11 +124,9 @@ def validate_request(request: ShrinkTestRequest) -> None:
         raise InputError("--tests-from needs a revision")
 
 
-def plan_test_shrink(request: ShrinkTestRequest, *, client: DockerClient) -> ShrinkTestPlan:
+def plan_test_shrink(request: ShrinkTestRequest, *, backend: Backend) -> ShrinkTestPlan:
     """Pin the revision, the ``--tests-from`` overlay and the image; check the test file
     exists where the test will come from."""
-    from orchestrator.adapters.docker import resolve_image
-
     validate_request(request)
     repo = request.repo.resolve()
     rev = git_adapter.resolve_rev(repo, request.rev)
@@ -151,7 +148,7 @@ def plan_test_shrink(request: ShrinkTestRequest, *, client: DockerClient) -> Shr
     test_file = split_node_id(request.test).path
     if git_adapter.read_blobs(repo, tests_rev, [test_file])[test_file] is None:
         raise InputError(f"--test {request.test!r}: no file {test_file} at {tests_rev[:12]}")
-    image = resolve_image(client, request.image)  # never pulled: exit 3 when absent
+    image = backend.resolve_image(request.image)  # never pulled: exit 3 when absent
     args = pytest_arguments(
         pytest_args(request.command, (request.test,)), (request.test,), seed=request.seed
     )
@@ -250,7 +247,7 @@ def shrink_test(
     plan: ShrinkTestPlan,
     payload: Any,
     *,
-    client: DockerClient,
+    backend: Backend,
     run_id: str | None = None,
     progress: CandidateProgress | None = None,
 ) -> ShrinkTestOutcome:
@@ -275,7 +272,7 @@ def shrink_test(
     with (
         terminate_as_interrupt(),
         WarmContainer(
-            plan.replay_plan(), side, client=client, run_id=run_id or new_run_id()
+            plan.replay_plan(), side, backend=backend, run_id=run_id or new_run_id()
         ) as warm,
     ):
         log.info(

@@ -34,7 +34,7 @@ from orchestrator.errors import ImageNotFoundError, InputError
 from orchestrator.log import get_logger
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from orchestrator.core.backend import Backend
 
 log = get_logger(__name__)
 
@@ -65,7 +65,7 @@ def run_check(
     command: str,
     fixture_bytes: bytes | None,
     seed: int,
-    client: DockerClient,
+    backend: Backend,
 ) -> tuple[model.Replay, ...]:
     """Replay one property ``probe.replays`` times on one revision; returns its replays."""
     from orchestrator.adapters import git as git_adapter
@@ -93,7 +93,7 @@ def run_check(
             runner_id=probe.runner_id,
         )
         side = SideSpec(name="probe", repo=probe.repo, rev=probe.rev)
-        result = run_sides(plan, [side], client=client).labelled
+        result = run_sides(plan, [side], backend=backend).labelled
     return result["probe"].get(property_id, ())
 
 
@@ -157,9 +157,9 @@ class ThawOptions:
 
 
 def _probe_one(
-    row: FreezeRow, options: ThawOptions, client: DockerClient
+    row: FreezeRow, options: ThawOptions, backend: Backend
 ) -> tuple[Verdict, tuple[str, ...], tuple[float, ...]]:
-    from orchestrator.adapters.docker import RUNNER_IMAGE, resolve_image
+    from orchestrator.services.image import RUNNER_IMAGE
 
     record = row.record
     if row.kind is model.FreezeKind.FLAKE:
@@ -167,7 +167,7 @@ def _probe_one(
     else:
         image_ref = options.image or RUNNER_IMAGE
     try:
-        image_id = resolve_image(client, image_ref).id
+        image_id = backend.resolve_image(image_ref).id
     except ImageNotFoundError as error:
         return Verdict(thawed=False, code="image_not_found", reasons=(str(error),)), (), ()
     probe = Probe(
@@ -187,7 +187,7 @@ def _probe_one(
             command=str(record["command"]),
             fixture_bytes=fixture_to_mount(record.get("fixture_digest"), row.fixture_bytes),
             seed=int(record["seed"]),
-            client=client,
+            backend=backend,
         )
         labels = tuple(r.label for r in replays)
         return flake_thaw_verdict(replays, probe.replays), labels, ()
@@ -197,7 +197,7 @@ def _probe_one(
         command=options.timing_command,
         fixture_bytes=None,
         seed=0,
-        client=client,
+        backend=backend,
     )
     labels = tuple(r.label for r in replays)
     samples = tuple(float(r.duration_ms) for r in replays if r.duration_ms is not None)
@@ -211,7 +211,7 @@ def run_thaw(
     *,
     now: datetime,
     due_within: timedelta,
-    client: DockerClient | None,
+    backend: Backend | None,
 ) -> ThawReport:
     """Claim the due freezes, re-probe each, thaw or mark overdue. Never renews a freeze.
 
@@ -230,29 +230,32 @@ def run_thaw(
     results: list[ThawResult] = []
     pending = {row.id for row in rows}
     try:
-        if rows and client is None:
-            from orchestrator.adapters.docker import connect
+        with contextlib.ExitStack() as stack:  # the engine, once a freeze needs it
+            if rows and backend is None:
+                from orchestrator.services.sides.pool import open_backend
 
-            client = connect(os.environ)
-        for row in rows:
-            assert client is not None
-            verdict, labels, samples = _probe_one(row, options, client)
-            detail: Mapping[str, Any] = {
-                "rev": options.rev,
-                "labels": list(labels),
-                "samples_ms": list(samples),
-                "reasons": list(verdict.reasons),
-                "verdict": verdict.code,
-            }
-            if verdict.thawed:
-                ledger.thaw(row.id, token=token, now=now, detail=detail)
-            else:
-                ledger.mark_overdue(row.id, token=token, now=now, code=verdict.code, detail=detail)
-            pending.discard(row.id)
-            log.info("thaw.result", freeze=row.id, outcome=verdict.code, thawed=verdict.thawed)
-            results.append(
-                ThawResult(freeze=row, verdict=verdict, labels=labels, samples_ms=samples)
-            )
+                backend = stack.enter_context(open_backend(os.environ))
+            for row in rows:
+                assert backend is not None
+                verdict, labels, samples = _probe_one(row, options, backend)
+                detail: Mapping[str, Any] = {
+                    "rev": options.rev,
+                    "labels": list(labels),
+                    "samples_ms": list(samples),
+                    "reasons": list(verdict.reasons),
+                    "verdict": verdict.code,
+                }
+                if verdict.thawed:
+                    ledger.thaw(row.id, token=token, now=now, detail=detail)
+                else:
+                    ledger.mark_overdue(
+                        row.id, token=token, now=now, code=verdict.code, detail=detail
+                    )
+                pending.discard(row.id)
+                log.info("thaw.result", freeze=row.id, outcome=verdict.code, thawed=verdict.thawed)
+                results.append(
+                    ThawResult(freeze=row, verdict=verdict, labels=labels, samples_ms=samples)
+                )
     finally:
         for freeze_id in pending:  # not probed (an error or Ctrl-C): give the row back
             ledger.release(freeze_id, token=token)
@@ -270,7 +273,7 @@ def thaw_due(
     repo = options.repo.resolve()
     options = replace(options, repo=repo, rev=resolve_rev(repo, options.rev))
     with Ledger.open(ledger_url) as store:
-        return run_thaw(store, options, now=now, due_within=due_within, client=None)
+        return run_thaw(store, options, now=now, due_within=due_within, backend=None)
 
 
 def release_dead_claims(

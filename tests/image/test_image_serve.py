@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.services.serve import WarmContainer
 from orchestrator.services.sides import ReplayPlan, SideSpec, new_run_id
+from orchestrator.services.sides.serve import WarmContainer
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TESTS = "tests/test_scratch.py"
 
 
-def test_a_warm_container_serves_jobs_like_a_replay(built, docker_client):
+def test_a_warm_container_serves_jobs_like_a_replay(built, docker_client, docker_backend):
     plan = ReplayPlan(
         image_id=built.image_id,
         pytest_args=("-q",),
@@ -27,7 +27,7 @@ def test_a_warm_container_serves_jobs_like_a_replay(built, docker_client):
         writable_tree=True,
     )
     side = SideSpec(name="patch", repo=built.repo.path, rev=built.repo.base)
-    with WarmContainer(plan, side, client=docker_client, run_id=new_run_id()) as warm:
+    with WarmContainer(plan, side, backend=docker_backend, run_id=new_run_id()) as warm:
         for job in range(2):  # the second job sees a fresh tree again
             for name in (
                 "test_writes_into_its_tree",

@@ -160,7 +160,7 @@ def test_sweep_removes_a_dead_owners_container_and_keeps_a_live_ones(
 
 
 def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
-    docker_client, tmp_path, monkeypatch
+    docker_client, tmp_path, monkeypatch, docker_backend
 ):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
@@ -179,7 +179,7 @@ def test_an_image_gone_before_start_is_harness_error_and_never_pulled(
     )
     specs = [sides.SideSpec(name=n, repo=repo, rev=sha) for n in ("base", "patch")]
     run_id = sides.new_run_id()
-    labelled = sides.run_sides(plan, specs, client=docker_client, run_id=run_id).labelled
+    labelled = sides.run_sides(plan, specs, backend=docker_backend, run_id=run_id).labelled
     for side in ("base", "patch"):
         replays = labelled[side]["tests/test_a.py::test_a"]
         assert [(r.label, r.reason) for r in replays] == [("harness_error", "image_not_found")] * 2
@@ -211,7 +211,7 @@ MUTANT = (
 
 
 def test_a_side_with_a_mutant_runs_the_mutated_sources(
-    docker_client, runner_image_id, tmp_path, monkeypatch
+    docker_client, runner_image_id, tmp_path, monkeypatch, docker_backend
 ):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
@@ -233,7 +233,7 @@ def test_a_side_with_a_mutant_runs_the_mutated_sources(
         sides.SideSpec(name="mutant", repo=repo, rev=sha, mutant=mutant),
     ]
     seen: list[SideProgress] = []
-    labelled = sides.run_sides(plan, specs, client=docker_client, progress=seen.append).labelled
+    labelled = sides.run_sides(plan, specs, backend=docker_backend, progress=seen.append).labelled
     assert [r.label for r in labelled["original"]["tests/test_lib.py::test_double"]] == [
         "assert_pass"
     ] * 2
@@ -257,7 +257,7 @@ def test_a_side_with_a_mutant_runs_the_mutated_sources(
 
 
 def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(
-    docker_client, runner_image_id, tmp_path, monkeypatch
+    docker_client, runner_image_id, tmp_path, monkeypatch, docker_backend
 ):
     from orchestrator.errors import InputError
 
@@ -282,13 +282,13 @@ def test_a_mutant_that_does_not_apply_is_bad_input_and_leaves_nothing(
     ]
     run_id = sides.new_run_id()
     with pytest.raises(InputError, match="does not apply"):
-        sides.run_sides(plan, specs, client=docker_client, run_id=run_id)
+        sides.run_sides(plan, specs, backend=docker_backend, run_id=run_id)
     assert _ours(docker_client, run_id) == []
     assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
 
 
 def test_a_fixture_that_vanished_is_bad_input_at_once(
-    docker_client, runner_image_id, tmp_path, monkeypatch
+    docker_client, runner_image_id, tmp_path, monkeypatch, docker_backend
 ):
     from orchestrator.errors import InputError
 
@@ -311,14 +311,14 @@ def test_a_fixture_that_vanished_is_bad_input_at_once(
     started = time.monotonic()
     with pytest.raises(InputError, match="fixture"):
         sides.run_sides(
-            plan, [sides.SideSpec(name="base", repo=repo, rev=sha)], client=docker_client
+            plan, [sides.SideSpec(name="base", repo=repo, rev=sha)], backend=docker_backend
         )
     assert time.monotonic() - started < 20
     assert [p for p in tmp_path.iterdir() if p.name.startswith("orchestrator-replay-")] == []
 
 
 def test_a_side_that_fails_in_the_tool_is_internal_error_not_docker_api(
-    docker_client, runner_image_id, tmp_path, monkeypatch
+    docker_client, runner_image_id, tmp_path, monkeypatch, docker_backend
 ):
     from orchestrator.errors import ExitCode, InternalError
 
@@ -343,7 +343,7 @@ def test_a_side_that_fails_in_the_tool_is_internal_error_not_docker_api(
     specs = [sides.SideSpec(name=n, repo=repo, rev=sha) for n in ("fine", "broken")]
     run_id = sides.new_run_id()
     with pytest.raises(InternalError) as caught:
-        sides.run_sides(plan, specs, client=docker_client, run_id=run_id, keep_raw=raw)
+        sides.run_sides(plan, specs, backend=docker_backend, run_id=run_id, keep_raw=raw)
     error = caught.value
     assert error.exit_code == ExitCode.UNDECIDED
     assert "\n" not in str(error)

@@ -14,8 +14,8 @@ import pytest
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import Batch, plan_batches
 from orchestrator.errors import EngineError
-from orchestrator.services.dispatch import Dispatched, Dispatcher, SideResults
-from orchestrator.services.engines import EngineRefused
+from orchestrator.services.sides.dispatch import Dispatched, Dispatcher, SideResults
+from orchestrator.services.sides.pool import EngineRefused
 
 SIDES = ("base", "patch")
 PROPS = tuple(f"t.py::test_{n}" for n in range(8))

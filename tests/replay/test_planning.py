@@ -16,8 +16,7 @@ from orchestrator.core.neutralise import neutraliser_args
 from orchestrator.core.replay_run import Pins, ReplayOptions, RunPlan
 from orchestrator.errors import InputError
 from orchestrator.services import replay_plan as service
-from orchestrator.services import side_runner
-from orchestrator.services.docker_sides import docker_config
+from orchestrator.services.sides import side_run
 
 PLAN = sides.ReplayPlan(
     image_id="sha256:" + "a" * 64,
@@ -138,15 +137,15 @@ def test_a_sides_container_mounts_nothing_writable_and_results_go_to_a_capped_tm
     """Every mount of a side's container is read-only: the results folder is a tmpfs
     in the container, and its own process only idles (the driver runs with exec)."""
     writable = sides.ReplayPlan(**{**PLAN.__dict__, "writable_tree": True})
-    job = side_runner.side_job(
+    job = side_run.side_job(
         writable,
         name="orchestrator-x",
         labels={},
-        mounts=side_runner.side_mounts(tmp_path, None, writable_tree=True),
+        mounts=side_run.side_mounts(tmp_path, None, writable_tree=True),
         tree=tmp_path,
         pythonpath=["/src"],
     )
-    config = docker_config(job)
+    config = docker_adapter.job_config(job)
     assert all(mount["mode"] == "ro" for mount in config["volumes"].values())
     assert config["tmpfs"][sides.OUT] == sides.RESULTS_TMPFS
     assert "size=67108864" in sides.RESULTS_TMPFS
@@ -159,7 +158,7 @@ def test_the_writable_tree_tmpfs_is_sized_from_blocks_not_sizes(tmp_path):
     sparse = tmp_path / "sparse.bin"
     with sparse.open("wb") as handle:
         handle.truncate(10 * 1024**3)  # 10 GiB long, no blocks
-    assert side_runner.writable_tree_tmpfs(tmp_path).split(",")[4] == "size=64m"
+    assert side_run.writable_tree_tmpfs(tmp_path).split(",")[4] == "size=64m"
 
 
 def test_isolation_side_is_one_container_container_is_one_per_replay():

@@ -17,8 +17,8 @@ from orchestrator.adapters.results import ResultsRead
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.side_spec import OUT, REWRITE_CACHE, REWRITE_CACHE_NAME
 from orchestrator.services import sides
-from orchestrator.services.run_container import _reusable
-from orchestrator.services.warm import WarmPool
+from orchestrator.services.sides.container import _reusable
+from orchestrator.services.sides.warm import WarmPool
 
 pytestmark = pytest.mark.docker
 
@@ -89,24 +89,26 @@ def _labels(outcome: sides.SidesOutcome, side: str) -> list[str]:
     return [replay.label for replay in outcome.labelled[side][FIRST_IN_CONTAINER]]
 
 
-def _phases(plan, specs, docker_client, warm: WarmPool, run_id: str, *, between=None):
-    first = sides.run_sides(plan, specs, client=docker_client, run_id=run_id, warm=warm)
+def _phases(plan, specs, docker_backend, warm: WarmPool, run_id: str, *, between=None):
+    first = sides.run_sides(plan, specs, backend=docker_backend, run_id=run_id, warm=warm)
     if between is not None:
         between()
     second = sides.run_sides(
-        replace(plan, replays=2), specs, client=docker_client, run_id=run_id, warm=warm
+        replace(plan, replays=2), specs, backend=docker_backend, run_id=run_id, warm=warm
     )
     return first, second
 
 
-def test_the_second_phase_runs_in_the_screening_containers(docker_client, plan, specs, scratch):
+def test_the_second_phase_runs_in_the_screening_containers(
+    docker_client, docker_backend, plan, specs, scratch
+):
     run_id = sides.new_run_id()
     parked: list[str] = []
     with WarmPool() as warm:
         first, second = _phases(
             plan,
             specs,
-            docker_client,
+            docker_backend,
             warm,
             run_id,
             between=lambda: parked.extend(_ours(docker_client, run_id)),
@@ -121,7 +123,9 @@ def test_the_second_phase_runs_in_the_screening_containers(docker_client, plan, 
     assert list(scratch.iterdir()) == []
 
 
-def test_a_kept_container_is_emptied_but_for_its_rewrite_cache(docker_client, plan, specs, scratch):
+def test_a_kept_container_is_emptied_but_for_its_rewrite_cache(
+    docker_client, docker_backend, plan, specs, scratch
+):
     """Between the phases a kept container's results folder holds only the rewritten test
     modules its screening driver left for the second phase's."""
     run_id = sides.new_run_id()
@@ -135,7 +139,7 @@ def test_a_kept_container_is_emptied_but_for_its_rewrite_cache(docker_client, pl
             listed[name] = [*found, *(f"cache:{entry[-5:]}" for entry in cache)]
 
     with WarmPool() as warm:
-        _, second = _phases(plan, specs, docker_client, warm, run_id, between=look)
+        _, second = _phases(plan, specs, docker_backend, warm, run_id, between=look)
     assert len(listed) == 2
     for found in listed.values():
         assert found[0] == REWRITE_CACHE_NAME
@@ -145,7 +149,7 @@ def test_a_kept_container_is_emptied_but_for_its_rewrite_cache(docker_client, pl
         assert _labels(second, side) == ["assert_pass", "assert_pass"]
 
 
-def test_a_container_per_replay_keeps_none(docker_client, plan, specs, scratch):
+def test_a_container_per_replay_keeps_none(docker_client, docker_backend, plan, specs, scratch):
     run_id = sides.new_run_id()
     parked: list[str] = []
     plan = replace(plan, isolation="container")
@@ -153,7 +157,7 @@ def test_a_container_per_replay_keeps_none(docker_client, plan, specs, scratch):
         _, second = _phases(
             plan,
             specs,
-            docker_client,
+            docker_backend,
             warm,
             run_id,
             between=lambda: parked.extend(_ours(docker_client, run_id)),
@@ -165,7 +169,9 @@ def test_a_container_per_replay_keeps_none(docker_client, plan, specs, scratch):
     assert list(scratch.iterdir()) == []
 
 
-def test_a_kept_container_that_died_gives_way_to_a_fresh_one(docker_client, plan, specs, scratch):
+def test_a_kept_container_that_died_gives_way_to_a_fresh_one(
+    docker_client, docker_backend, plan, specs, scratch
+):
     run_id = sides.new_run_id()
 
     def kill_base() -> None:
@@ -173,7 +179,7 @@ def test_a_kept_container_that_died_gives_way_to_a_fresh_one(docker_client, plan
         docker_client.containers.get(base).kill()
 
     with WarmPool() as warm:
-        _, second = _phases(plan, specs, docker_client, warm, run_id, between=kill_base)
+        _, second = _phases(plan, specs, docker_backend, warm, run_id, between=kill_base)
     # The base side's second phase ran in a fresh container (its /tmp fresh again), with
     # the labels of a replay that ran, not of an engine failure; the patch side's in its
     # kept one.
@@ -185,14 +191,14 @@ def test_a_kept_container_that_died_gives_way_to_a_fresh_one(docker_client, plan
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
 def test_nothing_kept_is_left_after_an_interrupt_or_a_failure(
-    docker_client, plan, specs, scratch, signals_kept, error
+    docker_client, plan, specs, scratch, signals_kept, error, docker_backend
 ):
     run_id = sides.new_run_id()
     kept: list[str] = []
 
     def screen_then_fail() -> None:
         with WarmPool() as warm:
-            sides.run_sides(plan, specs, client=docker_client, run_id=run_id, warm=warm)
+            sides.run_sides(plan, specs, backend=docker_backend, run_id=run_id, warm=warm)
             kept.extend(_ours(docker_client, run_id))
             raise error
 

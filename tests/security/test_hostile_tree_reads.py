@@ -1,7 +1,7 @@
 """A pull request's files attack the host's own reads of its exported tree.
 
 ``accept``, ``shrink --test`` and ``thaw`` find a side's import roots in its exported
-tree (``side_runner.tree_pythonpath``). A ``pyproject.toml`` linked to a host file, or a
+tree (``side_run.tree_pythonpath``). A ``pyproject.toml`` linked to a host file, or a
 ``src/`` entry linked out of the tree, must never be followed there: the host file's
 secret never reaches the container's ``PYTHONPATH``, any output, the ledger or a run
 folder, and the link counts as absent (logged). A configuration file over the read cap

@@ -257,7 +257,7 @@ def test_import_roots_read_at_the_revision_and_in_the_tree_agree(tmp_path, host,
     from orchestrator.adapters import git as git_adapter
     from orchestrator.core.project_config import ProjectConfig
     from orchestrator.services.project_config import load_config
-    from orchestrator.services.side_runner import planned_pythonpath, tree_pythonpath
+    from orchestrator.services.sides.side_run import planned_pythonpath, tree_pythonpath
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)

@@ -107,9 +107,11 @@ ALLOWED: dict[str, set[str]] = {
     "commands": COMMON
     | {"commands", "services", "core", "files", "ext:click", "ext:typer", "ext:rich"}
     | {"adapters.ledger_location", "adapters.input_file"},
+    # The SDK's types (DockerClient, under TYPE_CHECKING) and the Docker adapter only where
+    # DOCKER_ADAPTER_USERS says: the others see an engine through the backend seam.
     "services": COMMON
     | {"services", "core", "files", "adapters", "ext:packaging", "ext:matplotlib"}
-    | {"ext:docker"},  # the SDK's types only (DockerClient), under TYPE_CHECKING
+    | {"ext:docker"},
     "adapters": COMMON
     | {"adapters", "core", "files"}
     | {"ext:docker", "ext:requests", "ext:urllib3", "ext:paramiko", "ext:tenacity"}
@@ -177,6 +179,84 @@ def test_the_allow_list_refuses_a_command_that_opens_the_ledger_or_runs_git() ->
         "line 4: git (commands may not import ext:git)",
     ]
     assert refusals("services", imports[:1]) == []
+
+
+# --- the backend seam: who in the services may reach the Docker adapter ----------------
+
+# The pool builds the backends (the Docker one, Podman through it): the one module of the
+# services that runs sides through the Docker adapter. Images are Docker images: building
+# them, and the engine's own diagnosis (doctor), stay on the adapter (docs/architecture.md,
+# "Adding a backend").
+DOCKER_ADAPTER_USERS = {
+    "services/sides/pool.py": "the pool: it constructs the backends",
+    "services/engine_client.py": "the image commands' client (image build, image list)",
+    "services/image.py": "image build",
+    "services/image_wheels.py": "image build: the wheels stage",
+    "services/image_reuse.py": "image build: an image already made for the inputs",
+    "services/runner_image.py": "image runner: the runner image",
+    "services/doctor.py": "doctor: the Docker engine's own facts",
+}
+
+
+def docker_adapter_imports(imports: list[tuple[int, str]]) -> list[str]:
+    """Where a module imports the Docker adapter (or the SDK itself), of its ``imports``."""
+    return [
+        f"line {line}: {name}"
+        for line, name in imports
+        if name.startswith("orchestrator.adapters.docker") or name.split(".")[0] == "docker"
+    ]
+
+
+SERVICES = sorted((PACKAGE / "services").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SERVICES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_services_reach_the_docker_adapter_only_through_the_pool(path: Path) -> None:
+    name = str(path.relative_to(PACKAGE))
+    found = docker_adapter_imports(all_imports_of(path))
+    if name in DOCKER_ADAPTER_USERS:
+        assert found, f"{name} no longer imports the Docker adapter: drop it from the list"
+        return
+    assert not found, "\n".join(
+        [*found, "(a backend's method, orchestrator.core.backend, does this)"]
+    )
+
+
+def test_the_seam_check_sees_the_docker_adapter() -> None:
+    imports = [
+        (1, "orchestrator.adapters"),
+        (1, "orchestrator.adapters.docker"),
+        (2, "orchestrator.adapters.docker.connect"),
+        (3, "orchestrator.core.backend.Backend"),
+        (4, "docker.DockerClient"),
+        (5, "orchestrator.adapters.owners.Owner"),
+    ]
+    assert [found.split(":")[0] for found in docker_adapter_imports(imports)] == [
+        "line 1",
+        "line 2",
+        "line 4",
+    ]
+    assert docker_adapter_imports(all_imports_of(PACKAGE / "services" / "sides" / "pool.py"))
+
+
+# Running sides (services/sides/) is below the workflows (replay, accept, thaw, reproduce,
+# shrink, image: one module each in services/): it imports none of them, only these
+# helpers of the services beside it.
+SIDES_MAY_IMPORT = {"sides", "interrupts", "run_writer", "evidence_reuse"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "services" / "sides").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_running_sides_imports_no_workflow(path: Path) -> None:
+    wrong = [
+        f"line {line}: {name}"
+        for line, name in all_imports_of(path)
+        if name.startswith("orchestrator.services.") and name.split(".")[2] not in SIDES_MAY_IMPORT
+    ]
+    assert not wrong, "\n".join(wrong)
 
 
 # --- private names stay in their module --------------------------------------------------

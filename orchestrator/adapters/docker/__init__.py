@@ -28,8 +28,9 @@ The SDK is imported once, by :mod:`._sdk`, when this package is: only commands t
 to the engine import it (``orchestrator --help`` and the engine-free commands never do).
 
 The modules, by concern: :mod:`.client` (reaching an engine), :mod:`.images` (pinning,
-shipping, building), :mod:`.owners` and :mod:`.sweep` (who owns what, and removing what
-nobody does), :mod:`.config` and :mod:`.container` (one container), :mod:`.volume`.
+shipping, building), :mod:`.sweep` (removing what nobody owns; the owner labels are
+:mod:`orchestrator.adapters.owners`), :mod:`.config` and :mod:`.container` (one
+container), :mod:`.volume`.
 Callers import from this package, which names them all.
 """
 
@@ -51,28 +52,12 @@ from orchestrator.adapters.docker.client import (
     engine_info,
     engine_url,
 )
-from orchestrator.adapters.docker.config import (
-    LOG_OPTIONS,
-    NPROC,
-    Limits,
-    Mount,
-    container_config,
-)
-from orchestrator.adapters.docker.container import (
-    LINE_BYTES,
-    BoundedLines,
-    Cancelled,
-    Container,
-    ExecTerminal,
-    Exit,
-    LiveContainers,
-    run_command,
-)
+from orchestrator.adapters.docker.config import LOG_OPTIONS, NPROC, container_config, job_config
+from orchestrator.adapters.docker.container import Container, ExecTerminal, run_command
 from orchestrator.adapters.docker.images import (
     BUILD_TIMEOUT_S,
     ImagePin,
     ImageState,
-    Shipped,
     build_image,
     find_image,
     image_state,
@@ -84,7 +69,9 @@ from orchestrator.adapters.docker.images import (
     ship_image,
     tag_image,
 )
-from orchestrator.adapters.docker.owners import (
+from orchestrator.adapters.docker.sweep import sweep_leftovers
+from orchestrator.adapters.docker.volume import FILL_TARGET, Volume, tar_of
+from orchestrator.adapters.owners import (
     LABEL_HOST,
     LABEL_HOSTNAME,
     LABEL_MARK,
@@ -98,8 +85,11 @@ from orchestrator.adapters.docker.owners import (
     owner_gone,
     owner_of,
 )
-from orchestrator.adapters.docker.sweep import sweep_leftovers
-from orchestrator.adapters.docker.volume import FILL_TARGET, Volume, tar_of
+
+# The values of the backend seam (orchestrator.core.backend) and the owner labels, which
+# this adapter speaks, named here too for its callers.
+from orchestrator.core.backend import Cancelled, Exit, Limits, LiveContainers, Mount, Shipped
+from orchestrator.core.bounded_lines import LINE_BYTES, BoundedLines
 
 __all__ = [
     "API_TIMEOUT_S",
@@ -149,6 +139,7 @@ __all__ = [
     "images_labelled",
     "import_rootfs",
     "is_image_id",
+    "job_config",
     "owner_gone",
     "owner_of",
     "ping",

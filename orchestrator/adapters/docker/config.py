@@ -1,34 +1,14 @@
-"""What a hermetic container is made of: its mounts, its limits, and the keyword
-arguments of ``containers.create`` (:func:`container_config`, pure)."""
+"""The keyword arguments of ``containers.create`` for a hermetic container, from its
+mounts and limits (:func:`container_config`) or a side's job (:func:`job_config`); pure.
+The mounts, limits and job are the backend seam's values (:mod:`orchestrator.core.backend`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from orchestrator.adapters.docker._sdk import docker
-
-
-@dataclass(frozen=True, kw_only=True)
-class Mount:
-    """A host path (bind mount, the local engine only) or a volume's name (any engine)."""
-
-    source: Path | str
-    target: str
-    read_only: bool = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class Limits:
-    memory: str = "512m"
-    pids: int = 256
-    cpus: float = 1.0
-    tmp_size: str = "64m"
-    file_bytes: int = 1024 * 1024 * 1024  # RLIMIT_FSIZE: no single file past 1 GiB
-    open_files: int = 4096  # RLIMIT_NOFILE
-
+from orchestrator.core.backend import Limits, Mount, SideJob
 
 NPROC = 8192  # RLIMIT_NPROC counts the user's processes across every container
 # json-file, one file of at most 1 MiB: what the tool reads comes through its own streams.
@@ -108,3 +88,18 @@ def container_config(  # noqa: PLR0913 - one keyword per field of the engine's c
             for target in scratch_volumes
         ]
     return config
+
+
+def job_config(job: SideJob) -> dict[str, Any]:
+    """A side's job (:class:`~orchestrator.core.backend.SideJob`) as the keyword arguments
+    of ``containers.create``. Pure."""
+    return container_config(
+        image_id=job.image_id,
+        name=job.name,
+        command=job.command,
+        mounts=job.mounts,
+        environment=job.environment,
+        labels=job.labels,
+        limits=job.limits,
+        tmpfs=job.tmpfs,
+    )

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, NoReturn
 
@@ -28,18 +28,15 @@ from orchestrator.adapters.docker._sdk import (
     ping,
     translated,
 )
-from orchestrator.adapters.docker.config import Limits, container_config
-from orchestrator.adapters.docker.owners import Owner
+from orchestrator.adapters.docker.config import container_config
+from orchestrator.adapters.owners import Owner
+from orchestrator.core.backend import Cancelled, Exit, Limits, LiveContainers
+from orchestrator.core.bounded_lines import BoundedLines
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.errors import EngineError
 from orchestrator.log import get_logger
 
 log = get_logger(__name__)
-
-# A line longer than this is cut (the rest up to its newline is dropped): a container
-# that prints without newlines costs the host a bounded buffer.
-LINE_BYTES = 64 * 1024
-
 
 # What an init (docker-init, catatonit) exits with when it cannot execute the container's
 # command: 127 when no such executable exists, 126 when it may not be run.
@@ -61,56 +58,6 @@ def command_not_run(command: Sequence[str], state: Mapping[str, Any]) -> str | N
         f"the image {problem.format(command[0])}: the container's own command `{shown}` "
         f"could not start (exit {code}), so nothing can run in it"
     )
-
-
-class BoundedLines:
-    """Splits a byte stream into lines of at most :data:`LINE_BYTES` for ``on_line``."""
-
-    def __init__(self, on_line: Callable[[str], None], *, line_bytes: int = LINE_BYTES) -> None:
-        self._on_line = on_line
-        self._line_bytes = line_bytes
-        self._pending = bytearray()
-        self._dropping = False  # inside a line that was already cut
-
-    def feed(self, chunk: bytes) -> None:
-        start = 0
-        while start < len(chunk):
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            if not self._dropping:
-                room = self._line_bytes - len(self._pending)
-                self._pending += chunk[start : start + max(0, min(room, end - start))]
-                if end - start > room:
-                    self._emit(cut=True)
-                    self._dropping = True
-            if newline < 0:
-                return
-            if not self._dropping:
-                self._emit(cut=False)
-            self._dropping = False
-            start = newline + 1
-
-    def close(self) -> None:
-        if self._pending and not self._dropping:
-            self._emit(cut=False)
-
-    def _emit(self, *, cut: bool) -> None:
-        line = self._pending.decode("utf-8", errors="replace")
-        self._pending.clear()
-        self._on_line(line + (" [line cut]" if cut else ""))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Exit:
-    """How waiting for a container ended."""
-
-    status_code: int | None
-    killed_at_deadline: bool
-    cancelled: bool
-
-
-class Cancelled(Exception):
-    """The run was cancelled after the container was created and before it started."""
 
 
 class Container:
@@ -589,35 +536,6 @@ def _remove(handle: SdkContainer) -> None:
 def _inspect(handle: SdkContainer) -> Mapping[str, Any]:
     handle.reload()
     return dict(handle.attrs)
-
-
-@dataclass
-class LiveContainers:
-    """Containers this process has created and not yet removed (for Ctrl-C cleanup from
-    the main thread while other threads own them)."""
-
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _containers: dict[int, Container] = field(default_factory=dict)
-
-    def add(self, container: Container) -> None:
-        with self._lock:
-            self._containers[id(container)] = container
-
-    def discard(self, container: Container) -> None:
-        with self._lock:
-            self._containers.pop(id(container), None)
-
-    def snapshot(self) -> list[Container]:
-        with self._lock:
-            return list(self._containers.values())
-
-    def kill_all(self) -> None:
-        for container in self.snapshot():
-            container.kill()
-
-    def remove_all(self) -> None:
-        for container in self.snapshot():
-            container.close()
 
 
 def run_command(

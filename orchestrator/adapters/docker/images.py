@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.adapters.docker._sdk import docker, failure_reason, failures, translated
+from orchestrator.core.backend import Shipped
 from orchestrator.errors import EngineError, ImageBuildError, ImageNotFoundError, one_line
 from orchestrator.log import get_logger
 
@@ -104,15 +105,6 @@ def image_state(client: docker.DockerClient, image_id: str, ref: str) -> ImageSt
     if tagged is not None and tagged != image_id:
         return ImageState(present=held, other_id=tagged)
     return ImageState(present=held)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Shipped:
-    """One image copied from one engine to another."""
-
-    image_id: str
-    bytes: int
-    seconds: float
 
 
 def ship_image(

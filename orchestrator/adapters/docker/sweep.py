@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.adapters.docker._sdk import docker, failures, infra_retry, translated
-from orchestrator.adapters.docker.owners import LABEL_MARK, owner_of
 from orchestrator.adapters.docker.volume import remove_volume
 from orchestrator.adapters.host import host_id, pid_alive
+from orchestrator.adapters.owners import LABEL_MARK, owner_of
 from orchestrator.core.owners import FOREIGN_MAX_AGE_S, SweepVerdict, local_owner, sweep_verdict
 from orchestrator.log import get_logger
 

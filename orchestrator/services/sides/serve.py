@@ -2,7 +2,7 @@
 
 :class:`WarmContainer` exports one revision (read-only at ``/src``, as a replay's),
 starts one hermetic container from the pinned image ID with the replay's environment,
-import roots and limits (:func:`orchestrator.services.side_runner.side_job`), and runs
+import roots and limits (:func:`orchestrator.services.sides.side_run.side_job`), and runs
 ``<interpreter> -m orchestrator.probe.replay --serve`` in it (a project image's venv
 python) (the side's ``--tests-from``
 overlay and mutant applied to the tree as in a replay): the driver imports pytest once
@@ -30,12 +30,13 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from orchestrator.adapters import docker as docker_adapter
-from orchestrator.adapters import git as git_adapter
+from orchestrator import interrupts
 from orchestrator.adapters.job_channel import CLOSED, FILES, TIMED_OUT, JobChannel, Received
+from orchestrator.adapters.owners import Owner
 from orchestrator.core import replay_env
+from orchestrator.core.backend import NEVER_WAITED, Backend, Mount, SideContainer
 from orchestrator.core.labels import (
     ContainerFacts,
     ReplayFile,
@@ -58,21 +59,17 @@ from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.probe import JOB_SCHEMA
-from orchestrator.services.docker_sides import DockerSides
 from orchestrator.services.interrupts import DeferredSignals
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.pool import sweep
+from orchestrator.services.sides.side_run import (
     LineTail,
-    SideContainer,
+    SideRun,
     SideWorkspace,
     import_roots,
     interpreter_of,
-    run_side,
     side_job,
     side_mounts,
 )
-
-if TYPE_CHECKING:
-    from docker import DockerClient
 
 log = get_logger(__name__)
 
@@ -138,14 +135,14 @@ class WarmContainer:
         plan: ReplayPlan,
         side: SideSpec,
         *,
-        client: DockerClient,
+        backend: Backend,
         run_id: str,
         unit: int = 1,
     ) -> None:
         self.plan = plan
         self.side = side
-        self.client = client
-        self.owner = docker_adapter.Owner.current(run_id)
+        self.backend = backend
+        self.owner = Owner.current(run_id)
         self.name = container_name(run_id, side.name, unit)
         self.jobs_run = 0
         self.image_id: str | None = None
@@ -166,8 +163,7 @@ class WarmContainer:
         return self
 
     def _start(self) -> None:
-        docker_adapter.sweep_leftovers(self.client, host=self.owner.host)
-        git_adapter.sweep_scratch()
+        sweep((self.backend,), self.owner.host)
         stack = self._stack
         workspace = stack.enter_context(SideWorkspace("serve"))
         tree = workspace.export(self.side)
@@ -183,10 +179,7 @@ class WarmContainer:
             labels=self.owner.labels(self.side.name),
             mounts=[
                 *side_mounts(tree, None, writable_tree=plan.writable_tree),
-                *(
-                    docker_adapter.Mount(source=source, target=target)
-                    for source, target in channel.mounts(SERVE)
-                ),
+                *(Mount(source=source, target=target) for source, target in channel.mounts(SERVE)),
             ],
             tree=tree,
             pythonpath=pythonpath,
@@ -194,11 +187,12 @@ class WarmContainer:
             environment=replay_environment(replace(plan, fixture=None), pythonpath),
             command=serve_command(
                 plan.seed,
-                interpreter=plan.interpreter or interpreter_of(self.client, plan.image_id),
+                interpreter=plan.interpreter or interpreter_of(self.backend, plan.image_id),
                 writable_tree=plan.writable_tree,
             ),
         )
-        container = stack.enter_context(run_side(job, DockerSides(self.client)))
+        with interrupts.shielded():  # its removal registered before a signal can land
+            container = stack.enter_context(SideRun(self.backend, job)).container
         self._container = container
         follower = container.follow_logs(self._tail)
 
@@ -207,9 +201,7 @@ class WarmContainer:
             channel.wake()
 
         threading.Thread(target=wake_when_stopped, name=f"wake-{self.name}", daemon=True).start()
-        started = container.facts(
-            docker_adapter.Exit(status_code=None, killed_at_deadline=False, cancelled=False)
-        )
+        started = container.facts(NEVER_WAITED)
         self.image_id = started.image_id
 
     def __exit__(

@@ -1,11 +1,10 @@
 """One container of a run of sides (:mod:`orchestrator.services.sides`): create it (or
-take the one the screening kept, :mod:`orchestrator.services.warm`), run the driver in
+take the one the screening kept, :mod:`orchestrator.services.sides.warm`), run the driver in
 it to its end or our deadline, read its results back, label what is missing, and say
 whether it may serve the second phase."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -13,8 +12,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.results import ResultsRead, replay_file_name, replay_files_from
+from orchestrator.core.backend import (
+    NEVER_WAITED,
+    Backend,
+    Cancelled,
+    SideContainer,
+    SideJob,
+    Staging,
+)
 from orchestrator.core.labels import ContainerFacts, ReplayFile, without_result
 from orchestrator.core.pool import Batch
 from orchestrator.core.side_spec import (
@@ -32,20 +38,13 @@ from orchestrator.core.side_spec import (
 from orchestrator.errors import EngineError
 from orchestrator.log import get_logger
 from orchestrator.services import run_writer
-from orchestrator.services.docker_sides import DockerSides
-from orchestrator.services.engines import (
-    DockerEngine,
-    Staging,
-)
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.side_run import (
     LineTail,
-    SideContainer,
-    SideJob,
+    SideRun,
     run_and_read,
-    run_side,
     side_job,
 )
-from orchestrator.services.warm import Parked
+from orchestrator.services.sides.warm import Parked
 
 if TYPE_CHECKING:
     from orchestrator.services.sides import SidesRun
@@ -58,7 +57,7 @@ SECOND_PHASE_NAME = "replays"  # in the names of a second phase's containers and
 def run_one_container(
     run: SidesRun,
     *,
-    engine: DockerEngine,
+    engine: Backend,
     staging: Staging,
     batch: Batch,
     side: SideSpec,
@@ -110,7 +109,7 @@ def run_one_container(
                 numbers=numbers,
                 tail=tail,
             )
-    except docker_adapter.Cancelled:
+    except Cancelled:
         facts = ContainerFacts(cancelled=True, message="interrupted before start")
     except EngineError as error:
         facts = ContainerFacts(engine_error=error.reason, message=error.message)
@@ -170,7 +169,7 @@ def _reusable(facts: ContainerFacts, read: ResultsRead) -> bool:
 def _observe(
     run: SidesRun,
     *,
-    engine: DockerEngine,
+    engine: Backend,
     side: str,
     job: SideJob,
     command: Sequence[str],
@@ -180,14 +179,10 @@ def _observe(
     """Run the driver in one container to its end (or our deadline), read back what it
     left, and return the engine's facts with it."""
     entered = time.monotonic()
-    with contextlib.ExitStack() as holds:
-        container = holds.enter_context(
-            run_side(job, DockerSides(engine.client), live=run.live, cancelled=run.cancelled)
-        )
+    with SideRun(engine, job, live=run.live, cancelled=run.cancelled) as side_run:
         started = time.monotonic()
-        facts, read = run_and_read(
-            container,
-            command=command,
+        facts, read = side_run.drive(
+            command,
             on_line=_line_handler(run, side, tail),
             deadline=started + side_deadline_s(run.plan, len(numbers)),
             interpreter=run.plan.interpreter or "python3",
@@ -203,12 +198,16 @@ def _observe(
             run_ms=round((time.monotonic() - started) * 1000),
         )
         if run.warm is not None and run.parks and _reusable(facts, read):
-            removal = holds.pop_all()  # the pool removes it from here on
+            remove = side_run.detach()  # the pool removes it from here on
             kept = Parked(
-                engine=engine.index, side=side, job=job, container=container, remove=removal.close
+                engine=engine.index,
+                side=side,
+                job=job,
+                container=side_run.container,
+                remove=remove,
             )
             if not run.warm.park(kept):
-                removal.close()
+                remove()
     return facts, read
 
 
@@ -280,8 +279,7 @@ def _warn_without_result(side: str, files: Sequence[ReplayFile]) -> None:
 
 
 def _still_runs(container: SideContainer) -> bool:
-    never_waited = docker_adapter.Exit(status_code=None, killed_at_deadline=False, cancelled=False)
-    return container.settled(never_waited)[1]
+    return container.settled(NEVER_WAITED)[1]
 
 
 def _line_handler(run: SidesRun, side: str, tail: Callable[[str], None]) -> Callable[[str], None]:

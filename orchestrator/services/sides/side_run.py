@@ -4,18 +4,18 @@ and the place its containers run.
 - :class:`SideWorkspace` holds a side's folders on this machine for as long as its
   container needs them: a private scratch folder, a world-readable copy of the
   fixture, the exported trees. It always removes them (unless ``keep``).
-- :class:`SideJob` is one container, described without naming an engine: the pinned
-  image, the mounts, only the replay's environment, the limits, the capped tmpfs
-  folders. :func:`side_job` is its one builder (replay, screening, collection,
-  ``reproduce``, ``shrink`` and ``serve`` use it).
-- :func:`run_side` starts a job's container on a :class:`SideEngine` and removes it on
-  exit; :func:`read_back` reads the results folder back through
-  :mod:`orchestrator.adapters.results`, with the engine's facts; :func:`run_and_read`
-  is the driver's run followed by that read.
+- :class:`~orchestrator.core.backend.SideJob` is one container, described without
+  naming an engine: the pinned image, the mounts, only the replay's environment, the
+  limits, the capped tmpfs folders. :func:`side_job` is its one builder (replay,
+  screening, collection, ``reproduce``, ``shrink`` and ``serve`` use it).
+- :class:`SideRun` is a job's container run, on any backend: started on enter, removed
+  on exit (also on Ctrl-C); :meth:`SideRun.drive` runs a command and reads its results
+  back (:func:`run_and_read`: the driver's run, then :func:`read_back` through
+  :mod:`orchestrator.adapters.results`, with the engine's facts). Every side's
+  container goes through it; what varies is the command and the reader.
 
-A backend is :class:`SideEngine` and :class:`SideContainer` and nothing else: the Docker
-one is :mod:`orchestrator.services.docker_sides`; a Kubernetes backend
-(docs/scale-out.md) would be one module beside it.
+A backend is :class:`~orchestrator.core.backend.Backend` (the seam, with the values
+that cross it); the pool hands them out (:mod:`orchestrator.services.sides.pool`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,12 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import interrupts
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import tree_files
 from orchestrator.adapters.results import (
@@ -46,6 +44,16 @@ from orchestrator.adapters.results import (
     status_line,
 )
 from orchestrator.core import replay_env
+from orchestrator.core.backend import (
+    Backend,
+    Exit,
+    Limits,
+    LiveContainers,
+    Mount,
+    SideContainer,
+    SideJob,
+)
+from orchestrator.core.bounded_lines import BoundedLines
 from orchestrator.core.bounds import FileKind
 from orchestrator.core.labels import ContainerFacts
 from orchestrator.core.reproduce import IDLE_COMMAND
@@ -66,10 +74,7 @@ from orchestrator.core.side_spec import (
 from orchestrator.core.tree_files import Refusal
 from orchestrator.errors import EngineError, InputError
 from orchestrator.log import get_logger
-from orchestrator.services.engines import probe_package
-
-if TYPE_CHECKING:
-    from docker import DockerClient
+from orchestrator.services.sides.pool import probe_package
 
 log = get_logger(__name__)
 
@@ -81,94 +86,99 @@ READ_ATTEMPTS = 3  # the reader's stream, asked for while the engine loses it
 # ---------------------------------------------------------------- the seam
 
 
-@dataclass(frozen=True, kw_only=True)
-class SideJob:
-    """One side's container, as any engine would make it."""
+class SideRun:
+    """One side's container, run (a context manager): the one way every side's container
+    goes (a replay's batch, collection, ``reproduce``, ``serve``).
 
-    name: str
-    image_id: str
-    mounts: tuple[docker_adapter.Mount, ...]
-    environment: Mapping[str, str]
-    labels: Mapping[str, str]
-    limits: docker_adapter.Limits
-    tmpfs: Mapping[str, str]
-    # Its own process; by default it only idles and the driver runs in it with an exec,
-    # so that the container outlives the driver and its results can be read back.
-    command: tuple[str, ...] = IDLE_COMMAND
+    On enter the container is made from ``job`` on ``backend`` and started (never once
+    ``cancelled`` is set; listed in ``live`` meanwhile); on exit it is killed and removed,
+    also on Ctrl-C, unless ``keep`` (``reproduce --keep``) or :meth:`detach` (a container
+    kept for the second phase). In between, what varies is the command and the reader:
+    :meth:`drive` runs a command and reads its results back through the guarded reader;
+    a caller that runs its own (a terminal, the serve loop) reads back with :meth:`read`.
+    """
 
-
-class SideContainer(Protocol):
-    """A side's running container: what the services do with it."""
-
-    @property
-    def name(self) -> str: ...
-
-    def exec_stream(
+    def __init__(
         self,
-        command: Sequence[str],
-        *,
-        environment: Mapping[str, str],
-        on_output: Callable[[bytes], None],
-        deadline: float,
-        kill_at_deadline: bool = True,
-    ) -> docker_adapter.Exit: ...
-
-    def exec_chunks(
-        self,
-        command: Sequence[str],
-        *,
-        deadline: float,
-        user: str | None = None,
-        workdir: str | None = None,
-    ) -> tuple[Iterator[bytes], Callable[[], int | None]]: ...
-
-    def exec_terminal(
-        self, command: Sequence[str], *, environment: Mapping[str, str]
-    ) -> docker_adapter.ExecTerminal: ...
-
-    def facts(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
-
-    def settled(self, exit_: docker_adapter.Exit) -> tuple[ContainerFacts, bool]: ...
-
-    def ended(self, exit_: docker_adapter.Exit) -> ContainerFacts: ...
-
-    def wait(self, *, deadline: float, poll_s: float = 2.0) -> docker_adapter.Exit: ...
-
-    def kill(self) -> None: ...
-
-    def follow_logs(self, on_line: Callable[[str], None]) -> threading.Thread: ...
-
-
-class SideEngine(Protocol):
-    """What running a side needs from an engine: a job's container, created and started
-    on enter (never once ``cancelled`` is set), removed on exit (unless ``keep``), and
-    listed in ``live`` meanwhile so that a Ctrl-C can kill it from another thread."""
-
-    def container(
-        self,
+        backend: Backend,
         job: SideJob,
         *,
-        live: docker_adapter.LiveContainers | None = None,
+        live: LiveContainers | None = None,
         cancelled: threading.Event | None = None,
         keep: bool = False,
-    ) -> contextlib.AbstractContextManager[SideContainer]: ...
+    ) -> None:
+        self.job = job
+        self._made = backend.container(job, live=live, cancelled=cancelled, keep=keep)
+        self._stack = contextlib.ExitStack()
+        self._container: SideContainer | None = None
 
+    def __enter__(self) -> SideRun:
+        # Started and registered for removal as one step (as a ``with`` statement does):
+        # a signal in between would leave a running container nothing removes until the
+        # next run's sweep. One that came meanwhile is raised here, and removes it.
+        try:
+            with interrupts.shielded():
+                self._container = self._stack.enter_context(self._made)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
 
-def run_side(
-    job: SideJob,
-    engine: SideEngine,
-    *,
-    live: docker_adapter.LiveContainers | None = None,
-    cancelled: threading.Event | None = None,
-    keep: bool = False,
-) -> contextlib.AbstractContextManager[SideContainer]:
-    """The side's container for the length of a ``with`` block (see :class:`SideEngine`)."""
-    return engine.container(job, live=live, cancelled=cancelled, keep=keep)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    @property
+    def container(self) -> SideContainer:
+        if self._container is None:
+            raise RuntimeError("use the side's run as a context manager")
+        return self._container
+
+    def drive(
+        self,
+        command: Sequence[str],
+        *,
+        on_line: Callable[[str], None],
+        deadline: float,
+        interpreter: str,
+        out: str = OUT,
+        environment: Mapping[str, str] | None = None,
+        keep: str | None = None,
+        announced: bool = False,
+    ) -> tuple[ContainerFacts, ResultsRead]:
+        """``command`` run in the container and its results read back (:func:`run_and_read`)."""
+        return run_and_read(
+            self.container,
+            command=command,
+            on_line=on_line,
+            deadline=deadline,
+            interpreter=interpreter,
+            out=out,
+            environment=environment,
+            keep=keep,
+            announced=announced,
+        )
+
+    def read(
+        self, exit_: Exit, *, interpreter: str, out: str = OUT
+    ) -> tuple[ContainerFacts, ResultsRead]:
+        """The results a command the caller ran left, read back (:func:`read_back`)."""
+        return read_back(self.container, exit_, interpreter=interpreter, out=out)
+
+    def detach(self) -> Callable[[], None]:
+        """The container outlives the block: the caller owns its removal from here (the
+        returned call, idempotent)."""
+        removal = self._stack.pop_all()
+        return removal.close
 
 
 def read_back(
     container: SideContainer,
-    exit_: docker_adapter.Exit,
+    exit_: Exit,
     *,
     interpreter: str,
     out: str = OUT,
@@ -265,7 +275,7 @@ def run_and_read(  # noqa: PLR0913 - one keyword per part of a side's run
     command is the replay driver) a replay file is taken only when the driver's output
     announced exactly its bytes (:func:`~orchestrator.core.result_files.announcement`):
     one a leftover process rewrote after the driver is refused."""
-    lines = docker_adapter.BoundedLines(_announcements(on_line, said := Announced()))
+    lines = BoundedLines(_announcements(on_line, said := Announced()))
     exit_ = container.exec_stream(
         command,
         environment=environment or {},
@@ -334,10 +344,8 @@ class LineTail:
 # ---------------------------------------------------------------- the job
 
 
-def plan_limits(plan: ReplayPlan) -> docker_adapter.Limits:
-    return docker_adapter.Limits(
-        memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size
-    )
+def plan_limits(plan: ReplayPlan) -> Limits:
+    return Limits(memory=plan.memory, pids=plan.pids, cpus=plan.cpus, tmp_size=plan.tmp_size)
 
 
 def writable_tree_tmpfs(tree: Path) -> str:
@@ -357,18 +365,18 @@ def side_mounts(
     *,
     writable_tree: bool = False,
     durations_copy: Path | None = None,
-) -> list[docker_adapter.Mount]:
+) -> list[Mount]:
     """What a side's container sees through bind mounts, all read-only: its tree at SRC
     (with ``writable_tree`` at TREE, copied to SRC per replay), the probe beside it, the
     fixture and the recorded durations. Results go to a tmpfs (:data:`OUT`)."""
     mounts = [
-        docker_adapter.Mount(source=tree, target=TREE if writable_tree else SRC),
-        docker_adapter.Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
+        Mount(source=tree, target=TREE if writable_tree else SRC),
+        Mount(source=probe_package(), target=f"{PROBE_ROOT}/orchestrator"),
     ]
     if fixture_copy is not None:
-        mounts.append(docker_adapter.Mount(source=fixture_copy, target=FIXTURE))
+        mounts.append(Mount(source=fixture_copy, target=FIXTURE))
     if durations_copy is not None:
-        mounts.append(docker_adapter.Mount(source=durations_copy, target=DURATIONS))
+        mounts.append(Mount(source=durations_copy, target=DURATIONS))
     return mounts
 
 
@@ -377,7 +385,7 @@ def side_job(
     *,
     name: str,
     labels: Mapping[str, str],
-    mounts: Sequence[docker_adapter.Mount],
+    mounts: Sequence[Mount],
     tree: Path,
     pythonpath: Sequence[str],
     environment: Mapping[str, str] | None = None,
@@ -410,11 +418,11 @@ def validate_plan(plan: ReplayPlan, sides: Sequence[SideSpec]) -> None:
         raise InputError(f"{plan.fixture}: no such fixture file")
 
 
-def interpreter_of(client: DockerClient, image_id: str) -> str:
+def interpreter_of(backend: Backend, image_id: str) -> str:
     """The driver's interpreter for an image: its label's venv python, else python3. An
     image the engine cannot show is left to the containers to report (as their labels)."""
     try:
-        labels = docker_adapter.resolve_image(client, image_id).labels
+        labels = backend.resolve_image(image_id).labels
     except EngineError:
         labels = {}
     return replay_env.interpreter_from_labels(labels)

@@ -3,9 +3,12 @@
 ``replay --engine URL`` (repeatable) names the pool; without it the pool is the one
 engine at ``DOCKER_HOST`` or the local socket. Each engine is reached with
 the Docker SDK (``unix://``, ``tcp://`` with ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``,
-``ssh://`` through paramiko) and is an :class:`Engine`: the interface a run needs from
-a place that runs containers (a Kubernetes backend would implement the same; see
-docs/scale-out.md).
+``ssh://`` through paramiko) and is a :class:`DockerEngine`: the Docker implementation of
+:class:`orchestrator.core.backend.Backend`, the interface a run needs from a place that
+runs containers (a Kubernetes backend would implement the same; see docs/scale-out.md).
+This module is the one place of the services that runs sides through the Docker adapter
+(``tests/unit/test_layers.py``): the pool (:func:`open_pool`, :func:`open_backend`)
+hands out backends, and the services above see only the seam.
 
 - The image is pinned by ID on the first engine. Another engine that holds the ID is
   used as is; one that holds nothing under the run's reference gets the image shipped
@@ -26,14 +29,27 @@ import contextlib
 import os
 import re
 import tarfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import docker as docker_adapter
+from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters import tree_files
+from orchestrator.core.backend import (
+    Backend,
+    ImageFacts,
+    Inputs,
+    LiveContainers,
+    Mount,
+    Owner,
+    Shipped,
+    SideJob,
+    Staging,
+)
 from orchestrator.core.pool import check_engine_urls, runner_ids
 from orchestrator.core.side_spec import DURATIONS, FIXTURE, PROBE_ROOT, SRC, TREE
 from orchestrator.errors import EngineError, EngineUnavailableError, InputError, one_line
@@ -63,46 +79,21 @@ class EngineRefused(Exception):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Inputs:
-    """What every container of a run reads: each side's exported tree, the probe, the
-    fixture (a private copy), the recorded durations its workers split by (a private
-    copy, with ``--jobs``), and, for the volume path, each of them as a tar file."""
-
-    trees: Mapping[str, Path]
-    probe: Path
-    fixture: Path | None
-    durations: Path | None = None
-    tars: Mapping[str, Path] = field(default_factory=dict)  # side -> tar of its tree
-    probe_tar: Path | None = None
-
-
-class Staging(Protocol):
-    """How one engine's containers get their inputs (results come back the same way on
-    every engine: :func:`orchestrator.services.side_runner.read_back`)."""
-
-    @property
-    def tree_path(self) -> str:
-        """Where the read-only tree is mounted when the run copies it (writable_tree)."""
-
-    def mounts(self, side: str, *, tree_target: str = SRC) -> list[docker_adapter.Mount]: ...
-
-
-@dataclass(frozen=True, kw_only=True)
 class BindStaging:
     """Bind mounts of local folders (read-only): the single local engine."""
 
     inputs: Inputs
     tree_path: str = TREE
 
-    def mounts(self, side: str, *, tree_target: str = SRC) -> list[docker_adapter.Mount]:
+    def mounts(self, side: str, *, tree_target: str = SRC) -> list[Mount]:
         mounts = [
-            docker_adapter.Mount(source=self.inputs.trees[side], target=tree_target),
-            docker_adapter.Mount(source=self.inputs.probe, target=f"{PROBE_ROOT}/orchestrator"),
+            Mount(source=self.inputs.trees[side], target=tree_target),
+            Mount(source=self.inputs.probe, target=f"{PROBE_ROOT}/orchestrator"),
         ]
         if self.inputs.fixture is not None:
-            mounts.append(docker_adapter.Mount(source=self.inputs.fixture, target=FIXTURE))
+            mounts.append(Mount(source=self.inputs.fixture, target=FIXTURE))
         if self.inputs.durations is not None:
-            mounts.append(docker_adapter.Mount(source=self.inputs.durations, target=DURATIONS))
+            mounts.append(Mount(source=self.inputs.durations, target=DURATIONS))
         return mounts
 
 
@@ -116,13 +107,13 @@ class VolumeStaging:
     fixture: str | None  # the volume mounted at /replay: the fixture and the durations
     tree_path: str = VOLUME_TREE
 
-    def mounts(self, side: str, *, tree_target: str = SRC) -> list[docker_adapter.Mount]:
+    def mounts(self, side: str, *, tree_target: str = SRC) -> list[Mount]:
         mounts = [
-            docker_adapter.Mount(source=self.sources[side], target=tree_target),
-            docker_adapter.Mount(source=self.probe, target=PROBE_ROOT),
+            Mount(source=self.sources[side], target=tree_target),
+            Mount(source=self.probe, target=PROBE_ROOT),
         ]
         if self.fixture is not None:
-            mounts.append(docker_adapter.Mount(source=self.fixture, target="/replay"))
+            mounts.append(Mount(source=self.fixture, target="/replay"))
         return mounts
 
 
@@ -145,25 +136,6 @@ def write_tar(folder: Path, dest: Path, *, arcname: str = ".") -> Path:
 # ---------------------------------------------------------------- engines
 
 
-class Engine(Protocol):
-    """What a run needs from a place that runs its containers."""
-
-    index: int
-    url: str
-    runner_id: str
-    slots: int
-
-    def answers(self) -> bool: ...
-
-    def sweep(self, host: str) -> list[str]: ...
-
-    def hold_image(self, image_id: str, ref: str, source: Engine) -> None: ...
-
-    def staging(
-        self, inputs: Inputs, *, volumes: bool, owner: docker_adapter.Owner, image_id: str
-    ) -> contextlib.AbstractContextManager[Staging]: ...
-
-
 @dataclass(eq=False, kw_only=True)
 class DockerEngine:
     """One Docker engine of the pool, through the Docker adapter."""
@@ -174,16 +146,50 @@ class DockerEngine:
     client: DockerClient
     slots: int
     identity: str = ""
-    shipped: docker_adapter.Shipped | None = None
+    shipped: Shipped | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.url.startswith("unix://")
 
     def answers(self) -> bool:
         return docker_adapter.ping(self.client)
+
+    def cpus(self) -> int | None:
+        return docker_adapter.engine_cpus(self.client)
+
+    def resolve_image(self, ref: str) -> ImageFacts:
+        return _facts(docker_adapter.resolve_image(self.client, ref))
+
+    def images_labelled(self, label: str) -> list[ImageFacts]:
+        return [_facts(pin) for pin in docker_adapter.images_labelled(self.client, label)]
+
+    def container(
+        self,
+        job: SideJob,
+        *,
+        live: LiveContainers | None = None,
+        cancelled: threading.Event | None = None,
+        keep: bool = False,
+    ) -> docker_adapter.Container:
+        """The job's container (see :class:`~orchestrator.core.backend.Backend`)."""
+        return docker_adapter.Container(
+            self.client,
+            docker_adapter.job_config(job),
+            live=live,
+            cancelled=cancelled,
+            keep=keep,
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
 
     def sweep(self, host: str) -> list[str]:
         """Leftovers (containers, volumes) of dead runs of this host, by their labels."""
         return docker_adapter.sweep_leftovers(self.client, host=host)
 
-    def hold_image(self, image_id: str, ref: str, source: Engine) -> None:
+    def hold_image(self, image_id: str, ref: str, source: Backend) -> None:
         """Make sure this engine holds ``image_id``: ship it from ``source`` when it holds
         nothing under ``ref``; :class:`EngineRefused` when ``ref`` names another image."""
         state = docker_adapter.image_state(self.client, image_id, ref)
@@ -207,7 +213,7 @@ class DockerEngine:
 
     @contextlib.contextmanager
     def staging(
-        self, inputs: Inputs, *, volumes: bool, owner: docker_adapter.Owner, image_id: str
+        self, inputs: Inputs, *, volumes: bool, owner: Owner, image_id: str
     ) -> Iterator[Staging]:
         """The run's inputs on this engine, for as long as the block runs."""
         if not volumes:
@@ -260,6 +266,10 @@ class DockerEngine:
             )
 
 
+def _facts(pin: docker_adapter.ImagePin) -> ImageFacts:
+    return ImageFacts(id=pin.id, repo_digests=pin.repo_digests, tags=pin.tags, labels=pin.labels)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Absent:
     """An engine named with ``--engine`` that did not answer when the run started."""
@@ -272,7 +282,7 @@ class Absent:
 class Pool:
     """The engines of one run, in the order named (the first pins the image)."""
 
-    engines: tuple[DockerEngine, ...]
+    engines: tuple[Backend, ...]
     volumes: bool  # inputs go through volumes (several engines, or one not local)
     named: bool = False  # --engine was given
     image_ref: str | None = None  # the run's --image: a tag another engine must agree on
@@ -280,7 +290,7 @@ class Pool:
     durations: Mapping[str, float] = field(default_factory=dict)
 
     @property
-    def first(self) -> DockerEngine:
+    def first(self) -> Backend:
         return self.engines[0]
 
     @property
@@ -289,8 +299,7 @@ class Pool:
 
     def close(self) -> None:
         for engine in self.engines:
-            with contextlib.suppress(Exception):
-                engine.client.close()
+            engine.close()
 
     def describe(self) -> list[dict[str, Any]]:
         """The pool for the run log: each engine's URL, runner id and slots."""
@@ -304,10 +313,32 @@ class Pool:
         return described
 
 
-def single_pool(client: DockerClient, *, url: str, runner_id: str, slots: int = 2) -> Pool:
-    """The pool of one local engine, bind mounts and one batch: the run without ``--engine``."""
-    engine = DockerEngine(index=0, url=url, runner_id=runner_id, client=client, slots=slots)
-    return Pool(engines=(engine,), volumes=False)
+def single_pool(backend: Backend, *, runner_id: str) -> Pool:
+    """The pool of one backend (named ``runner_id`` for the run), bind mounts and one
+    batch: the run without ``--engine``."""
+    backend.runner_id = runner_id
+    return Pool(engines=(backend,), volumes=False)
+
+
+@contextlib.contextmanager
+def open_backend(
+    env: Mapping[str, str], *, url: str | None = None, runner_id: str = "", slots: int = 2
+) -> Iterator[Backend]:
+    """The one engine at ``url`` (default: ``DOCKER_HOST``, else the local socket) as a
+    backend, for a command's whole run (one that does not answer is
+    ``EngineUnavailableError``, exit 3), closed when the block ends."""
+    client = docker_adapter.connect(env, url=url)
+    engine = DockerEngine(
+        index=0,
+        url=url or docker_adapter.engine_url(env),
+        runner_id=runner_id,
+        client=client,
+        slots=slots,
+    )
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 def open_pool(
@@ -370,6 +401,22 @@ def open_pool(
         absent=tuple(absent),
         durations=dict(durations or {}),
     )
+
+
+def sweep(backends: Sequence[Backend], host: str) -> None:
+    """The one sweep at the start of whatever runs sides (a replay, ``reproduce``, a warm
+    container): each backend's leftovers (containers, volumes) of this host's dead runs,
+    by host id and process (another host's only once they are a day old), and this
+    machine's scratch folders of dead runs. The first backend's failure is the run's;
+    another's is logged (that backend will fail its batches on its own)."""
+    for backend in backends:
+        try:
+            backend.sweep(host)
+        except EngineError:
+            if backend.index == 0:
+                raise
+            log.warning("engine.sweep_failed", engine=backend.url)
+    git_adapter.sweep_scratch()
 
 
 def volume_prefix(run_id: str, index: int) -> str:

@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from orchestrator.core.backend import Backend
 from orchestrator.core.neutralise import present_in
 from orchestrator.core.side_spec import ReplayPlan, SideSpec, label_sides, unplanned_ids
 from orchestrator.log import get_logger
 from orchestrator.model import Replay
-from orchestrator.services.dispatch import Dispatched
-from orchestrator.services.engines import DockerEngine
+from orchestrator.services.sides.dispatch import Dispatched
 
 log = get_logger("orchestrator.services.sides")
 
@@ -69,7 +69,7 @@ class AttemptRecord:
 def outcome(
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
-    engines: Sequence[DockerEngine],
+    engines: Sequence[Backend],
     dispatched: Dispatched,
     *,
     one_batch: bool,
@@ -146,7 +146,7 @@ def outcome(
     )
 
 
-def _shipped(engine: DockerEngine) -> dict[str, Any] | None:
+def _shipped(engine: Backend) -> dict[str, Any] | None:
     shipped = engine.shipped
     if shipped is None:
         return None

@@ -27,12 +27,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 
-from orchestrator.adapters import docker as docker_adapter
+from orchestrator.core.backend import LiveContainers, SideContainer, SideJob, Staging
 from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
-from orchestrator.services.engines import Staging
 from orchestrator.services.interrupts import DeferredSignals
-from orchestrator.services.side_runner import SideContainer, SideJob
 
 log = get_logger(__name__)
 
@@ -78,7 +76,7 @@ class WarmPool:
         # In the names of the containers a later phase makes: ``replays``, ``round-<n>``.
         self.phase = "replays"
         self.cancelled = threading.Event()
-        self.live = docker_adapter.LiveContainers()
+        self.live = LiveContainers()
         self.release = threading.Event()  # the exported trees may go
         self.exported: Exported | None = None
         self.serving = False  # the second phase started: nothing is parked any more

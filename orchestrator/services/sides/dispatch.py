@@ -9,7 +9,7 @@ their outcomes, not containers.
 
 - An engine whose preparation fails (it stopped answering, or its disk is full) runs
   nothing: its batches go to the queue for the others, as never started.
-- An engine refused for the run (:class:`~orchestrator.services.engines.EngineRefused`)
+- An engine refused for the run (:class:`~orchestrator.services.sides.pool.EngineRefused`)
   runs nothing either: its batches are final, unrun, with the refusal's facts
   (``harness_error`` / ``image_mismatch``).
 - An engine that stops answering mid-batch (a side's facts say ``engine_gone`` and a
@@ -28,11 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
+from orchestrator.core.backend import Backend, Staging
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import Batch, lanes_for, retry
 from orchestrator.errors import EngineError, one_line
 from orchestrator.log import get_logger
-from orchestrator.services.engines import Engine, EngineRefused, Staging
+from orchestrator.services.sides.pool import EngineRefused
 
 log = get_logger(__name__)
 
@@ -43,7 +44,7 @@ READY = "ok"
 REFUSED = "refused"
 GONE = "gone"
 
-E = TypeVar("E", bound=Engine)
+E = TypeVar("E", bound=Backend)
 
 
 @dataclass(frozen=True, kw_only=True)

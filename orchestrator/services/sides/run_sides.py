@@ -9,17 +9,17 @@ python, named by its label, else ``python3``), N fresh replays per container sta
 (``isolation="side"``; each replay a process forked from a driver that imported
 pytest once, see ``orchestrator/probe/driver.py``) or one container per replay
 (``isolation="container"``). Each container runs through the one seam of
-:mod:`orchestrator.services.side_runner`; what it runs is planned in
+:mod:`orchestrator.services.sides.side_run`; what it runs is planned in
 :mod:`orchestrator.core.side_spec`.
 Labels come from the result files and the engine's facts
 (:mod:`orchestrator.adapters.results`). Containers, volumes and folders are always
 removed, also on a second Ctrl-C; in a screening, the first phase's containers whose
 driver ended well, and their inputs, are kept for the second phase in a
-:class:`~orchestrator.services.warm.WarmPool`, which removes them when it closes.
+:class:`~orchestrator.services.sides.warm.WarmPool`, which removes them when it closes.
 
-A run may use a pool of engines (:mod:`orchestrator.services.engines`): the
+A run may use a pool of engines (:mod:`orchestrator.services.sides.pool`): the
 properties are cut into batches (:func:`orchestrator.core.pool.plan_batches`), both
-sides of a batch run on one engine, and :mod:`orchestrator.services.dispatch` runs the
+sides of a batch run on one engine, and :mod:`orchestrator.services.sides.dispatch` runs the
 batches on the engines' lanes and queues again, once, what an engine that went away
 did not finish. Without a pool the run is one batch on one engine.
 
@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
-from orchestrator.adapters import docker as docker_adapter
-from orchestrator.adapters import git as git_adapter
 from orchestrator.adapters.input_file import read_input
+from orchestrator.adapters.owners import Owner
+from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import RAW, Batch, plan_batches
 from orchestrator.core.progress import (
@@ -73,21 +73,20 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import EngineError, InternalError, Interrupted, OrchestratorError, one_line
 from orchestrator.log import get_logger
-from orchestrator.services.collection import collect_tests
-from orchestrator.services.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
-from orchestrator.services.engines import (
-    DockerEngine,
-    Inputs,
+from orchestrator.services.interrupts import DeferredSignals, terminate_as_interrupt
+from orchestrator.services.sides.collection import collect_tests
+from orchestrator.services.sides.container import run_one_container
+from orchestrator.services.sides.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
+from orchestrator.services.sides.outcome import AttemptRecord, SidesOutcome, outcome
+from orchestrator.services.sides.pool import (
     Pool,
-    Staging,
+    open_backend,
     probe_package,
     single_pool,
+    sweep,
     write_tar,
 )
-from orchestrator.services.interrupts import DeferredSignals, terminate_as_interrupt
-from orchestrator.services.run_container import run_one_container
-from orchestrator.services.side_outcome import AttemptRecord, SidesOutcome, outcome
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.side_run import (
     SideWorkspace,
     import_roots,
     interpreter_of,
@@ -95,11 +94,9 @@ from orchestrator.services.side_runner import (
     planned_pythonpath,
     validate_plan,
 )
-from orchestrator.services.warm import Exported, WarmPool
+from orchestrator.services.sides.warm import Exported, WarmPool
 
 if TYPE_CHECKING:
-    from docker import DockerClient
-
     from orchestrator.services.evidence_reuse import SideReuse
 
 log = get_logger(__name__)
@@ -145,17 +142,17 @@ class SideInternalError(InternalError):
 @dataclass
 class SidesRun:
     """Shared state of one run_sides call (each of its containers is run by
-    ``run_container.run_one_container`` with it)."""
+    ``container.run_one_container`` with it)."""
 
     plan: ReplayPlan
     sides: tuple[SideSpec, ...]
     pool: Pool
-    owner: docker_adapter.Owner
+    owner: Owner
     progress: Progress | None
     keep_raw: Path | None
     cancelled: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)  # exports may go
-    live: docker_adapter.LiveContainers = field(default_factory=docker_adapter.LiveContainers)
+    live: LiveContainers = field(default_factory=LiveContainers)
     # Screening's two phases: the first parks its containers there, the second runs in them.
     warm: WarmPool | None = None
     # A screening's first phase: sides whose screening an earlier run stored, and offers.
@@ -264,7 +261,7 @@ def _internal_error(run: SidesRun, side: str, error: BaseException, raw_root: Pa
 
 
 def _run_side_job(
-    run: SidesRun, engine: DockerEngine, staging: Staging, batch: Batch, side: SideSpec
+    run: SidesRun, engine: Backend, staging: Staging, batch: Batch, side: SideSpec
 ) -> list[tuple[ReplayFile, ContainerFacts]]:
     """One side of one batch on one engine: its containers, one after another; every
     replay gets a (file, facts) pair whatever happens."""
@@ -310,7 +307,7 @@ def _run_side_job(
     return observed
 
 
-def _run_batch(run: SidesRun, engine: DockerEngine, batch: Batch, staging: Staging) -> SideResults:
+def _run_batch(run: SidesRun, engine: Backend, batch: Batch, staging: Staging) -> SideResults:
     """Both (all) sides of a batch on one engine: at once when it has a slot for each,
     else one after another - and then a side whose engine went away ends the batch."""
     results: SideResults = {}
@@ -405,7 +402,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     plan: ReplayPlan,
     sides: Sequence[SideSpec],
     *,
-    client: DockerClient | None = None,
+    backend: Backend | None = None,
     progress: Progress | None = None,
     run_id: str | None = None,
     keep_raw: Path | None = None,
@@ -428,11 +425,11 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     out).
 
     ``pool`` spreads the properties over several engines; without it the run is one
-    batch on ``client`` (or the engine at ``DOCKER_HOST``). ``batches`` are the plan's
+    batch on ``backend`` (or the engine at ``DOCKER_HOST``). ``batches`` are the plan's
     properties already cut (default: :func:`~orchestrator.core.pool.plan_batches` by the
     pool's durations).
 
-    ``warm`` joins the two phases of a screening (:mod:`orchestrator.services.warm`): the
+    ``warm`` joins the two phases of a screening (:mod:`orchestrator.services.sides.warm`): the
     first call keeps its inputs there, and its containers whose exec ended well; the
     second runs its batches in those of the same side and engine (fresh ones where there
     is none, or it no longer runs) and exports and stages nothing again. The pool removes
@@ -448,22 +445,30 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     """
     validate_plan(plan, sides)
     if pool is None:
-        if client is None:
-            client = docker_adapter.connect(os.environ)
-        pool = single_pool(
-            client, url=docker_adapter.engine_url(os.environ), runner_id=plan.runner_id
-        )
+        one = contextlib.nullcontext(backend) if backend is not None else open_backend(os.environ)
+        with one as opened:
+            return run_sides(
+                plan,
+                sides,
+                progress=progress,
+                run_id=run_id,
+                keep_raw=keep_raw,
+                pool=single_pool(opened, runner_id=plan.runner_id),
+                batches=batches,
+                warm=warm,
+                reuse=reuse,
+            )
     if plan.interpreter is None:  # found once per screening: its second phase asks no more
         known = warm.interpreter if warm is not None else None
-        plan = replace(plan, interpreter=known or interpreter_of(pool.first.client, plan.image_id))
+        plan = replace(plan, interpreter=known or interpreter_of(pool.first, plan.image_id))
         if warm is not None:
             warm.interpreter = plan.interpreter
-    owner = docker_adapter.Owner.current(run_id or new_run_id())
+    owner = Owner.current(run_id or new_run_id())
     # Every engine's leftovers (containers, volumes) of this host's dead runs, by host
     # id and process; another host's only once they are a day old. A screening's second
     # phase does not sweep again: its first did, moments ago, in this same process.
     if warm is None or warm.exported is None:
-        _sweep(pool, owner)
+        sweep(pool.engines, owner.host)
 
     if batches is None:
         batches = plan_batches(
@@ -499,18 +504,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     return result
 
 
-def _sweep(pool: Pool, owner: docker_adapter.Owner) -> None:
-    for engine in pool.engines:
-        try:
-            engine.sweep(owner.host)
-        except EngineError:
-            if engine.index == 0:
-                raise
-            log.warning("engine.sweep_failed", engine=engine.url)
-    git_adapter.sweep_scratch()
-
-
-def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     """Export the sides, run the batches on the engines, and remove everything, also on
     Ctrl-C (then :class:`Interrupted`, after the cleanup)."""
     interrupted = False
@@ -520,7 +514,7 @@ def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngi
         side.name: (threading.Event(), threading.Event()) for side in run.sides if kept is None
     }
     started: list[threading.Event] = []  # only threads that run can finish
-    dispatcher: Dispatcher[DockerEngine] | None = None
+    dispatcher: Dispatcher[Backend] | None = None
     inputs = contextlib.ExitStack()
     try:
         _inputs(run, kept, inputs)
@@ -619,7 +613,7 @@ def _not_dispatched(run: SidesRun, batches: Sequence[Batch]) -> Dispatched:
     return Dispatched(finals=tuple(finals), attempts=(), engines=())
 
 
-def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEngine]:
+def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     pool = run.pool
     inputs = Inputs(
         trees=dict(run.trees),
@@ -631,7 +625,7 @@ def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEng
     )
 
     @contextlib.contextmanager
-    def staged(engine: DockerEngine) -> Iterator[Staging]:
+    def staged(engine: Backend) -> Iterator[Staging]:
         if engine.index > 0:
             engine.hold_image(run.plan.image_id, pool.image_ref or run.plan.image_id, pool.first)
         with engine.staging(
@@ -640,7 +634,7 @@ def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[DockerEng
             yield staging
 
     @contextlib.contextmanager
-    def prepare(engine: DockerEngine) -> Iterator[Staging]:
+    def prepare(engine: Backend) -> Iterator[Staging]:
         if run.warm is not None:  # staged once for both phases (their kept containers mount it)
             yield run.warm.staging(engine.index, lambda: staged(engine))
             return

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import interrupts
-from orchestrator.adapters import docker as docker_adapter
 from orchestrator.adapters.input_file import read_input
+from orchestrator.adapters.owners import Owner
 from orchestrator.adapters.results import ResultsRead, host_caps
 from orchestrator.core import bounded_json
+from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
 from orchestrator.core.run_limits import too_many_tests
 from orchestrator.core.side_spec import (
     COLLECT_FILE,
@@ -36,22 +37,17 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import CapError
 from orchestrator.log import get_logger
-from orchestrator.services.docker_sides import DockerSides
-from orchestrator.services.engines import (
-    DockerEngine,
-    Inputs,
+from orchestrator.services.sides.pool import (
     Pool,
-    Staging,
     probe_package,
     write_tar,
 )
-from orchestrator.services.side_runner import (
+from orchestrator.services.sides.side_run import (
     LineTail,
+    SideRun,
     SideWorkspace,
     import_roots,
     interpreter_of,
-    run_and_read,
-    run_side,
     side_job,
     validate_plan,
 )
@@ -67,12 +63,12 @@ def collect_tests(
     validate_plan(plan, sides)
     engine = pool.first
     if plan.interpreter is None:
-        plan = replace(plan, interpreter=interpreter_of(engine.client, plan.image_id))
+        plan = replace(plan, interpreter=interpreter_of(engine, plan.image_id))
     # Only the first engine collects: bind mounts when it is this machine's.
-    volumes = pool.volumes and not engine.url.startswith("unix://")
-    owner = docker_adapter.Owner.current(run_id)
+    volumes = pool.volumes and not engine.local
+    owner = Owner.current(run_id)
     cancelled = threading.Event()
-    live = docker_adapter.LiveContainers()
+    live = LiveContainers()
     with contextlib.ExitStack() as stack:
         workspace = stack.enter_context(SideWorkspace("collect"))
         trees = {side.name: workspace.export(side) for side in sides}
@@ -124,7 +120,7 @@ def _each_side(
     collect: Callable[[SideSpec], Mapping[str, Any] | None],
     *,
     cancelled: threading.Event,
-    live: docker_adapter.LiveContainers,
+    live: LiveContainers,
 ) -> list[Mapping[str, Any] | None]:
     """Every side's collection at once; a failure or Ctrl-C stops the others at once."""
     with ThreadPoolExecutor(max_workers=len(sides)) as workers:
@@ -149,11 +145,11 @@ def _collect_side(
     plan: ReplayPlan,
     side: SideSpec,
     *,
-    engine: DockerEngine,
+    engine: Backend,
     staging: Staging,
     tree: Path,
-    owner: docker_adapter.Owner,
-    live: docker_adapter.LiveContainers,
+    owner: Owner,
+    live: LiveContainers,
     cancelled: threading.Event,
 ) -> Mapping[str, Any] | None:
     """One side's collection: the ``replay-collect/1`` document it wrote, if any."""
@@ -169,10 +165,9 @@ def _collect_side(
         environment=collect_environment(plan, pythonpath),
     )
     tail = LineTail()
-    with run_side(job, DockerSides(engine.client), live=live, cancelled=cancelled) as container:
-        facts, read = run_and_read(
-            container,
-            command=collect_command(plan),
+    with SideRun(engine, job, live=live, cancelled=cancelled) as side_run:
+        facts, read = side_run.drive(
+            collect_command(plan),
             on_line=tail,
             deadline=time.monotonic() + side_deadline_s(plan, 1),
             interpreter=plan.interpreter or "python3",
