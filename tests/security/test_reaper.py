@@ -186,7 +186,7 @@ class LosesOutput:
 
 @pytest.mark.parametrize("lost", [1, 3])
 def test_a_reader_stream_the_engine_lost_is_asked_for_again(docker_client, runner_image_id, lost):
-    from orchestrator.services.side_runner import READ_ATTEMPTS, read_stream_back
+    from orchestrator.services.sides.side_run import READ_ATTEMPTS, read_stream_back
 
     with idle_container(docker_client, runner_image_id) as container:
         container.exec_stream(
