@@ -1205,6 +1205,42 @@ def before_after(
     return render(header, body, markdown)
 
 
+def count_changes(
+    work: Path, before: str, after: str, libraries: Sequence[Library], markdown: bool
+) -> list[str]:
+    """Per library, the pull requests each verdict counts under both tags ("before ->
+    after"), over the replays both tags have."""
+    earlier = {(row.library, row.fix, row.scenario): row for row in rows(work, before, libraries)}
+    pairs = [
+        (earlier[(row.library, row.fix, row.scenario)], row)
+        for row in rows(work, after, libraries)
+        if (row.library, row.fix, row.scenario) in earlier
+    ]
+    kinds = VERDICTS[:4]
+    header = ["library", "replays", *kinds, "changed"]
+    body: list[list[str]] = []
+    for library in [*libraries, None]:
+        mine = [(old, new) for old, new in pairs if library is None or new.library == library.name]
+        if not mine:
+            continue
+        old_counts = Counter(old.verdict for old, _ in mine)
+        new_counts = Counter(new.verdict for _, new in mine)
+        body.append(
+            [
+                library.name if library else "all",
+                str(len(mine)),
+                *(
+                    str(old_counts[kind])
+                    if old_counts[kind] == new_counts[kind]
+                    else f"{old_counts[kind]} -> {new_counts[kind]}"
+                    for kind in kinds
+                ),
+                str(sum(old.verdict != new.verdict for old, new in mine)),
+            ]
+        )
+    return render(header, body, markdown)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--mirror-root", type=Path, default=Path("/work/.mirror"))
@@ -1250,6 +1286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if args.report_only and args.before:
         print("\n".join(before_after(work, args.before, tag, libraries, args.markdown)))
+        print()
+        print("\n".join(count_changes(work, args.before, tag, libraries, args.markdown)))
         return 0
     print_report(work, tag, libraries, args.markdown)
     return 0

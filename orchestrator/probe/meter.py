@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import linecache
+import socket
 import sys
 import time
 from _thread import get_ident
@@ -203,10 +204,19 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def is_local_host(host: str | bytes) -> bool:
-    """True for loopback names and addresses (and the empty/unspecified host)."""
+# The machine's own name (a container's is its id). Looking it up is no network use:
+# `socket.getfqdn()` asks for it (and through it `email.utils.make_msgid()`, smtplib's
+# HELO name), and the answer is this machine's, not another host's service.
+_OWN_HOST: Final = socket.gethostname().strip().lower()
+
+
+def is_local_host(host: str | bytes, own_host: str = _OWN_HOST) -> bool:
+    """True for loopback names and addresses, the empty/unspecified host and the
+    machine's own name (`own_host`, compared without case)."""
     name = _text(host).strip().strip("[]").lower()
     if name in ("", "localhost") or name.endswith(".localhost"):
+        return True
+    if own_host and name == own_host:
         return True
     try:
         address = ipaddress.ip_address(name.split("%", 1)[0])

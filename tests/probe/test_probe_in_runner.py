@@ -42,6 +42,13 @@ SUITE = """
     def test_network():
         socket.create_connection(("192.0.2.10", 80), timeout=1)
 
+    def test_own_name():
+        # the container's own name (its id), as socket.getfqdn() and email's
+        # make_msgid() look it up: no network, a plain pass
+        import email.utils
+        assert socket.getfqdn()
+        assert email.utils.make_msgid().endswith(">")
+
     class TestKeyed:
         def test_keyed(self):
             event = normalize_event({}, now=lambda: 1)
@@ -113,6 +120,9 @@ def test_labels_and_counts_inside_the_runner_image(docker_client, runner_image_i
         assert (effects["open"], effects["sleep"]) == (2, 2)  # write_text and open
         network = entries["test_network"]
         assert (network["label"], network["reason"]) == ("harness_error", "impure_network")
+        own_name = entries["test_own_name"]
+        assert (own_name["label"], own_name["reason"]) == ("assert_pass", None)
+        assert own_name["calls"]["socket"] >= 2  # counted, as a loopback call is
         keyed = {e["nodeid"]: e for e in result["tests"]}["test_suite.py::TestKeyed::test_keyed"]
         assert keyed["label"] == "assert_fail"
         assert keyed["assertion_key"] == (

@@ -294,6 +294,10 @@ NETWORK = """
             pass
         server.close()
 
+    def test_own_name_is_local():
+        # socket.getfqdn() looks up this machine's own name: no network
+        assert socket.getfqdn()
+
     def test_loopback_http_counts():
         server = socket.create_server(("localhost", 0))
         connection = http.client.HTTPConnection("localhost", server.getsockname()[1])
@@ -314,6 +318,9 @@ def test_network_attempts_are_impure_network_harness_errors(pytester, probe_run)
     loopback = entries["test_net.py::test_loopback_is_allowed"]
     assert loopback["label"] == "assert_pass"
     assert loopback["calls"]["socket"] >= 1
+    own_name = entries["test_net.py::test_own_name_is_local"]
+    assert own_name["label"] == "assert_pass"
+    assert own_name["calls"]["socket"] >= 1
     local_http = entries["test_net.py::test_loopback_http_counts"]
     assert local_http["label"] == "assert_pass"
     assert local_http["calls"]["http"] == 1
