@@ -65,6 +65,12 @@ class ContainerFacts:
 # ------------------------------------------------------------------ document checks
 
 
+# Past the memory a side's container has (--memory; docs/security.md).
+OOM_MESSAGE = (
+    "the container hit its memory limit and was OOM-killed (replay --memory gives it more)"
+)
+
+
 def run_doc_problem(doc: Any) -> str | None:
     """Why a ``replay-run/1`` document cannot be used (``None`` when it can)."""
     if not isinstance(doc, Mapping):
@@ -301,7 +307,10 @@ def _unfinished(
     if facts.engine_error is not None:
         return _harness(facts.engine_error, facts.message)
     if facts.oom_killed:
-        return _harness("oom", "the container hit its memory limit and was OOM-killed")
+        return _harness(
+            "oom",
+            OOM_MESSAGE,
+        )
     if driver_status is None and facts.killed_at_deadline:
         return Replay(label=Label.TIMEOUT, reason="deadline", message="side deadline passed")
     if driver_status is None and facts.cancelled:
@@ -438,7 +447,10 @@ def _label(
         return _harness(RESULTS_FULL, results_full_message())
     if replay_file.state == "corrupt":
         if facts.oom_killed:
-            return _harness("oom", "the container hit its memory limit and was OOM-killed")
+            return _harness(
+                "oom",
+                OOM_MESSAGE,
+            )
         return _harness("corrupt_result", replay_file.problem)
     if replay_file.state == "missing" or replay_file.doc is None:
         return _unfinished(facts, None, None)

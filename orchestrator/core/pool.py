@@ -18,6 +18,7 @@ engine left, keeps the labels of its last attempt (``harness_error`` / ``engine_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
@@ -52,7 +53,10 @@ def weights(property_ids: Sequence[str], durations: Mapping[str, float]) -> dict
     """Each property's recorded duration; an unknown one counts as the known mean, and
     with nothing known every property weighs 1."""
     known = [durations[p] for p in property_ids if p in durations and durations[p] >= 0]
-    default = sum(known) / len(known) if known else 1.0
+    # fsum is exactly rounded: the mean is the same in whatever order the ids come (a sum
+    # that moved by one unit in the last place moved ties of the cut, and with them the
+    # shard a test falls in).
+    default = math.fsum(known) / len(known) if known else 1.0
     return {
         p: durations[p] if p in durations and durations[p] >= 0 else default for p in property_ids
     }
