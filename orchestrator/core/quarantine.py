@@ -294,10 +294,10 @@ def rule(
     moment = _utc(now)
     live = sorted(
         (f for f in freezes if f.live(moment)),
-        key=lambda f: (f.kind is not FreezeKind.FLAKE, -f.expires_at.timestamp(), f.freeze_id),
+        key=lambda f: (f.kind is not FreezeKind.FLAKE, -f.expires_at.timestamp(), _order(f)),
     )
     if not live:
-        last = max(freezes, key=lambda f: (f.expires_at, f.freeze_id))
+        last = max(freezes, key=lambda f: (f.expires_at, _order(f)))
         return Ruling(
             standing=Standing.EXPIRED,
             freeze=last,
@@ -363,6 +363,20 @@ def _left(expires_at: datetime, now: datetime) -> str:
     if days:
         return f"{days}d {hours}h left"
     return f"{hours}h {minutes}m left" if hours else f"{minutes}m left"
+
+
+def _order(freeze: Freeze) -> tuple[int, str, str, float, str, str, float]:
+    """A total order of freezes (ties broken by every field): the ruling is the same in
+    whatever order a source lists them, even two rows that share an id."""
+    return (
+        freeze.freeze_id,
+        freeze.kind.value,
+        freeze.owner,
+        freeze.opened_at.timestamp(),
+        freeze.reason or "",
+        freeze.assertion_id or "",
+        -1.0 if freeze.budget_ms is None else float(freeze.budget_ms),
+    )
 
 
 def _named(freeze: Freeze) -> str:
