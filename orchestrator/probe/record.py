@@ -123,7 +123,9 @@ class PhaseRecord:
         elif self.network:
             label, reason = HARNESS_ERROR, "impure_network"
             message = "network attempted in the test body: " + "; ".join(self.network)
-        elif self.teardown == "failed":
+        elif self.teardown == "failed" and call != "failed":
+            # A body that failed is the test's verdict even when its teardown fails too
+            # (plain pytest reports it failed); a teardown that fails a passing body is none.
             label, reason = HARNESS_ERROR, "teardown_error"
             message = self.failures.get("teardown", ("", "", ""))[1]
         elif call == "passed":

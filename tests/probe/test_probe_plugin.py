@@ -230,11 +230,19 @@ def test_setup_and_teardown_errors_are_harness_errors(pytester, probe_run):
 
         def test_teardown(broken_teardown):
             pass
+
+        def test_fails_then_teardown(broken_teardown):
+            assert 1 + 1 == 3
         """
     )
     entries = by_nodeid(probe_run())
     setup = entries["test_fixtures.py::test_setup"]
     teardown = entries["test_fixtures.py::test_teardown"]
+    # The body's failure is the verdict, as plain pytest says "failed": the teardown's
+    # error after it does not make it no verdict.
+    both = entries["test_fixtures.py::test_fails_then_teardown"]
+    assert (both["label"], both["reason"]) == ("assert_fail", None)
+    assert both["assertion_id"] is not None
     assert (setup["label"], setup["reason"]) == ("harness_error", "setup_error")
     assert "cannot set up" in setup["message"]
     assert setup["assertion_id"] is None
