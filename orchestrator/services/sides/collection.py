@@ -46,6 +46,7 @@ from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
     SideWorkspace,
+    entered,
     import_roots,
     interpreter_of,
     side_job,
@@ -70,7 +71,7 @@ def collect_tests(
     cancelled = threading.Event()
     live = LiveContainers()
     with contextlib.ExitStack() as stack:
-        workspace = stack.enter_context(SideWorkspace("collect"))
+        workspace = entered(stack, SideWorkspace("collect"))
         trees = {side.name: workspace.export(side) for side in sides}
         fixture = None
         if plan.fixture is not None:

@@ -88,6 +88,7 @@ from orchestrator.services.sides.pool import (
 )
 from orchestrator.services.sides.side_run import (
     SideWorkspace,
+    entered,
     import_roots,
     interpreter_of,
     plan_limits,
@@ -565,7 +566,7 @@ def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
 def _inputs(run: SidesRun, kept: Exported | None, inputs: contextlib.ExitStack) -> None:
     """The private copies of the inputs: made into ``inputs``, or the first phase's."""
     if kept is None:
-        _copy_inputs(run, inputs.enter_context(SideWorkspace("inputs")))
+        _copy_inputs(run, entered(inputs, SideWorkspace("inputs")))
         return
     run.trees.update(kept.trees)
     run.tars.update(kept.tars)

@@ -65,6 +65,7 @@ from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
     SideWorkspace,
+    entered,
     import_roots,
     interpreter_of,
     side_job,
@@ -165,7 +166,7 @@ class WarmContainer:
     def _start(self) -> None:
         sweep((self.backend,), self.owner.host)
         stack = self._stack
-        workspace = stack.enter_context(SideWorkspace("serve"))
+        workspace = entered(stack, SideWorkspace("serve"))
         tree = workspace.export(self.side)
         channel = JobChannel(workspace.scratch / "channel")
         stack.callback(channel.close)

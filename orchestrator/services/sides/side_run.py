@@ -504,6 +504,13 @@ def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> repla
 # ---------------------------------------------------------------- the folders
 
 
+def entered(stack: contextlib.ExitStack, workspace: SideWorkspace) -> SideWorkspace:
+    """``stack.enter_context(workspace)`` with signals held: a Ctrl-C or SIGTERM between
+    the folder's making and its registration in ``stack`` would leave it behind."""
+    with interrupts.shielded():
+        return stack.enter_context(workspace)
+
+
 def private_fixture(folder: Path, data: bytes) -> Path:
     """The fixture's bytes as one world-readable file in ``folder`` (a private scratch
     folder): the container's user reads it whatever the original's mode."""
