@@ -65,7 +65,10 @@ _PASS = (
     '"socket":0,"sqlite":0,"subprocess":0},"duration_ms":%s,"label":"assert_pass",'
     '"message":null,"nodeid":%s,"reason":null}'
 )
-_CACHE: dict[tuple[str, int, tuple[str, ...] | None], bytes] = {}
+# The whole suite's files are made once and kept on disk, read again per container: the
+# reader's bytes are the CLI's for as long as it parses them, never for the whole run.
+_CACHE: dict[tuple[str, int, tuple[str, ...] | None], Path] = {}
+_CACHE_DIR = Path(tempfile.mkdtemp(prefix="orchestrator-bench-host-results-"))
 
 
 def result_bytes(ids: list[str], side: str, replay: int, *, whole: bool) -> bytes:
@@ -75,7 +78,7 @@ def result_bytes(ids: list[str], side: str, replay: int, *, whole: bool) -> byte
     key = (side, replay, None if whole else tuple(ids))
     found = _CACHE.get(key)
     if found is not None:
-        return found
+        return found.read_bytes()
     tests = []
     for index, nodeid in enumerate(ids):
         if side == "patch" and nodeid == scale.FAILS_ON_PATCH:
@@ -98,7 +101,8 @@ def result_bytes(ids: list[str], side: str, replay: int, *, whole: bool) -> byte
     )
     data = (head + ",".join(tests) + "]}}").encode()
     if whole:
-        _CACHE[key] = data
+        _CACHE[key] = _CACHE_DIR / f"{side}-{replay}.json"
+        _CACHE[key].write_bytes(data)
     return data
 
 
@@ -155,12 +159,28 @@ def rss_mb() -> float:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def reset_peak() -> None:
+    """Start the process's peak resident memory (VmHWM) again from what it holds now."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def peak_mb() -> float:
+    """The peak resident memory since :func:`reset_peak` (else since the start), in MB."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def watch_memory(marks: list[tuple[str, float]]) -> None:
     """Note the resident memory around the run's big steps (``--memory``)."""
     import functools
 
     from orchestrator.core import side_spec
-    from orchestrator.services import recording, replay, screening, side_outcome
+    from orchestrator.services import evidence_reuse, recording, replay, screening
+    from orchestrator.services.sides import outcome as side_outcome
 
     def wrapped(module: Any, name: str) -> None:
         inner = getattr(module, name)
@@ -184,6 +204,16 @@ def watch_memory(marks: list[tuple[str, float]]) -> None:
         (recording, "_write_records"),
     ):
         wrapped(module, name)  # fmt: skip
+    inner_flush = evidence_reuse.SideReuse.flush
+
+    def flush(self: Any) -> None:
+        marks.append(("reuse flush in", rss_mb()))
+        try:
+            inner_flush(self)
+        finally:
+            marks.append(("reuse flush out", rss_mb()))
+
+    evidence_reuse.SideReuse.flush = flush  # type: ignore[method-assign]
 
     import threading
 
@@ -224,6 +254,7 @@ def main() -> int:
         if options.memory:
             watch_memory(marks)
         profiler = cProfile.Profile() if options.profile else None
+        reset_peak()  # the bench's own making of the suite and its results is not the CLI's
         cpu = time.process_time()
         started = time.perf_counter()
         with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
@@ -246,7 +277,7 @@ def main() -> int:
                     print(f"  {name:<28} {value:7.1f} MB (peak so far {peak:7.1f} MB)")
                 peak = max(peak, value)
         used, files = scale.folder_size(out)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rss = peak_mb()
         summary = (out / "summary.json").stat().st_size / 1000
         print(
             f"{options.tests} tests: exit {code}, wall {elapsed:.2f} s, CPU {cpu:.2f} s "
@@ -255,6 +286,7 @@ def main() -> int:
             f"summary.json {summary:.0f} KB"
         )
     finally:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
         if options.keep:
             print(f"kept: {scratch}")
         else:

@@ -81,3 +81,30 @@ def current_owner() -> ProcessOwner:
     """This process, as a later run of the tool will recognise it."""
     pid = os.getpid()
     return ProcessOwner(host_id=host_id(), pid=pid, start=process_start(pid) or "")
+
+
+# glibc's mallopt parameter (malloc.h): requests at least this big are mapped by
+# themselves and given back to the system when freed.
+_M_MMAP_THRESHOLD = -3
+_MAPPED_FROM_BYTES = 128 * 1024
+
+
+@functools.cache
+def give_back_large_buffers() -> bool:
+    """Have glibc map every buffer of 128 KiB or more by itself, so that it is returned to
+    the system when freed. By default glibc raises that threshold to the size of the
+    largest buffer freed so far (up to 32 MiB): after a side's result file (tens of MB
+    for a whole suite) is read and freed, the next ones come from the heap and stay in
+    the process's memory when freed; reading both sides' results kept some 150 MB of
+    freed memory resident at 100,000 tests (bench/README.md, "Whole suites at scale").
+    Fixing the threshold keeps the CLI's resident memory to what it holds. True when
+    set; False off glibc (nothing to do there) or when the call is refused."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this interpreter runs on
+    except (OSError, AttributeError):  # no mallopt there
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MAPPED_FROM_BYTES))

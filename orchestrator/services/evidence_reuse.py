@@ -282,6 +282,7 @@ class SideReuse:
             if record.stored:
                 log.info("reuse.stored", side=record.side, key=record.key, stores=record.stored)
             record.offer = None
+            del offered  # one side's result files held at a time, never two
 
     def to_json(self) -> dict[str, Any]:
         """The run log's ``reuse``: the stores, and per side and batch what was done."""

@@ -46,6 +46,8 @@ from orchestrator.core.screening import (
 from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.services.oracle import (
+    LazyOracle,
+    OracleComparer,
     Sources,
     compare_inputs,
     oracle_inputs,
@@ -155,22 +157,31 @@ def settle(
     screening: Screening,
     quiet: Sequence[str],
 ) -> tuple[dict[str, OracleChange], tuple[DecidedProperty, ...]]:
-    """The oracle digests of properties whose files are the same on both sides, and the
-    properties without signal decided on their screening replays, their files written."""
+    """The oracle digests of the properties with signal whose files are the same on both
+    sides, and the properties without signal decided on their screening replays, their
+    files written. A quiet property's oracle is compared when it is decided, and not kept."""
     started = time.perf_counter()
-    digests = compare_inputs(unchanged)
-    settled = write_outcomes(  # into the run's store, one at a time: what is kept is small
-        plan,
-        decide_each(
+    comparer = OracleComparer()
+    try:
+        digests = {
+            property_id: comparer.change(property_id, pair)
+            for property_id, pair in unchanged.items()
+            if property_id in screening.signals
+        }
+        settled = write_outcomes(  # into the run's store, one at a time: little is kept
             plan,
-            screened.labelled,
-            {**digests, **oracle},
-            screening,
-            only=quiet,
-            runners=screened.runners,
-            raw_dirs=screened.raw_dirs,
-        ),
-    )
+            decide_each(
+                plan,
+                screened.labelled,
+                LazyOracle({**digests, **oracle}, unchanged, comparer),
+                screening,
+                only=quiet,
+                runners=screened.runners,
+                raw_dirs=screened.raw_dirs,
+            ),
+        )
+    finally:
+        comparer.close()
     log.debug(
         "screening.settled",
         properties=len(settled),

@@ -127,3 +127,35 @@ def test_digests_are_per_property_and_equal_on_an_unchanged_revision(repo):
 )
 def test_oracle_files_are_the_module_and_the_conftests_above(property_id, expected):
     assert oracle_files(property_id) == expected
+
+
+def test_the_lazy_oracle_gives_what_compare_inputs_gives_one_property_at_a_time(repo):
+    """Settling a whole suite compares each quiet property's oracle when it is decided
+    (services.screening.settle): the values are those compare_inputs makes at once."""
+    from orchestrator.services.oracle import (
+        LazyOracle,
+        OracleComparer,
+        compare_inputs,
+        oracle_inputs,
+    )
+
+    path, base = repo
+    patch = patched(repo, {"tests/test_mod.py": TESTS.replace("add(0, 0)", "add(0, 1) - 1")})
+    ids = [A, B, X]
+    inputs = oracle_inputs(path, base, patch, ids)
+    whole = compare_inputs(inputs)
+    assert whole[X].changed
+    assert not whole[A].changed
+    known = {X: whole[X]}
+    comparer = OracleComparer()
+    try:
+        lazy = LazyOracle(known, {p: inputs[p] for p in ids if p != X}, comparer)
+        assert lazy.get(NEW) is None
+        assert NEW not in lazy
+        assert sorted(lazy) == sorted(ids)
+        assert len(lazy) == 3
+        for property_id in reversed(ids):  # in any order, asked twice
+            assert lazy[property_id] == whole[property_id]
+            assert lazy.get(property_id) == whole[property_id]
+    finally:
+        comparer.close()

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import interrupts
+from orchestrator.adapters import host
 from orchestrator.adapters.input_file import read_input
 from orchestrator.adapters.owners import Owner
 from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
@@ -445,6 +446,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     ``keep_raw/<side>/internal-error.txt``.
     """
     validate_plan(plan, sides)
+    host.give_back_large_buffers()  # results of whole suites are read and freed here
     if pool is None:
         one = contextlib.nullcontext(backend) if backend is not None else open_backend(os.environ)
         with one as opened:
