@@ -6,7 +6,9 @@ when its bytes are the ones announced.
 The patch's test forges both: it puts a passing result where the driver's goes and
 writes a notice for it on the channel (the FIFO is the container user's, as the tree
 is), then holds its job open, so the host reads the forged file before the driver
-writes anything. Real git, the real engine, the runner image."""
+writes anything. A test that kills its driver makes its job and every later one
+``harness_error``, the driver's end read back as a replay's. Real git, the real engine,
+the runner image."""
 
 from __future__ import annotations
 
@@ -86,3 +88,40 @@ def test_a_served_result_is_taken_only_as_announced(
     assert (replay.label, replay.reason) == expected, replay
     assert run.facts.exit_code is None  # it still served
     assert not run.facts.killed_at_deadline
+
+
+KILLS_ITS_DRIVER = """\
+import os, signal
+
+
+def run():
+    os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+def test_a_job_that_kills_its_driver_is_a_harness_error_and_so_is_every_later_one(
+    tmp_path, docker_backend, runner_image_id
+):
+    repo = hostile_repo(tmp_path, KILLS_ITS_DRIVER)
+    plan = ReplayPlan(
+        image_id=runner_image_id,
+        pytest_args=("-q",),
+        property_ids=(),
+        fixture=None,
+        replays=1,
+        timeout_s=60,
+        seed=0,
+        runner_id="local",
+    )
+    side = SideSpec(name="patch", repo=repo.path, rev=repo.patch)
+    with WarmContainer(plan, side, backend=docker_backend, run_id=new_run_id()) as warm:
+        runs = [
+            warm.run(pytest_args=("-q", PROPERTY), fixture=None, timeout_s=60, job_id=str(n))
+            for n in (1, 2)
+        ]
+        replays = [warm.label(run, PROPERTY) for run in runs]
+    # The driver's end, read back as a replay's: killed by a signal, not a deadline.
+    assert [replay.label for replay in replays] == ["harness_error"] * 2, replays
+    assert runs[0].facts.exit_code == 137
+    assert not runs[0].facts.killed_at_deadline
+    assert [replay.reason for replay in replays] == ["signal"] * 2, replays
