@@ -11,8 +11,10 @@ and the place its containers run.
 - :class:`SideRun` is a job's container run, on any backend: started on enter, removed
   on exit (also on Ctrl-C); :meth:`SideRun.drive` runs a command and reads its results
   back (:func:`run_and_read`: the driver's run, then :func:`read_back` through
-  :mod:`orchestrator.adapters.results`, with the engine's facts). Every side's
-  container goes through it; what varies is the command and the reader.
+  :mod:`orchestrator.adapters.results`, with the engine's facts);
+  :meth:`SideRun.read_announced` reads the results of a command that still runs (serve's
+  driver) through the same reader, taken only as announced. Every side's container goes
+  through it; what varies is the command and the reader.
 
 A backend is :class:`~orchestrator.core.backend.Backend` (the seam, with the values
 that cross it); the pool hands them out (:mod:`orchestrator.services.sides.pool`).
@@ -96,7 +98,8 @@ class SideRun:
     also on Ctrl-C, unless ``keep`` (``reproduce --keep``) or :meth:`detach` (a container
     kept for the second phase). In between, what varies is the command and the reader:
     :meth:`drive` runs a command and reads its results back through the guarded reader;
-    a caller that runs its own (a terminal, the serve loop) reads back with :meth:`read`.
+    a caller that runs its own reads back with :meth:`read` (a terminal, once it ended)
+    or :meth:`read_announced` (the serve driver's results, after each job, while it runs).
     """
 
     def __init__(
