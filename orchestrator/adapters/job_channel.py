@@ -1,7 +1,10 @@
 """The host's end of a serving probe driver's job protocol: two FIFOs in a private folder.
 
-A driver started with ``--serve`` (``orchestrator/probe/driver.py``, whose docstring is
-the protocol) reads ``replay-job/1`` lines and writes one ``replay-run/1`` line per job.
+A driver started with ``--serve --result-files`` (``orchestrator/probe/driver.py``, whose
+docstring is the protocol) reads ``replay-job/1`` lines and writes one notice line per
+job: the job is done, and the SHA-256 of the result file it wrote. No result comes
+through here: the file is read back through the guarded reader
+(:meth:`orchestrator.services.sides.side_run.SideRun.read_announced`).
 Here both streams are named pipes in a private folder (0700: no other user of the host
 can open them), each FIFO bind-mounted into the container by itself (:meth:`JobChannel.
 mounts`; read-only: a FIFO on a read-only mount can still be opened for writing) and
@@ -52,9 +55,10 @@ _FIFO_MODE_OWNED = 0o600
 _FIFO_MODE_SHARED = 0o666
 _FILE_MODE = 0o644
 _READ_CHUNK = 1 << 20
-# One result line at most (a replay-run/1 document of a whole suite is a few MiB): a
-# driver that writes more without a newline is treated as gone, its buffer dropped.
-LINE_BYTES = 32 * 1024 * 1024
+# One line at most (a notice is some hundred bytes; room too for the small documents a
+# driver without --result-files writes): a line longer than this is refused, its buffer
+# dropped.
+LINE_BYTES = 1024 * 1024
 
 
 class Ending(Enum):

@@ -115,3 +115,41 @@ def announced_problem(name: str, digest: str, announced: Mapping[str, Set[str]])
     if digest not in said:
         return f"{name} is not the file the driver wrote (changed after it, or not by it)"
     return None
+
+
+# A served job's result (the probe driver's serve mode with ``--result-files``): one file
+# in a folder of the job's own in the results folder, announced by a notice on the job
+# channel. The host reads the file through its reader, as a replay's.
+SERVED_RESULT: Final = "replay-001.json"
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+
+
+def served_folder(number: int) -> str:
+    """The name of job ``number``'s folder in the results folder."""
+    return f"job-{number:06d}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobNotice:
+    """What a serving driver said of a job it finished: the SHA-256 of the result file it
+    wrote (:data:`SERVED_RESULT`), or that it had no room to write one (``full``)."""
+
+    digest: str | None
+    full: bool = False
+
+
+def job_notice(document: Mapping[str, object], *, number: int, job_id: str) -> JobNotice | str:
+    """The notice of job ``number`` (sent as ``job_id``), or why ``document`` is not one."""
+    said_id, said_number = document.get("job"), document.get("replay")
+    if said_id != job_id:
+        return f"a result for job {said_id!r} came back for job {job_id!r}"
+    if isinstance(said_number, bool) or said_number != number:
+        return f"job {job_id!r} came back as job number {said_number!r}, not {number}"
+    digest = document.get("sha256")
+    if digest is None and document.get("result") is None and document.get("results_full") is True:
+        return JobNotice(digest=None, full=True)
+    if document.get("result") != SERVED_RESULT:
+        return f"job {job_id!r}'s notice names no result file {SERVED_RESULT}"
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        return f"job {job_id!r}'s notice carries no SHA-256 of its result"
+    return JobNotice(digest=digest)

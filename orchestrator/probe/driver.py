@@ -65,7 +65,7 @@ Serve mode: one warm driver, many jobs
 --------------------------------------
 
     python -m orchestrator.probe.replay --serve --jobs PATH --results PATH --out DIR \
-        [--seed S] [--spawn fork|exec]
+        [--result-files] [--seed S] [--spawn fork|exec]
 
 The driver imports pytest and the probe once (as above), then runs jobs as they
 arrive, one at a time, each exactly like one replay: a fresh pytest session in a forked
@@ -91,6 +91,13 @@ needs several pytest runs in one container can speak it.
   job's id); its "replay" is the job's number in this driver (1, 2, ...). The pytest
   output of job n is DIR/job-<n:06d>.log. A progress line `job <n> <id> <status>`
   goes to standard error.
+- With --result-files (how the orchestrator serves) the document is a file instead:
+  DIR/job-<n:06d>/replay-001.json (the folder made new for the job, its pytest output
+  beside it as job.log, and removed when the next job starts), and the line written to
+  --results is only a notice: {"job", "replay", "status", "result": "replay-001.json",
+  "sha256": the SHA-256 of the file's bytes} (no room for the file: no "result" nor
+  "sha256", and "results_full": true). The host reads the file through its own reader
+  and takes it only when its bytes are the ones announced.
 - Jobs share the container's /tmp, as the replays of one batch do. To keep a job cheap,
   the driver writes each probe result in the temp folder (a tmpfs in a container) and
   builds pytest's initial config (the plugin manager with the built-in plugins; nothing
@@ -114,6 +121,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -132,6 +140,7 @@ from orchestrator.probe.jobs import (
     TIMEOUT,
     BadJob,
     Job,
+    encode_notice,
     encode_run,
     encode_run_line,
     hash_seed,
@@ -146,6 +155,7 @@ from orchestrator.probe.workspace import Workspace, copy_contents, empty_dir
 __all__ = ["copy_contents", "empty_dir", "hash_seed", "main", "run_batch", "run_serve"]
 
 STDIO: Final = "-"
+JOB_RESULT: Final = "replay-001.json"  # a job's result in its folder (--result-files)
 
 
 class Terminated(Exception):
@@ -209,20 +219,13 @@ def run_batch(options: DriverOptions) -> int:
             job = _batch_job(options, k)
             run, result = run_job(runner, job, out / f"replay-{k:03d}.log")
             name = f"replay-{k:03d}.json"
-            if run["status"] not in (COMPLETED, TIMEOUT) and _full(out):
-                run["results_full"] = True  # a test filled the folder its result goes to
-            data = encode_run(run, result)
-            try:
-                write_bytes_atomic(out / name, data)
-            except OSError as error:
-                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-                    raise
+            digest = _write_result(out / name, run, result)
+            if digest is None:
                 # No room for the result: said, not a traceback; the host names the cause.
                 print(f"results-full {name}", flush=True)
                 continue
             if not options.attach:
                 # What it wrote, for the host to check it is what it reads back.
-                digest = hashlib.sha256(data).hexdigest()
                 print(f"result replay-{k:03d}.json {digest}", flush=True)
                 print(f"replay {k}/{options.replays} {run['status']}", flush=True)
     except Terminated as stop:
@@ -235,6 +238,21 @@ def run_batch(options: DriverOptions) -> int:
     with contextlib.suppress(OSError):  # a full folder: the host reads only the results
         _write_driver(out, replays=options.replays, finished=True)
     return 0
+
+
+def _write_result(path: Path, run: dict[str, Any], result: bytes | None) -> str | None:
+    """A replay's (or job's) replay-run/1 document written at ``path``, atomically; the
+    SHA-256 of its bytes, or None when its folder had no room for it."""
+    if run["status"] not in (COMPLETED, TIMEOUT) and _full(path.parent):
+        run["results_full"] = True  # a test filled the folder its result goes to
+    data = encode_run(run, result)
+    try:
+        write_bytes_atomic(path, data)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return None
+    return hashlib.sha256(data).hexdigest()
 
 
 def _full(folder: Path) -> bool:
@@ -261,7 +279,6 @@ def run_serve(options: DriverOptions) -> int:
     """Run the jobs read from --jobs until its end (the module docstring has the protocol)."""
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
-    import shutil
     import tempfile
 
     # The probe fsyncs its result file, which costs milliseconds on a disk; a served
@@ -281,13 +298,24 @@ def run_serve(options: DriverOptions) -> int:
                 private_fds=private_fds,
                 running=running,
             )
+            folder: Path | None = None  # the last job's, with --result-files
             for line in jobs:
                 if not line.strip():
                     continue
                 number = finished_jobs + 1
                 job = parse_job(line, number, default_seed=options.seed, spawn=options.spawn)
-                run, result = run_job(runner, job, out / f"job-{number:06d}.log")
-                _write_all(results, encode_run_line(run, result))
+                if not options.result_files:
+                    run, result = run_job(runner, job, out / f"job-{number:06d}.log")
+                    _write_all(results, encode_run_line(run, result))
+                else:
+                    # The host read the last job's folder before it sent this job.
+                    folder = _job_folder(out, number, folder)
+                    run, result = run_job(runner, job, folder / "job.log")
+                    digest = _write_result(folder / JOB_RESULT, run, result)
+                    notice = encode_notice(
+                        job, run["status"], name=JOB_RESULT, digest=digest, full=digest is None
+                    )
+                    _write_all(results, notice)
                 finished_jobs = number
                 print(f"job {number} {job.job_id} {run['status']}", file=sys.stderr)
                 sys.stderr.flush()
@@ -307,6 +335,23 @@ def run_serve(options: DriverOptions) -> int:
         shutil.rmtree(result_dir, ignore_errors=True)
     _write_driver(out, replays=finished_jobs, finished=True)
     return 0
+
+
+def _job_folder(out: Path, number: int, last: Path | None) -> Path:
+    """Job ``number``'s own folder in ``out``, new and empty (whatever stood at its name
+    is removed first: a process of the tree may have put it there); ``last`` (the
+    previous job's) is removed, so that hundreds of jobs never fill the results folder."""
+    for path in (last, out / f"job-{number:06d}"):
+        if path is None:
+            continue
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            path.unlink()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    folder = out / f"job-{number:06d}"
+    folder.mkdir()
+    folder.chmod(0o755)  # the host's reader (another user) lists it
+    return folder
 
 
 @contextlib.contextmanager

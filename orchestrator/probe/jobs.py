@@ -115,6 +115,21 @@ def parse_job(line: bytes, number: int, *, default_seed: int, spawn: str) -> Job
     )
 
 
+def encode_notice(
+    job: Job, status: str, *, name: str, digest: str | None, full: bool = False
+) -> bytes:
+    """The line a serving driver with ``--result-files`` writes when a job is done: its
+    id, number and status, and the result file it wrote (``name``, in the job's folder)
+    with the SHA-256 of its bytes (``digest``; none when there was no room for it:
+    ``"results_full": true``). The host reads the file itself and takes only those bytes."""
+    notice: dict[str, Any] = {"job": job.job_id, "replay": job.number, "status": status}
+    if digest is not None:
+        notice.update(result=name, sha256=digest)
+    if full:
+        notice["results_full"] = True
+    return json.dumps(notice, sort_keys=True, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
 def read_result(path: Path) -> tuple[str, bytes | None]:
     """(status, the result's validated JSON bytes); never trusts a half or foreign file."""
     try:

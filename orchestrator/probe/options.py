@@ -32,6 +32,9 @@ class DriverOptions:
     serve: bool = False
     jobs: str | None = None
     results: str | None = None
+    # Serve mode: each job's result is a file in its own folder of --out, and its
+    # --results line only says so, with the file's SHA-256 (the host reads the file).
+    result_files: bool = False
     attach: bool = False
     # A rewrite cache the caller owns (kept at the end, used with any --replays); None:
     # DIR/.rewritten when --replays > 1, removed at the end.
@@ -69,6 +72,7 @@ def parse_args(argv: Sequence[str]) -> DriverOptions:
         serve=options.serve,
         jobs=options.jobs,
         results=options.results,
+        result_files=options.result_files,
         attach=options.attach,
         rewrite_cache=options.rewrite_cache,
     )
@@ -129,6 +133,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", help="serve mode: where job lines come from (- for stdin)")
     parser.add_argument("--results", help="serve mode: where result lines go (- for stdout)")
     parser.add_argument(
+        "--result-files",
+        action="store_true",
+        help="serve mode: write each job's result as DIR/job-<n>/replay-001.json and "
+        "only a notice with its SHA-256 to --results",
+    )
+    parser.add_argument(
         "--attach",
         action="store_true",
         help="each replay keeps the driver's stdin, stdout and stderr (no log file), "
@@ -160,8 +170,8 @@ def _check(
         if options.replays is not None or pytest_args:
             parser.error("--serve takes its pytest arguments from each job, not --replays/--")
     else:
-        if options.jobs is not None or options.results is not None:
-            parser.error("--jobs and --results go with --serve")
+        if options.jobs is not None or options.results is not None or options.result_files:
+            parser.error("--jobs, --results and --result-files go with --serve")
         if options.replays is None or options.timeout is None:
             parser.error("--replays and --timeout are required (or --serve)")
 

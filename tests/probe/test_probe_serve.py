@@ -8,6 +8,7 @@ channel (orchestrator.adapters.job_channel), as a container gets them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -80,7 +81,9 @@ def serve_env() -> dict[str, str]:
     return env
 
 
-def serve_command(out: Path, *, jobs: str = "-", results: str = "-", seed: int = 3) -> list[str]:
+def serve_command(
+    out: Path, *, jobs: str = "-", results: str = "-", seed: int = 3, files: bool = False
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -94,12 +97,15 @@ def serve_command(out: Path, *, jobs: str = "-", results: str = "-", seed: int =
         str(out),
         "--seed",
         str(seed),
+        *(["--result-files"] if files else []),
     ]
 
 
-def serve_stdio(project: Path, lines: list[str], *, seed: int = 3) -> subprocess.CompletedProcess:
+def serve_stdio(
+    project: Path, lines: list[str], *, seed: int = 3, files: bool = False
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        serve_command(project / "out", seed=seed),
+        serve_command(project / "out", seed=seed, files=files),
         cwd=project,
         env=serve_env(),
         input="".join(line + "\n" for line in lines),
@@ -257,6 +263,40 @@ def test_a_line_that_is_no_job_ends_the_driver_with_exit_2(tmp_path):
     assert "timeout_s" in driver["error"]
 
 
+def test_with_result_files_each_job_leaves_its_result_in_its_own_folder_and_says_its_digest(
+    tmp_path,
+):
+    project = write_project(tmp_path)
+    out = project / "out"
+    (out / "job-000002").mkdir(parents=True)  # something in the way: replaced, not used
+    (out / "job-000002" / "replay-001.json").write_text("{}")
+    completed = serve_stdio(
+        project,
+        [
+            json.dumps(job("first", "test_records.py::test_no_fixture_variable")),
+            json.dumps(job("second", "test_records.py::test_fresh_process")),
+        ],
+        files=True,
+    )
+    assert completed.returncode == 0, completed.stderr
+    notices = results_of(completed)
+    assert [(n["job"], n["replay"], n["status"]) for n in notices] == [
+        ("first", 1, "completed"),
+        ("second", 2, "completed"),
+    ]
+    # Each job's folder is removed once the next job starts: only the last is left.
+    assert not (out / "job-000001").exists()
+    result = out / "job-000002" / notices[1]["result"]
+    data = result.read_bytes()
+    assert notices[1]["sha256"] == hashlib.sha256(data).hexdigest()
+    document = json.loads(data)
+    assert (document["job"], document["replay"]) == ("second", 2)
+    assert labels(document) == {"test_records.py::test_fresh_process": "assert_pass"}
+    assert oct(result.stat().st_mode & 0o777) == "0o644"
+    # A notice carries no result: only its name and digest.
+    assert set(notices[0]) == {"job", "replay", "status", "result", "sha256"}
+
+
 # -- the host's job channel, as a container's driver gets it ------------------------------
 
 
@@ -369,6 +409,7 @@ def test_serve_mode_arguments():
         ["--serve", "--jobs", "-", "--results", "-", "--replays", "2", "--out", "o"],
         ["--serve", "--jobs", "-", "--results", "-", "--out", "o", "--", "-q"],
         ["--replays", "1", "--timeout", "1", "--out", "o", "--jobs", "-"],
+        ["--replays", "1", "--timeout", "1", "--out", "o", "--result-files"],
         ["--out", "o"],
     ):
         with pytest.raises(SystemExit):

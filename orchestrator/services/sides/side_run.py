@@ -11,8 +11,10 @@ and the place its containers run.
 - :class:`SideRun` is a job's container run, on any backend: started on enter, removed
   on exit (also on Ctrl-C); :meth:`SideRun.drive` runs a command and reads its results
   back (:func:`run_and_read`: the driver's run, then :func:`read_back` through
-  :mod:`orchestrator.adapters.results`, with the engine's facts). Every side's
-  container goes through it; what varies is the command and the reader.
+  :mod:`orchestrator.adapters.results`, with the engine's facts);
+  :meth:`SideRun.read_announced` reads the results of a command that still runs (serve's
+  driver) through the same reader, taken only as announced. Every side's container goes
+  through it; what varies is the command and the reader.
 
 A backend is :class:`~orchestrator.core.backend.Backend` (the seam, with the values
 that cross it); the pool hands them out (:mod:`orchestrator.services.sides.pool`).
@@ -25,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -95,7 +98,8 @@ class SideRun:
     also on Ctrl-C, unless ``keep`` (``reproduce --keep``) or :meth:`detach` (a container
     kept for the second phase). In between, what varies is the command and the reader:
     :meth:`drive` runs a command and reads its results back through the guarded reader;
-    a caller that runs its own (a terminal, the serve loop) reads back with :meth:`read`.
+    a caller that runs its own reads back with :meth:`read` (a terminal, once it ended)
+    or :meth:`read_announced` (the serve driver's results, after each job, while it runs).
     """
 
     def __init__(
@@ -169,6 +173,19 @@ class SideRun:
         """The results a command the caller ran left, read back (:func:`read_back`)."""
         return read_back(self.container, exit_, interpreter=interpreter, out=out)
 
+    def read_announced(
+        self,
+        *,
+        interpreter: str,
+        out: str,
+        announced: Mapping[str, AbstractSet[str]],
+        full: AbstractSet[str] = frozenset(),
+    ) -> ResultsRead:
+        """The announced results of a command that still runs (:func:`read_announced`)."""
+        return read_announced(
+            self.container, interpreter=interpreter, out=out, announced=announced, full=full
+        )
+
     def detach(self) -> Callable[[], None]:
         """The container outlives the block: the caller owns its removal from here (the
         returned call, idempotent)."""
@@ -229,15 +246,37 @@ def read_back(
     return replace(facts, exit_code=status, oom_killed=oom), read
 
 
-def read_stream_back(container: SideContainer, *, interpreter: str, out: str) -> ResultsRead:
+def read_announced(
+    container: SideContainer,
+    *,
+    interpreter: str,
+    out: str,
+    announced: Mapping[str, AbstractSet[str]],
+    full: AbstractSet[str] = frozenset(),
+) -> ResultsRead:
+    """The result files a command that still runs (the serve driver, between its jobs)
+    left in ``out`` and announced (name -> digests; ``full``: the names it had no room
+    for): the reader's stream of that folder, as :data:`READER_USER`, each replay file
+    taken only when its bytes are the one version announced
+    (:func:`~orchestrator.adapters.results.checked_against`). No reaper runs, and live
+    processes do not make the reader refuse the folder (the driver lives on): the
+    announcement is what tells the driver's bytes from another process's."""
+    read = read_stream_back(container, interpreter=interpreter, out=out, processes=False)
+    return checked_against(read, announced, full)
+
+
+def read_stream_back(
+    container: SideContainer, *, interpreter: str, out: str, processes: bool = True
+) -> ResultsRead:
     """The reader's stream of the results folder, asked for again (up to
     ``READ_ATTEMPTS`` times) while it comes back as no tar at all: the engine sometimes
     loses a short exec's output (moby/moby#27289), and the reader only reads, so asking
-    again changes nothing in the container."""
+    again changes nothing in the container. With ``processes`` the folder is refused
+    when a process other than the container's init and idle one is alive."""
     read = ResultsRead()
     for attempt in range(1, READ_ATTEMPTS + 1):
         chunks, exit_code = container.exec_chunks(
-            reader_command(interpreter, out, processes=True),
+            reader_command(interpreter, out, processes=processes),
             deadline=time.monotonic() + READ_BACK_S,
             user=READER_USER,
             workdir="/",
