@@ -12,13 +12,19 @@ round not counted):
 
 - (f) floor: one plain ``pytest -q`` per side, both at once (bench/overhead.py's);
 - (n) ``orchestrator replay --no-reuse`` of base..patch (``--replays 3``);
+- (m) the same replay with a store that holds nothing yet (the ledger of a fresh folder):
+  what a run whose base was not screened costs, storing both sides;
 - (r) the same replay where the base was screened by an earlier run: a run of
   base..<another pull request> first stores it (the ledger of a fresh folder), then the
   timed run reuses it.
 
-Prints the medians of (f), (n), (r) and (r)/(f), and compares every property's lane and
-code between (n) and (r) in every round (a difference is listed with both sides' labels:
-flakiness shows as labels that move between rounds of the same variant too).
+Every replay's folder starts with the durations the warm-up round recorded (as a CI cache
+step keeps ``.replay/durations/``): they decide the default workers of a run that stores
+its screening (docs/lanes.md section 10, "Workers"), the same for (m), (r) and the run
+that stores the base. Prints the medians of (f), (n), (m), (r) and the ratios, the
+workers each variant ran with, and compares every property's lane and code between (n),
+(m) and (r) in every round (a difference is listed with both sides' labels: flakiness
+shows as labels that move between rounds of the same variant too).
 """
 
 from __future__ import annotations
@@ -133,12 +139,14 @@ def bench(
     extra: tuple[str, ...] = (),
 ) -> dict:
     trees = (export(repo, base, work / name / "base"), export(repo, patch, work / name / "patch"))
-    times: dict[str, list[float]] = {"floor": [], "no_reuse": [], "reuse": []}
+    times: dict[str, list[float]] = {"floor": [], "no_reuse": [], "miss": [], "reuse": []}
+    jobs: dict[str, set[int]] = {"no_reuse": set(), "miss": set(), "reuse": set()}
     differences: list[str] = []
     reused_rounds = 0
+    durations = work / name / "durations"  # what a CI cache step keeps between jobs
     for round_index in range(rounds + 1):
-        order = ["floor", "no_reuse", "reuse"]
-        order = order[round_index % 3 :] + order[: round_index % 3]
+        order = ["floor", "no_reuse", "miss", "reuse"]
+        order = order[round_index % 4 :] + order[: round_index % 4]
         got: dict[str, float] = {}
         reports: dict[str, dict] = {}
         for variant in order:
@@ -146,27 +154,36 @@ def bench(
                 got[variant] = floor(IMAGE, trees)
                 continue
             cwd = Path(tempfile.mkdtemp(dir=work, prefix=f"{variant}-"))
+            if durations.is_dir():
+                shutil.copytree(durations, cwd / ".replay" / "durations")
             if variant == "reuse":  # the base screened by another pull request's run
                 replay(repo, base, other, cwd, *extra)
             got[variant], reports[variant] = replay(
                 repo, base, patch, cwd, *extra, *(["--no-reuse"] if variant == "no_reuse" else [])
             )
+            if not durations.is_dir() and (cwd / ".replay" / "durations").is_dir():
+                shutil.copytree(cwd / ".replay" / "durations", durations)
             shutil.rmtree(cwd, ignore_errors=True)
-        sides = reports["reuse"]["run_log"].get("reuse", {})
         if round_index == 0:
-            continue  # warm-up
+            continue  # warm-up (and the durations recorded)
+        sides = reports["reuse"]["run_log"].get("reuse", {})
         reused_rounds += any(s.get("reused_from") for s in sides.get("sides", ()))
         for variant, seconds in got.items():
             times[variant].append(seconds)
-        plain, reused = lanes(reports["no_reuse"]), lanes(reports["reuse"])
-        for property_id in sorted(set(plain) | set(reused)):
-            if plain.get(property_id, ("",))[:2] != reused.get(property_id, ("",))[:2]:
-                differences.append(
-                    f"round {round_index} {property_id}: no reuse {plain.get(property_id)}"
-                    f" / reuse {reused.get(property_id)}"
-                )
+        for variant, seen in jobs.items():
+            seen.add(reports[variant]["run_log"]["jobs"])
+        plain = lanes(reports["no_reuse"])
+        for variant in ("miss", "reuse"):
+            other_lanes = lanes(reports[variant])
+            for property_id in sorted(set(plain) | set(other_lanes)):
+                if plain.get(property_id, ("",))[:2] != other_lanes.get(property_id, ("",))[:2]:
+                    differences.append(
+                        f"round {round_index} {property_id}: no reuse {plain.get(property_id)}"
+                        f" / {variant} {other_lanes.get(property_id)}"
+                    )
         compared = len(plain)
     return {
+        "jobs": {variant: sorted(values) for variant, values in jobs.items()},
         "name": name,
         "properties": compared,
         "median": {variant: statistics.median(values) for variant, values in times.items()},
@@ -207,18 +224,24 @@ def main() -> None:
             other = readme_commit(repo, base, work)
             results.append(bench(repo.name, repo, base, patch, other, args.rounds, work, extra))
     print(
-        "| target | properties | floor (f) | replay --no-reuse (n) | replay, base reused (r)"
-        " | (r)/(f) | (n)/(f) | rounds reused | lanes differing |"
+        "| target | properties | floor (f) | --no-reuse (n) | store, no hit (m)"
+        " | base reused (r) | (r)/(f) | (m)/(f) | (n)/(f) | workers n / m / r"
+        " | rounds reused | lanes differing |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for item in results:
-        median = item["median"]
+        median, jobs = item["median"], item["jobs"]
+        workers = " / ".join(
+            ",".join(str(j) for j in jobs[variant]) for variant in ("no_reuse", "miss", "reuse")
+        )
         print(
             f"| {item['name']} | {item['properties']} | {median['floor']:.2f}"
-            f" | {median['no_reuse']:.2f} | {median['reuse']:.2f}"
+            f" | {median['no_reuse']:.2f} | {median['miss']:.2f} | {median['reuse']:.2f}"
             f" | {median['reuse'] / median['floor']:.2f}"
+            f" | {median['miss'] / median['floor']:.2f}"
             f" | {median['no_reuse'] / median['floor']:.2f}"
-            f" | {item['reused_rounds']}/{item['rounds']} | {len(item['differences'])} |"
+            f" | {workers} | {item['reused_rounds']}/{item['rounds']}"
+            f" | {len(item['differences'])} |"
         )
     for item in results:
         for line in item["differences"]:

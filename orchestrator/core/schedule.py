@@ -14,8 +14,8 @@ is known).
 - :func:`shard`: list ``index`` of ``count`` of that split (``--shard I/N``);
 - :func:`measured_durations` / :func:`merge_durations`: what a run measured, folded into
   what was recorded before;
-- :func:`default_jobs` and :func:`container_limits`: how many pytest workers a side runs
-  and the container limits that go with them.
+- :func:`default_jobs`, :func:`screening_jobs` and :func:`container_limits`: how many
+  pytest workers a side runs and the container limits that go with them.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ __all__ = [
     "module_of",
     "order_longest_first",
     "parse_durations_document",
+    "screening_jobs",
     "shard",
     "split_by_module",
 ]
@@ -76,6 +77,10 @@ _MEMORY = re.compile(r"\s*([0-9]{1,9})\s*([kmg]?)b?\s*", re.IGNORECASE)
 _UNIT_KB = {"": 1 / 1024, "k": 1, "m": 1024, "g": 1024 * 1024}
 PIDS_PER_JOB = 256
 CPUS_PER_JOB = 1.0
+# A whole suite whose recorded tests take this long (the longer side's, summed) is split
+# across every CPU of the engine when its screening may be reused (screening_jobs): a
+# worker's own collection and start-up, paid once per worker, is then small beside it.
+SPLIT_FROM_MS = 60_000.0
 
 
 def order_longest_first(test_ids: Sequence[str], durations: Mapping[str, float]) -> tuple[str, ...]:
@@ -99,6 +104,24 @@ def default_jobs(engine_cpus: int | None, sides: int = 2) -> int:
     if not engine_cpus or engine_cpus < 1:
         return 1
     return max(1, engine_cpus // max(1, sides))
+
+
+def screening_jobs(
+    engine_cpus: int | None, *, sides: int, recorded_ms: float, reusable: bool
+) -> int:
+    """The default workers per side (``--jobs`` not given; docs/lanes.md section 10,
+    "Workers"). The engine's CPUs divided between the sides that run at once
+    (:func:`default_jobs`), unless the run's screening may be stored for reuse and the
+    suite's recorded tests take at least :data:`SPLIT_FROM_MS`: then every CPU of the
+    engine per side. Workers are part of a side's reuse key, so the count must not
+    depend on whether the other side is reused; with every CPU, a run whose base is reused
+    screens its patch on the whole engine (about half the time), and a run that screens
+    both sides pays each worker's own collection once more, small beside such a suite's
+    tests. Pure."""
+    paired = default_jobs(engine_cpus, sides)
+    if not reusable or recorded_ms < SPLIT_FROM_MS:
+        return paired
+    return max(paired, default_jobs(engine_cpus, 1))
 
 
 @dataclass(frozen=True, kw_only=True)

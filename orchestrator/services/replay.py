@@ -315,6 +315,7 @@ def run_replay(
             now=request.now,
             run_id=request.run_id,
             before_containers=pending.check if pending is not None else None,
+            records_in_ledger=request.ledger is not None,
         )
         ledger = request.ledger
         if pending is not None and ledger is not None:

@@ -38,7 +38,7 @@ from orchestrator.core.replay_run import (
 )
 from orchestrator.core.schedule import (
     container_limits,
-    default_jobs,
+    screening_jobs,
 )
 from orchestrator.core.screening import (
     screen_replays,
@@ -160,13 +160,15 @@ def plan_replay(
     run_id: str | None = None,
     default_root: Path | None = None,
     before_containers: Callable[[], object] | None = None,
+    records_in_ledger: bool = False,
 ) -> RunPlan:
     """Pin both revisions, the image, the fixture and the selection; write run-log.json.
     No replay runs yet (a collection may, to cut a run whose tests are not named).
 
     ``before_containers`` runs once the revisions and the image are pinned, before any
     container starts (a collection) and before the run folder is written: the command
-    waits there for the ledger it opened meanwhile."""
+    waits there for the ledger it opened meanwhile. ``records_in_ledger``: the run
+    records in a ledger (where its sides' screening is stored for reuse)."""
     repo = options.repo.resolve()
     base_rev = git_adapter.resolve_rev(repo, options.base)
     patch_rev = git_adapter.resolve_rev(repo, options.patch)
@@ -187,7 +189,14 @@ def plan_replay(
     }
     run_id = run_id or options.run_id or new_run_id(now.timestamp())
     root = default_root if default_root is not None else Path.cwd()
-    scheduling = plan_scheduling(options, pool=pool, repo=repo, base_rev=base_rev, root=root)
+    scheduling = plan_scheduling(
+        options,
+        pool=pool,
+        repo=repo,
+        base_rev=base_rev,
+        root=root,
+        stores_evidence=records_in_ledger or options.evidence_cache is not None,
+    )
     deadline = plan_deadline(options, repo, (base_rev, patch_rev), tests, scheduling.durations)
     plan = RunPlan(
         run_id=run_id,
@@ -280,28 +289,45 @@ def start_run(plan: RunPlan, fixture_bytes: bytes | None, pool: Pool) -> RunPlan
 
 
 def plan_scheduling(
-    options: ReplayOptions, *, pool: Pool, repo: Path, base_rev: str, root: Path
+    options: ReplayOptions,
+    *,
+    pool: Pool,
+    repo: Path,
+    base_rev: str,
+    root: Path,
+    stores_evidence: bool = False,
 ) -> Scheduling:
     """Screening replays, workers per side and the recorded durations of the repository
     (the one record of durations: workers split by it, and batches and shards are cut and
-    ordered by it)."""
+    ordered by it). ``stores_evidence``: the run has a store for its sides' screening
+    (a ledger it records in, an evidence cache), which the default workers follow
+    (:func:`~orchestrator.core.schedule.screening_jobs`)."""
     first = pool.first
     cpus = first.cpus()
     key = durations_store.repository_key(repo, base_rev)
     store = durations_store.store_path(root, key).resolve()
+    durations = durations_store.read_durations(store)
+    screen = screen_replays(
+        options.screen,
+        replays_all=options.replays_all,
+        named=bool(options.property_ids) or options.changed,
+    )
+    # A screening that may be stored (evidence_reuse.plan_reuse's conditions).
+    reusable = stores_evidence and options.reuse and screen > 0
     return Scheduling(
-        screen=screen_replays(
-            options.screen,
-            replays_all=options.replays_all,
-            named=bool(options.property_ids) or options.changed,
-        ),
+        screen=screen,
         jobs=options.jobs
         if options.jobs is not None
-        else default_jobs(cpus, sides=sides_at_once(first.slots)),
+        else screening_jobs(
+            cpus,
+            sides=sides_at_once(first.slots),
+            recorded_ms=sum(durations.values()),
+            reusable=reusable,
+        ),
         engine_cpus=cpus,
         repository=key,
         durations_file=store,
-        durations=durations_store.read_durations(store),
+        durations=durations,
     )
 
 

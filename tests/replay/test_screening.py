@@ -267,6 +267,38 @@ def test_durations_are_recorded_per_repository_and_jobs_split_by_them(tmp_path, 
     assert {e["property_id"]: (e["lane"], e["code"]) for e in second.report["decisions"]} == lanes
 
 
+def test_a_long_suite_whose_screening_may_be_reused_is_split_over_the_whole_engine(
+    tmp_path, repo
+):
+    """Workers are part of a side's reuse key, so their default cannot follow whether the
+    other side is reused: a suite whose recorded tests take a minute or more, in a run
+    that stores its screening, gets every CPU of the engine per side (a reused base then
+    leaves the patch the whole engine); without a store it keeps the engine's share."""
+    from orchestrator.core.schedule import SPLIT_FROM_MS
+
+    root = git(repo.path, "rev-list", "--max-parents=0", repo.base)
+    store = tmp_path / ".replay" / "durations" / f"{root}.json"
+    store.parent.mkdir(parents=True)
+    each = SPLIT_FROM_MS / len(QUIET)  # the suite's recorded tests: just a minute
+    store.write_text(
+        json.dumps(
+            {
+                "schema": "replay-durations/1",
+                "repository": root,
+                "updated_at": "2026-12-01T00:00:00Z",
+                "durations_ms": dict.fromkeys(QUIET, each),
+            }
+        )
+    )
+    stored = replay(tmp_path, repo, "--replays", "1", "--no-record", "--json", out="kept")
+    shared = replay(tmp_path, repo, "--replays", "1", "--json", out="stored")
+    assert stored.code == shared.code == 1, stored.stderr + shared.stderr
+    cpus = shared.report["run_log"]["engine_cpus"]
+    assert stored.report["run_log"]["jobs"] == max(1, cpus // 2)  # nothing to reuse it
+    assert shared.report["run_log"]["jobs"] == cpus
+    assert shared.report["run_log"]["reuse"]["enabled"]
+
+
 def test_no_record_keeps_no_durations_outside_the_run_folder(tmp_path, repo):
     result = replay(tmp_path, repo, "--replays", "1", "--no-record")
     assert result.code == 1, result.stderr

@@ -184,6 +184,25 @@ def test_default_jobs_share_the_engine_between_two_sides(cpus) -> None:
         assert jobs == cpus // 2
 
 
+@given(
+    st.one_of(st.none(), st.integers(min_value=-2, max_value=64)),
+    st.integers(1, 8),
+    st.floats(min_value=0, max_value=1e9),
+    st.booleans(),
+)
+def test_screening_splits_a_long_suite_over_the_engine_only_when_it_may_be_reused(
+    cpus, sides, recorded_ms, reusable
+) -> None:
+    jobs = schedule.screening_jobs(cpus, sides=sides, recorded_ms=recorded_ms, reusable=reusable)
+    paired = schedule.default_jobs(cpus, sides)
+    # Never fewer workers than the engine's share, never more than its CPUs.
+    assert paired <= jobs <= max(1, cpus or 1)
+    if not reusable or recorded_ms < schedule.SPLIT_FROM_MS:
+        assert jobs == paired  # what a run without a store (or a short suite) always had
+    elif cpus and cpus >= 1:
+        assert jobs == cpus  # the patch alone on the whole engine when the base is reused
+
+
 @given(st.integers(min_value=1, max_value=32), st.one_of(st.none(), st.integers(1, 64)))
 def test_container_limits_scale_with_jobs_within_the_engine(jobs, cpus) -> None:
     limits = schedule.container_limits(jobs, cpus)
