@@ -9,6 +9,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.scratch_git import commit, init
@@ -56,15 +57,15 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     lock = threading.Lock()
     real_checkout, real_tar = git_adapter.checkout, exports_module.write_tar
 
-    def checkout(repo: Path, sha: str, **options: object) -> object:
+    def checkout(repo: Path, sha: str, **options: Any) -> object:
         with lock:
             seen["exports"].append(sha)
-        return real_checkout(repo, sha, **options)  # type: ignore[arg-type]
+        return real_checkout(repo, sha, **options)
 
-    def write_tar(folder: Path, dest: Path, **options: object) -> Path:
+    def write_tar(folder: Path, dest: Path, **options: Any) -> Path:
         with lock:
             seen["tars"].append(dest.name)
-        return real_tar(folder, dest, **options)  # type: ignore[arg-type]
+        return real_tar(folder, dest, **options)
 
     monkeypatch.setattr(git_adapter, "checkout", checkout)
     monkeypatch.setattr(exports_module, "write_tar", write_tar)
