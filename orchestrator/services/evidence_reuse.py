@@ -312,7 +312,7 @@ class SideReuse:
         scope = scope_of(foreign_bytes=foreign, patch_rev=self.patch_rev)
         tmpfs = {OUT: RESULTS_TMPFS}
         if plan.writable_tree:
-            tmpfs[SRC] = writable_tree_tmpfs(run.trees[side.name])
+            tmpfs[SRC] = writable_tree_tmpfs(run.tree(side))
         write: dict[str, str] = {}
         if side.tests is not None and self.overlay is not None:
             write = {path: self.overlay.files.get(path, "") for path in side.tests.write}

@@ -81,10 +81,10 @@ from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.services.interrupts import terminate_as_interrupt
 from orchestrator.services.run_folders import read_documents
+from orchestrator.services.sides.exports import Exports
 from orchestrator.services.sides.pool import sweep
 from orchestrator.services.sides.side_run import (
     SideRun,
-    SideWorkspace,
     side_job,
     side_mounts,
 )
@@ -416,11 +416,11 @@ def _reproduce_side(
         targets=(plan.property_id,),
         pythonpath=roots,
     )
-    with SideWorkspace("reproduce", keep=keep) as workspace:
+    with Exports("reproduce", keep=keep) as exports:
         fixture_copy = None
         if prepared.fixture_bytes is not None:
-            fixture_copy = workspace.fixture(prepared.fixture_bytes)
-        tree = workspace.export(spec)
+            fixture_copy = exports.fixture(prepared.fixture_bytes)
+        tree = exports.tree(spec)
         sides_plan = replay_plan(plan, side, fixture_copy)
         moved = drift(plan.run, side, replay_environment(sides_plan, roots))
         if moved:
@@ -460,9 +460,7 @@ def _reproduce_side(
         observed = _label(read, facts, plan, side)
         kept = None
         if keep:
-            kept = Kept(
-                name=name, folders=(workspace.scratch, tree.parent), hash_seed=side.hash_seed
-            )
+            kept = Kept(name=name, folders=(exports.scratch, tree.parent), hash_seed=side.hash_seed)
     comparison = None if observed is None else compare(side.recorded, observed)
     return SideResult(
         replay=side,

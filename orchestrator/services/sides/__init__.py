@@ -4,8 +4,10 @@ from the workflows that use it (``replay``, ``accept``, ``thaw``, ``reproduce``,
 
 - :mod:`.pool`: the backends of a run (the Docker one over the Docker adapter, the one
   module here that imports it), the image on each, the inputs staged there, the sweep.
-- :mod:`.side_run`: a side's workspace on this machine, its container's job, and
-  :class:`~.side_run.SideRun`, the one way a side's container runs and is read back.
+- :mod:`.exports`: what the containers mount from this machine, held for as long as they
+  need it (:class:`~.exports.Exports`: each tree exported once per run).
+- :mod:`.side_run`: a side's container's job, and :class:`~.side_run.SideRun`, the one
+  way a side's container runs and is read back.
 - :mod:`.run_sides`: both sides of a run over the pool (:func:`run_sides`), with
   :mod:`.dispatch` (batches over engines), :mod:`.container` (one container of it),
   :mod:`.warm` (the containers a screening keeps), :mod:`.outcome` (the labels gathered).

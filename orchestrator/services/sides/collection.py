@@ -22,7 +22,7 @@ from orchestrator.adapters.input_file import read_input
 from orchestrator.adapters.owners import Owner
 from orchestrator.adapters.results import ResultsRead, host_caps
 from orchestrator.core import bounded_json
-from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
+from orchestrator.core.backend import Backend, LiveContainers, Staging
 from orchestrator.core.run_limits import too_many_tests
 from orchestrator.core.side_spec import (
     COLLECT_FILE,
@@ -37,16 +37,11 @@ from orchestrator.core.side_spec import (
 )
 from orchestrator.errors import CapError
 from orchestrator.log import get_logger
-from orchestrator.services.sides.pool import (
-    Pool,
-    probe_package,
-    write_tar,
-)
+from orchestrator.services.sides.exports import Exports, entered
+from orchestrator.services.sides.pool import Pool
 from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
-    SideWorkspace,
-    entered,
     import_roots,
     interpreter_of,
     side_job,
@@ -71,20 +66,11 @@ def collect_tests(
     cancelled = threading.Event()
     live = LiveContainers()
     with contextlib.ExitStack() as stack:
-        workspace = entered(stack, SideWorkspace("collect"))
-        trees = {side.name: workspace.export(side) for side in sides}
+        exports = entered(stack, Exports("collect"))
         fixture = None
         if plan.fixture is not None:
-            fixture = workspace.fixture(read_input(plan.fixture))
-        tars: dict[str, Path] = {}
-        probe_tar = None
-        if volumes:
-            scratch = workspace.scratch
-            tars = {name: write_tar(tree, scratch / f"{name}.tar") for name, tree in trees.items()}
-            probe_tar = write_tar(probe_package(), scratch / "probe.tar", arcname="orchestrator")
-        inputs = Inputs(
-            trees=trees, probe=probe_package(), fixture=fixture, tars=tars, probe_tar=probe_tar
-        )
+            fixture = exports.fixture(read_input(plan.fixture))
+        inputs = exports.inputs(sides, volumes=volumes, fixture=fixture)
         staging = stack.enter_context(
             engine.staging(inputs, volumes=volumes, owner=owner, image_id=plan.image_id)
         )
@@ -95,7 +81,7 @@ def collect_tests(
                 side,
                 engine=engine,
                 staging=staging,
-                tree=trees[side.name],
+                tree=exports.tree(side),
                 owner=owner,
                 live=live,
                 cancelled=cancelled,

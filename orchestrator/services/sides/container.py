@@ -76,7 +76,7 @@ def run_one_container(
         mounts=staging.mounts(
             side.name, tree_target=staging.tree_path if plan.writable_tree else SRC
         ),
-        tree=run.trees[side.name],
+        tree=run.tree(side),
         pythonpath=pythonpath,
     )
     targets = batch_targets(run.plan, batch, side)

@@ -1,7 +1,9 @@
 """Run a test command on several sides (revisions) in hermetic containers, concurrently.
 
 Used by ``replay``, ``thaw``, ``budget`` and ``accept``. Each side's revision is
-exported into its own temporary folder, mounted read-only into a container made
+exported once into its own temporary folder (an
+:class:`~orchestrator.services.sides.exports.Exports` the run holds, or the screening's
+warm pool across both phases), mounted read-only into a container made
 from the pinned image ID (with ``writable_tree``, mounted read-only elsewhere and copied
 by the driver into a private tmpfs at /src before each replay); the container runs the
 probe's driver (``<interpreter> -m orchestrator.probe.replay``: a project image's venv
@@ -49,7 +51,7 @@ from orchestrator import interrupts
 from orchestrator.adapters import host
 from orchestrator.adapters.input_file import read_input
 from orchestrator.adapters.owners import Owner
-from orchestrator.core.backend import Backend, Inputs, LiveContainers, Staging
+from orchestrator.core.backend import Backend, LiveContainers, Staging
 from orchestrator.core.labels import ContainerFacts, ReplayFile
 from orchestrator.core.pool import RAW, Batch, plan_batches
 from orchestrator.core.progress import (
@@ -78,25 +80,22 @@ from orchestrator.services.interrupts import DeferredSignals, terminate_as_inter
 from orchestrator.services.sides.collection import collect_tests
 from orchestrator.services.sides.container import run_one_container
 from orchestrator.services.sides.dispatch import Dispatched, Dispatcher, SideResults, engine_gone_in
+from orchestrator.services.sides.exports import Exports, entered, private_fixture
 from orchestrator.services.sides.outcome import AttemptRecord, SidesOutcome, outcome
 from orchestrator.services.sides.pool import (
     Pool,
     open_backend,
-    probe_package,
     single_pool,
     sweep,
-    write_tar,
 )
 from orchestrator.services.sides.side_run import (
-    SideWorkspace,
-    entered,
     import_roots,
     interpreter_of,
     plan_limits,
     planned_pythonpath,
     validate_plan,
 )
-from orchestrator.services.sides.warm import Exported, WarmPool
+from orchestrator.services.sides.warm import WarmPool
 
 if TYPE_CHECKING:
     from orchestrator.services.evidence_reuse import SideReuse
@@ -153,18 +152,16 @@ class SidesRun:
     progress: Progress | None
     keep_raw: Path | None
     cancelled: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)  # exports may go
     live: LiveContainers = field(default_factory=LiveContainers)
     # Screening's two phases: the first parks its containers there, the second runs in them.
     warm: WarmPool | None = None
     # A screening's first phase: sides whose screening an earlier run stored, and offers.
     reuse: SideReuse | None = None
+    # The trees and copies the containers mount (the run's own, or the warm pool's).
+    exports: Exports | None = None
     fixture_copy: Path | None = None
     durations_copy: Path | None = None
     # Written by the export and engine threads, read after they finished.
-    trees: dict[str, Path] = field(default_factory=dict)
-    tars: dict[str, Path] = field(default_factory=dict)
-    probe_tar: Path | None = None
     failures: dict[str, OrchestratorError] = field(default_factory=dict)
     internal_errors: dict[str, tuple[str, str | None, str]] = field(default_factory=dict)
     progress_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -191,6 +188,12 @@ class SidesRun:
     def one_batch(self) -> bool:
         """The run was not cut: raw files and container names carry no batch key."""
         return self.batches == 1
+
+    def tree(self, side: SideSpec) -> Path:
+        """The side's exported tree (exported before any batch ran)."""
+        if self.exports is None:
+            raise RuntimeError("the run's exports are not open")
+        return self.exports.tree(side)
 
     def raw_root(self, batch: Batch) -> Path | None:
         """Where a batch's raw replay files are kept (``keep_raw`` itself for one batch)."""
@@ -223,30 +226,15 @@ class SidesRun:
         return test is not None
 
 
-def _export_side(
-    run: SidesRun, side: SideSpec, ready: threading.Event, finished: threading.Event
-) -> None:
-    """Export the side's sources (in parallel with the other sides) and keep them until
-    the run is done; for the volume path also as a tar."""
-    try:
-        with SideWorkspace("tar") as workspace:
-            tree = workspace.export(side)
-            run.trees[side.name] = tree
-            if run.pool.volumes:
-                run.tars[side.name] = write_tar(tree, workspace.scratch / "src.tar")
-            ready.set()
-            while not run.done.wait(timeout=0.5):
-                pass
-    except OrchestratorError as error:
+def _export_failed(run: SidesRun, side: SideSpec, error: Exception) -> None:
+    """A side's export failed (called in its export thread, inside the ``except``)."""
+    if isinstance(error, OrchestratorError):
         # Bad input (a mutant that does not apply: exit 2) or git failing on good input
         # (exit 3): no label, the run ends with this error once everything is removed.
         run.failures[side.name] = error
         run.cancelled.set()
-    except Exception as error:  # the tool's own fault: never an engine label, never silent
+    else:  # the tool's own fault: never an engine label, never silent
         _internal_error(run, side.name, error, run.keep_raw)
-    finally:
-        ready.set()
-        finished.set()  # only after the sources are removed
 
 
 def _internal_error(run: SidesRun, side: str, error: BaseException, raw_root: Path | None) -> None:
@@ -269,7 +257,7 @@ def _run_side_job(
     replay gets a (file, facts) pair whatever happens."""
     observed: list[tuple[ReplayFile, ContainerFacts]] = []
     try:
-        pythonpath = import_roots(run.plan, side, run.trees[side.name])
+        pythonpath = import_roots(run.plan, side, run.tree(side))
         if run.reuse is not None:  # an earlier run's screening of this very side
             reused = run.reuse.take(run, engine, batch, side, pythonpath)
             if reused is not None:
@@ -372,19 +360,21 @@ def _keep_traceback(raw_root: Path | None, side: str, text: str) -> str | None:
     return None
 
 
-def _copy_inputs(run: SidesRun, workspace: SideWorkspace) -> None:
+def _copy_inputs(run: SidesRun, exports: Exports) -> None:
     """Private copies of what every side reads: the fixture (the user's file may be
-    private, 0600, or change while the run goes on, and both sides must read the same
-    bytes), the recorded durations, and for the volume path the probe as a tar."""
+    private, 0600, or change while the run goes on, and both sides, and both phases of a
+    screening, must read the same bytes) and the recorded durations."""
     plan = run.plan
     if plan.fixture is not None:
         # A regular file under the input cap, never followed, never blocking (a FIFO).
-        run.fixture_copy = workspace.fixture(read_input(plan.fixture))
+        fixture = plan.fixture
+        run.fixture_copy = exports.once(
+            "fixture", lambda folder: private_fixture(folder, read_input(fixture))
+        )
     if plan.jobs > 1 and plan.durations is not None:
-        run.durations_copy = _copy_durations(workspace.scratch, plan.durations)
-    if run.pool.volumes:
-        run.probe_tar = write_tar(
-            probe_package(), workspace.scratch / "probe.tar", arcname="orchestrator"
+        durations = plan.durations
+        run.durations_copy = exports.once(
+            "durations", lambda folder: _copy_durations(folder, durations)
         )
 
 
@@ -470,7 +460,7 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
     # Every engine's leftovers (containers, volumes) of this host's dead runs, by host
     # id and process; another host's only once they are a day old. A screening's second
     # phase does not sweep again: its first did, moments ago, in this same process.
-    if warm is None or warm.exported is None:
+    if warm is None or not warm.screened:
         sweep(pool.engines, owner.host)
 
     if batches is None:
@@ -490,8 +480,8 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
         reuse=reuse,
     )
     if warm is not None:
-        run.warm, run.cancelled, run.live, run.done = warm, warm.cancelled, warm.live, warm.release
-        if warm.exported is not None:  # the second phase: one kept container per batch and side
+        run.warm, run.cancelled, run.live = warm, warm.cancelled, warm.live
+        if warm.screened:  # the second phase: one kept container per batch and side
             warm.serve(Counter((batch.engine, side.name) for batch in batches for side in sides))
     dispatcher = _carry_out(run, batches)
     for side in sides:
@@ -509,37 +499,27 @@ def run_sides(  # noqa: PLR0913 - one keyword per input of a run
 
 def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     """Export the sides, run the batches on the engines, and remove everything, also on
-    Ctrl-C (then :class:`Interrupted`, after the cleanup)."""
+    Ctrl-C (then :class:`Interrupted`, after the cleanup). In a screening the warm pool
+    holds the trees and copies for both phases (the second finds them exported)."""
     interrupted = False
-    kept = run.warm.exported if run.warm is not None else None
-    # Each side's export thread (none when the first phase's trees are kept).
-    exported = {
-        side.name: (threading.Event(), threading.Event()) for side in run.sides if kept is None
-    }
-    started: list[threading.Event] = []  # only threads that run can finish
     dispatcher: Dispatcher[Backend] | None = None
-    inputs = contextlib.ExitStack()
+    own = contextlib.ExitStack()  # the run's own exports (none in a screening)
     try:
-        _inputs(run, kept, inputs)
         with terminate_as_interrupt():
-            for side in run.sides if kept is None else ():
-                ready, finished = exported[side.name]
-                thread = threading.Thread(
-                    target=_export_side, args=(run, side, ready, finished), name=f"src-{side.name}"
-                )
-                # Started and counted as one step: a thread left out of `started` would
-                # run on unwaited after the cleanup (and recreate what it removed).
-                with interrupts.shielded():
-                    thread.start()
-                    started.append(finished)
-            for ready, _ in exported.values():
-                while not ready.wait(timeout=0.5):  # short waits: Ctrl-C acted on between
-                    interrupts.checkpoint()
+            if run.warm is not None:
+                run.exports = run.warm.exports()
+            else:
+                run.exports = entered(own, Exports("run"))
+            _copy_inputs(run, run.exports)
+            run.exports.export_all(
+                run.sides,
+                tars=run.pool.volumes,
+                on_failure=lambda side, error: _export_failed(run, side, error),
+            )
             dispatcher = _dispatcher(run, batches)
             if not run.cancelled.is_set():
                 with interrupts.shielded():  # each engine thread started with its event
                     dispatcher.start()
-                    started.extend(dispatcher.finished)
             for event in dispatcher.finished:
                 while not event.wait(timeout=0.5):
                     interrupts.checkpoint()
@@ -547,17 +527,7 @@ def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
         interrupted = True
     finally:
         with DeferredSignals(interrupted=interrupted) as deferred:
-            engines_done = dispatcher.finished if dispatcher is not None else []
-            if not all(event.is_set() for event in engines_done):
-                run.cancelled.set()
-                run.live.kill_all()
-                for event in engines_done:
-                    event.wait(timeout=60)
-            _release(
-                run,
-                [finished for _, finished in exported.values() if finished in started],
-                inputs,
-            )
+            _release(run, dispatcher, own)
         interrupted = interrupted or deferred.hits > 0
     if interrupted:
         raise Interrupted("interrupted; containers and sources removed")
@@ -565,39 +535,22 @@ def _carry_out(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     return dispatcher
 
 
-def _inputs(run: SidesRun, kept: Exported | None, inputs: contextlib.ExitStack) -> None:
-    """The private copies of the inputs: made into ``inputs``, or the first phase's."""
-    if kept is None:
-        _copy_inputs(run, entered(inputs, SideWorkspace("inputs")))
-        return
-    run.trees.update(kept.trees)
-    run.tars.update(kept.tars)
-    run.fixture_copy, run.durations_copy = kept.fixture, kept.durations
-    run.probe_tar = kept.probe_tar
-
-
-def _release(run: SidesRun, exports: list[threading.Event], inputs: contextlib.ExitStack) -> None:
-    """Remove the exported trees (once their threads are done), the containers left and
-    the inputs; in a screening, hand the first phase's to the pool that keeps them."""
+def _release(
+    run: SidesRun, dispatcher: Dispatcher[Backend] | None, own: contextlib.ExitStack
+) -> None:
+    """Stop the engines' threads still running, then remove the containers left and the
+    run's trees and copies; in a screening the warm pool removes them when it closes."""
+    engines_done = dispatcher.finished if dispatcher is not None else []
+    if not all(event.is_set() for event in engines_done):
+        run.cancelled.set()
+        run.live.kill_all()
+        for event in engines_done:
+            event.wait(timeout=60)
     if run.warm is None:
-        run.done.set()
-        for finished in exports:
-            finished.wait(timeout=60)
         run.live.remove_all()
-        inputs.close()
-    elif run.warm.exported is None:  # the first phase: removed when the pool closes
-        run.warm.keep_exports(exports)
-        run.warm.keep(_exported(run), inputs)
-
-
-def _exported(run: SidesRun) -> Exported:
-    return Exported(
-        trees=dict(run.trees),
-        tars=dict(run.tars),
-        fixture=run.fixture_copy,
-        durations=run.durations_copy,
-        probe_tar=run.probe_tar,
-    )
+        own.close()
+    else:
+        run.warm.screened = True
 
 
 def _not_dispatched(run: SidesRun, batches: Sequence[Batch]) -> Dispatched:
@@ -618,17 +571,15 @@ def _not_dispatched(run: SidesRun, batches: Sequence[Batch]) -> Dispatched:
 
 def _dispatcher(run: SidesRun, batches: Sequence[Batch]) -> Dispatcher[Backend]:
     pool = run.pool
-    inputs = Inputs(
-        trees=dict(run.trees),
-        probe=probe_package(),
-        fixture=run.fixture_copy,
-        durations=run.durations_copy,
-        tars=dict(run.tars),
-        probe_tar=run.probe_tar,
-    )
+    exports = run.exports
+    assert exports is not None
 
     @contextlib.contextmanager
     def staged(engine: Backend) -> Iterator[Staging]:
+        # Every tree (and tar) is there already: export_all made them before any engine.
+        inputs = exports.inputs(
+            run.sides, volumes=pool.volumes, fixture=run.fixture_copy, durations=run.durations_copy
+        )
         if engine.index > 0:
             engine.hold_image(run.plan.image_id, pool.image_ref or run.plan.image_id, pool.first)
         with engine.staging(

@@ -71,12 +71,11 @@ from orchestrator.log import get_logger
 from orchestrator.model import Replay
 from orchestrator.probe import JOB_SCHEMA
 from orchestrator.services.interrupts import DeferredSignals
+from orchestrator.services.sides.exports import Exports, entered
 from orchestrator.services.sides.pool import sweep
 from orchestrator.services.sides.side_run import (
     LineTail,
     SideRun,
-    SideWorkspace,
-    entered,
     import_roots,
     interpreter_of,
     side_job,
@@ -180,9 +179,9 @@ class WarmContainer:
     def _start(self) -> None:
         sweep((self.backend,), self.owner.host)
         stack = self._stack
-        workspace = entered(stack, SideWorkspace("serve"))
-        tree = workspace.export(self.side)
-        channel = JobChannel(workspace.scratch / "channel")
+        exports = entered(stack, Exports("serve"))
+        tree = exports.tree(self.side)
+        channel = JobChannel(exports.scratch / "channel")
         stack.callback(channel.close)
         channel.open()
         self._channel = channel

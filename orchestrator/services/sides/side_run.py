@@ -1,9 +1,9 @@
 """The one way a side's container runs, on any engine: the seam between a side's plan
 and the place its containers run.
 
-- :class:`SideWorkspace` holds a side's folders on this machine for as long as its
-  container needs them: a private scratch folder, a world-readable copy of the
-  fixture, the exported trees. It always removes them (unless ``keep``).
+- :class:`~orchestrator.services.sides.exports.Exports` holds what the containers mount
+  from this machine (the exported trees, their tars, the inputs' private copies) for as
+  long as they need it, each tree exported once, and always removes it (unless ``keep``).
 - :class:`~orchestrator.core.backend.SideJob` is one container, described without
   naming an engine: the pinned image, the mounts, only the replay's environment, the
   limits, the capped tmpfs folders. :func:`side_job` is its one builder (replay,
@@ -538,70 +538,3 @@ def planned_pythonpath(repo: Path, rev: str, extra: Sequence[str] = ()) -> repla
         log.warning("tree.file_refused", path=name, rev=rev, why=f"{name}: mode {mode}")
     src_paths = git_adapter.list_paths(repo, rev, replay_env.SRC)
     return replay_env.side_pythonpath(files, src_paths, extra)
-
-
-# ---------------------------------------------------------------- the folders
-
-
-def entered(stack: contextlib.ExitStack, workspace: SideWorkspace) -> SideWorkspace:
-    """``stack.enter_context(workspace)`` with signals held: a Ctrl-C or SIGTERM between
-    the folder's making and its registration in ``stack`` would leave it behind."""
-    with interrupts.shielded():
-        return stack.enter_context(workspace)
-
-
-def private_fixture(folder: Path, data: bytes) -> Path:
-    """The fixture's bytes as one world-readable file in ``folder`` (a private scratch
-    folder): the container's user reads it whatever the original's mode."""
-    copy = folder / "fixture.json"
-    copy.write_bytes(data)
-    copy.chmod(0o644)
-    return copy
-
-
-class SideWorkspace:
-    """A side's folders on this machine (a context manager): one private scratch folder,
-    the fixture's copy in it, and each exported tree. All removed on exit, also on
-    Ctrl-C; with ``keep`` they stay for a container that outlives this process (the next
-    run's sweep removes them once it is gone)."""
-
-    def __init__(self, purpose: str, *, keep: bool = False) -> None:
-        self.purpose = purpose
-        self.keep = keep
-        self._stack = contextlib.ExitStack()
-        self._scratch: Path | None = None
-
-    def __enter__(self) -> SideWorkspace:
-        # Made and registered for removal as one step: a Ctrl-C between the two would
-        # leave a folder nothing removes until the next run's sweep.
-        with interrupts.shielded():
-            self._scratch = git_adapter.make_scratch(self.purpose)
-            if not self.keep:
-                self._stack.callback(git_adapter.remove_scratch, self._scratch)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._stack.close()
-
-    @property
-    def scratch(self) -> Path:
-        if self._scratch is None:
-            raise RuntimeError("use the workspace as a context manager")
-        return self._scratch
-
-    def fixture(self, data: bytes) -> Path:
-        """A private, world-readable copy of the fixture's bytes."""
-        return private_fixture(self.scratch, data)
-
-    def export(self, side: SideSpec) -> Path:
-        """The side's revision exported (mutant applied, ``--tests-from`` laid over)."""
-        return self._stack.enter_context(
-            git_adapter.checkout(
-                side.repo, side.rev, mutant=side.mutant, tests=side.tests, keep=self.keep
-            )
-        )

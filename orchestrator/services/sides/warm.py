@@ -8,8 +8,9 @@ default isolation (each replay a fresh pytest forked by the driver; ``/tmp`` and
 ``--writable-tree`` copy persist within the container; docs/lanes.md).
 
 :class:`WarmPool` holds, from the first phase until it closes: the containers parked by
-engine and side, what they mount (the exported trees, the private copies of the
-fixture and the durations, each engine's staging), and the ``live`` list and
+engine and side, what they mount (the exported trees and the private copies of the
+fixture and the durations, in one :class:`~orchestrator.services.sides.exports.Exports`
+the second phase finds them in; each engine's staging), and the ``live`` list and
 ``cancelled`` event both phases share, so that a Ctrl-C kills a parked container as it
 kills any other. Closing it removes every parked container (in parallel), then the
 staging and the folders, also on Ctrl-C or an exception; their owner labels still let
@@ -24,31 +25,18 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import TracebackType
 
 from orchestrator.core.backend import LiveContainers, SideContainer, SideJob, Staging
 from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.services.interrupts import DeferredSignals
+from orchestrator.services.sides.exports import Exports, entered
 
 log = get_logger(__name__)
 
 # Containers removed at once when the pool closes (each removal is a round trip or two).
 REMOVERS = 8
-
-
-@dataclass(frozen=True, kw_only=True)
-class Exported:
-    """What the first phase put on this machine for its containers, mounted again by the
-    second: each side's tree (and its tar for volumes), the fixture's and the durations'
-    private copies, the probe as a tar."""
-
-    trees: Mapping[str, Path]
-    tars: Mapping[str, Path]
-    fixture: Path | None
-    durations: Path | None
-    probe_tar: Path | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,14 +65,14 @@ class WarmPool:
         self.phase = "replays"
         self.cancelled = threading.Event()
         self.live = LiveContainers()
-        self.release = threading.Event()  # the exported trees may go
-        self.exported: Exported | None = None
+        # The first phase ended: the second exports, copies and stages nothing again.
+        self.screened = False
         self.serving = False  # the second phase started: nothing is parked any more
         self.interpreter: str | None = None  # the image's driver interpreter, once known
         self._lock = threading.Lock()
         self._stack = contextlib.ExitStack()
         self._parked: list[Parked] = []
-        self._exports_done: list[threading.Event] = []
+        self._exports: Exports | None = None
         self._stagings: dict[int, Staging] = {}
         self._removers: list[threading.Thread] = []
         self._closed = False
@@ -108,17 +96,15 @@ class WarmPool:
 
     # -- the first phase ---------------------------------------------------------
 
-    def keep(self, exported: Exported, inputs: contextlib.ExitStack) -> None:
-        """Hold the first phase's inputs (``inputs``: what removes the copies) until close."""
+    def exports(self) -> Exports:
+        """The trees and copies both phases mount: made by the first phase, kept until
+        close (removed after the containers and the staging). Called from the main thread."""
         with self._lock:
-            self.exported = exported
-            self._stack.push(inputs)
-
-    def keep_exports(self, finished: list[threading.Event]) -> None:
-        """Export threads that remove their trees once :attr:`release` is set; close waits
-        for them."""
-        with self._lock:
-            self._exports_done.extend(finished)
+            if self._closed:
+                raise RuntimeError("the warm pool is closed")
+            if self._exports is None:
+                self._exports = entered(self._stack, Exports("run"))
+            return self._exports
 
     def staging(
         self, engine: int, make: Callable[[], contextlib.AbstractContextManager[Staging]]
@@ -217,10 +203,7 @@ class WarmPool:
             for remover in self._removers:
                 remover.join()
             self.live.remove_all()  # those whose removal the engine refused before
-            self.release.set()
-            for finished in self._exports_done:
-                finished.wait(timeout=60)
-            self._stack.close()
+            self._stack.close()  # the staging, then the trees and copies
         return deferred.hits
 
 
