@@ -244,7 +244,14 @@ def replay_more(
     phase's folder ``raw/<phase>``; the replays are appended to theirs."""
     sides, pool, warm = via.sides, via.pool, via.warm
     screened = previous.labelled
-    known = {**plan.scheduling.durations, **measured_durations(screened)}
+    # Only the properties replayed now need their measurements (a whole suite's: seconds).
+    wanted = set(property_ids)
+    known = {
+        **plan.scheduling.durations,
+        **measured_durations(
+            {side: {p: per[p] for p in wanted if p in per} for side, per in screened.items()}
+        ),
+    }
     # Longest first cuts the batches evenly; pytest is still handed each batch in the
     # suite's own order (the order screening ran it), so that a test leaning on what an
     # earlier test left behind meets the same predecessors as in the first phase.
