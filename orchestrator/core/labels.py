@@ -217,6 +217,8 @@ class EntryIndex:
 
     def enclosing(self, property_id: str) -> list[Mapping[str, Any]]:
         """The harness_error entries of nodes above ``property_id`` (``_encloses``), in order."""
+        if not self.harness:  # a run without any (most): nothing encloses anything
+            return []
         found: dict[int, Mapping[str, Any]] = {}
         parents = set(SESSION_NODES)
         start = property_id.find("::")
