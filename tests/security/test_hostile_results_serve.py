@@ -58,6 +58,22 @@ def attack(announced: str) -> str:
     )
 
 
+def served(repo, backend, image_id) -> WarmContainer:
+    """The patch side of ``repo`` in one warm container, serving jobs of one replay."""
+    plan = ReplayPlan(
+        image_id=image_id,
+        pytest_args=("-q",),
+        property_ids=(),
+        fixture=None,
+        replays=1,
+        timeout_s=60,
+        seed=0,
+        runner_id="local",
+    )
+    side = SideSpec(name="patch", repo=repo.path, rev=repo.patch)
+    return WarmContainer(plan, side, backend=backend, run_id=new_run_id())
+
+
 @pytest.mark.parametrize(
     ("announced", "expected"),
     [
@@ -71,18 +87,7 @@ def test_a_served_result_is_taken_only_as_announced(
     tmp_path, docker_backend, runner_image_id, announced, expected
 ):
     repo = hostile_repo(tmp_path, attack(announced))
-    plan = ReplayPlan(
-        image_id=runner_image_id,
-        pytest_args=("-q",),
-        property_ids=(),
-        fixture=None,
-        replays=1,
-        timeout_s=60,
-        seed=0,
-        runner_id="local",
-    )
-    side = SideSpec(name="patch", repo=repo.path, rev=repo.patch)
-    with WarmContainer(plan, side, backend=docker_backend, run_id=new_run_id()) as warm:
+    with served(repo, docker_backend, runner_image_id) as warm:
         run = warm.run(pytest_args=("-q", PROPERTY), fixture=None, timeout_s=60, job_id=JOB)
         replay = warm.label(run, PROPERTY)
     assert (replay.label, replay.reason) == expected, replay
@@ -103,18 +108,7 @@ def test_a_job_that_kills_its_driver_is_a_harness_error_and_so_is_every_later_on
     tmp_path, docker_backend, runner_image_id
 ):
     repo = hostile_repo(tmp_path, KILLS_ITS_DRIVER)
-    plan = ReplayPlan(
-        image_id=runner_image_id,
-        pytest_args=("-q",),
-        property_ids=(),
-        fixture=None,
-        replays=1,
-        timeout_s=60,
-        seed=0,
-        runner_id="local",
-    )
-    side = SideSpec(name="patch", repo=repo.path, rev=repo.patch)
-    with WarmContainer(plan, side, backend=docker_backend, run_id=new_run_id()) as warm:
+    with served(repo, docker_backend, runner_image_id) as warm:
         runs = [
             warm.run(pytest_args=("-q", PROPERTY), fixture=None, timeout_s=60, job_id=str(n))
             for n in (1, 2)
