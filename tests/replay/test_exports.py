@@ -30,16 +30,6 @@ MUTANT = "--- a/lib.py\n+++ b/lib.py\n@@ -1 +1 @@\n-X = 1\n+X = 2\n"
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The run's scratch folders go to a folder of the test's own."""
-    folder = tmp_path / "scratch"
-    folder.mkdir()
-    monkeypatch.setenv("TMPDIR", str(folder))
-    monkeypatch.setattr("tempfile.tempdir", None)
-    return folder
-
-
-@pytest.fixture
 def specs(tmp_path: Path) -> list[sides.SideSpec]:
     repo = init(tmp_path / "repo")
     base = commit(repo, {"conftest.py": "", "lib.py": "X = 1\n", "tests/test_t.py": SUITE}, "b")

@@ -267,9 +267,7 @@ def test_durations_are_recorded_per_repository_and_jobs_split_by_them(tmp_path, 
     assert {e["property_id"]: (e["lane"], e["code"]) for e in second.report["decisions"]} == lanes
 
 
-def test_a_long_suite_whose_screening_may_be_reused_is_split_over_the_whole_engine(
-    tmp_path, repo
-):
+def test_a_long_suite_whose_screening_may_be_reused_is_split_over_the_whole_engine(tmp_path, repo):
     """Workers are part of a side's reuse key, so their default cannot follow whether the
     other side is reused: a suite whose recorded tests take a minute or more, in a run
     that stores its screening, gets every CPU of the engine per side (a reused base then

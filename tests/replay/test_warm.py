@@ -38,16 +38,6 @@ def test_fails_first_in_each_container():
 
 
 @pytest.fixture
-def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The run's scratch folders go to a folder of the test's own."""
-    folder = tmp_path / "scratch"
-    folder.mkdir()
-    monkeypatch.setenv("TMPDIR", str(folder))
-    monkeypatch.setattr("tempfile.tempdir", None)
-    return folder
-
-
-@pytest.fixture
 def specs(tmp_path: Path) -> list[sides.SideSpec]:
     repo = init(tmp_path / "repo")
     sha = commit(repo, {"conftest.py": "", "tests/test_mark.py": MARK_TESTS}, "c")
