@@ -51,6 +51,14 @@ def scope_of(*, foreign_bytes: bool, patch_rev: str) -> str:
     return f"{PATCH_SCOPE}{patch_rev}" if foreign_bytes else SHARED
 
 
+def screening_stored(*, reuse: bool, screens: bool, ledger: bool, cache: bool) -> bool:
+    """Whether a run's sides' screening is looked up in a store and kept there: reuse on
+    (no ``--no-reuse``), a screened run, and a store (the ledger it records in, an
+    evidence cache). The one rule: the run's reuse and its default workers
+    (``core.schedule.screening_jobs``) both follow it."""
+    return reuse and screens and (ledger or cache)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SideKeyInputs:
     """Everything that decides what one side's screening containers observe."""

@@ -38,6 +38,7 @@ from orchestrator.core.side_evidence import (
     StoredReplay,
     deadline_problem,
     scope_of,
+    screening_stored,
     side_key,
     unclean_reason,
     without_deadline,
@@ -428,7 +429,12 @@ def plan_reuse(
 
     options = plan.options
     environ = os.environ if env is None else env
-    if not options.reuse or not plan.screen_policy.enabled:
+    if not screening_stored(
+        reuse=options.reuse,
+        screens=plan.screen_policy.enabled,
+        ledger=ledger_url is not None,
+        cache=options.evidence_cache is not None,
+    ):
         return None
     stores: list[Store] = []
     if ledger_url is not None:
@@ -437,8 +443,6 @@ def plan_reuse(
         stores.append(
             FolderStore(root=options.evidence_cache, max_bytes=cache_bytes_from(dict(environ)))
         )
-    if not stores:
-        return None
     return SideReuse(
         stores=stores,
         lookup=frozenset({BASE}),

@@ -44,6 +44,7 @@ from orchestrator.core.screening import (
     screen_replays,
 )
 from orchestrator.core.shards import shard_record
+from orchestrator.core.side_evidence import screening_stored
 from orchestrator.errors import InputError, SchemaError
 from orchestrator.log import get_logger
 from orchestrator.model import ShrinkSummary
@@ -195,7 +196,7 @@ def plan_replay(
         repo=repo,
         base_rev=base_rev,
         root=root,
-        stores_evidence=records_in_ledger or options.evidence_cache is not None,
+        records_in_ledger=records_in_ledger,
     )
     deadline = plan_deadline(options, repo, (base_rev, patch_rev), tests, scheduling.durations)
     plan = RunPlan(
@@ -295,13 +296,13 @@ def plan_scheduling(
     repo: Path,
     base_rev: str,
     root: Path,
-    stores_evidence: bool = False,
+    records_in_ledger: bool = False,
 ) -> Scheduling:
     """Screening replays, workers per side and the recorded durations of the repository
     (the one record of durations: workers split by it, and batches and shards are cut and
-    ordered by it). ``stores_evidence``: the run has a store for its sides' screening
-    (a ledger it records in, an evidence cache), which the default workers follow
-    (:func:`~orchestrator.core.schedule.screening_jobs`)."""
+    ordered by it). The default workers follow whether the run's screening is stored
+    (:func:`~orchestrator.core.side_evidence.screening_stored`: ``records_in_ledger``, an
+    evidence cache; :func:`~orchestrator.core.schedule.screening_jobs`)."""
     first = pool.first
     cpus = first.cpus()
     key = durations_store.repository_key(repo, base_rev)
@@ -312,8 +313,12 @@ def plan_scheduling(
         replays_all=options.replays_all,
         named=bool(options.property_ids) or options.changed,
     )
-    # A screening that may be stored (evidence_reuse.plan_reuse's conditions).
-    reusable = stores_evidence and options.reuse and screen > 0
+    reusable = screening_stored(
+        reuse=options.reuse,
+        screens=screen > 0,
+        ledger=records_in_ledger,
+        cache=options.evidence_cache is not None,
+    )
     return Scheduling(
         screen=screen,
         jobs=options.jobs

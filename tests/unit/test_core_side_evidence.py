@@ -255,3 +255,17 @@ def test_the_entry_made_piece_by_piece_is_its_canonical_json(files, run_id, step
     found, problem = entry_problem(json.loads(b"".join(pieces)), KEY)
     assert problem is None
     assert found == whole
+
+
+def test_a_screening_is_stored_only_with_reuse_on_a_screened_run_and_a_store():
+    from orchestrator.core.side_evidence import screening_stored
+
+    def stored(**changed: bool) -> bool:
+        flags = {"reuse": True, "screens": True, "ledger": True, "cache": False, **changed}
+        return screening_stored(**flags)
+
+    assert stored()  # the defaults: a screened run recording in its ledger
+    assert stored(ledger=False, cache=True)  # --no-record with an evidence cache
+    assert not stored(reuse=False)  # --no-reuse
+    assert not stored(screens=False)  # --property: nothing screened
+    assert not stored(ledger=False)  # --no-record, no cache: nowhere to keep it
