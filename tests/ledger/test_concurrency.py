@@ -7,12 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ledger_factories import FIXTURE_BYTES, NOW, ORIGIN_BYTES, eligible, flake_record
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from orchestrator import model
 from orchestrator.adapters.ledger import Ledger
@@ -197,3 +200,92 @@ def test_two_concurrent_thaw_jobs_never_process_the_same_row(ledger_url: str) ->
         touched = [e.detail["freeze_id"] for e in outcomes]
         assert sorted(touched) == sorted(due)  # each row exactly one outcome event
         assert {row.id for row in ledger.live_freezes()} == {i for i in due if i % 2 == 0}
+
+
+def wait_for_lock_wait(conn: Connection, *, besides: int) -> int:
+    """The server process of the other session once it waits on a row lock (no sleep: the
+    server's own view of its sessions, polled until the wait shows)."""
+    while True:
+        waiting = conn.execute(
+            text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> :me AND wait_event_type = 'Lock'"
+            ),
+            {"me": besides},
+        ).scalars()
+        found = list(waiting)
+        if found:
+            return found[0]
+        conn.commit()  # a new snapshot of the statistics for the next look
+
+
+@pytest.mark.parametrize("outcome", ["thaw", "mark_overdue"])
+def test_a_thaw_job_and_a_late_claimer_of_the_same_row_never_deadlock(
+    postgres_server: Any, outcome: str
+) -> None:
+    """The interleaving that deadlocked two thaw jobs on PostgreSQL: job B claimed a row and
+    committed; job A's pick, whose snapshot predates that commit, locked the row all the
+    same and then touched its claim. B's outcome must lock the freeze first, as A does, so
+    one waits for the other instead of each holding what the other needs."""
+    url = postgres_server.url(postgres_server.create_database())
+    with Ledger.open(url) as ledger:
+        _, decision = eligible()
+        freeze_id = ledger.write_flake_freeze(
+            flake_record(1, expires_at=NOW + timedelta(hours=1)),
+            decision=decision,
+            now=NOW,
+            fixture_bytes=FIXTURE_BYTES,
+            origin_bytes=ORIGIN_BYTES,
+        ).freeze_id
+        job_time = NOW + timedelta(days=1)
+        token, rows = ledger.claim_due(job_time)
+        assert [row.id for row in rows] == [freeze_id]
+        late = ledger.engine.connect()  # job A, its pick already holding the row
+        watcher = ledger.engine.connect()
+        try:
+            late.execute(
+                text("SELECT id FROM freezes WHERE id = :id FOR UPDATE"), {"id": freeze_id}
+            )
+            me = late.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            outcome_done: list[BaseException | int] = []
+
+            def run_outcome() -> None:
+                try:
+                    if outcome == "thaw":
+                        outcome_done.append(
+                            ledger.thaw(freeze_id, token=token, now=job_time, detail={})
+                        )
+                    else:
+                        outcome_done.append(
+                            ledger.mark_overdue(
+                                freeze_id, token=token, now=job_time, code="x", detail={}
+                            )
+                        )
+                except BaseException as error:  # reported below
+                    outcome_done.append(error)
+
+            worker = threading.Thread(target=run_outcome)
+            worker.start()
+            wait_for_lock_wait(watcher, besides=me)
+            # Job A's upsert of the claim: the row is B's, so it keeps it (WHERE is false).
+            late.execute(
+                text(
+                    "INSERT INTO freeze_claims (freeze_id, claimed_by, claimed_at, probed_at) "
+                    "VALUES (:id, 'job-a', :now, :now) ON CONFLICT (freeze_id) DO UPDATE "
+                    "SET claimed_by = excluded.claimed_by "
+                    "WHERE freeze_claims.claimed_by IS NULL"
+                ),
+                {"id": freeze_id, "now": job_time},
+            )
+            late.commit()
+            worker.join(timeout=120)
+            assert not worker.is_alive()
+        finally:
+            late.close()
+            watcher.close()
+        assert len(outcome_done) == 1
+        assert isinstance(outcome_done[0], int), outcome_done
+        kinds = {model.EventKind.THAWED, model.EventKind.OVERDUE}
+        assert [e.detail["freeze_id"] for e in ledger.events(kinds=kinds)] == [freeze_id]
+        live = {row.id for row in ledger.live_freezes()}
+        assert live == (set() if outcome == "thaw" else {freeze_id})

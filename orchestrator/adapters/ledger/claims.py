@@ -206,10 +206,15 @@ class ThawClaims:
 
     @staticmethod
     def _claimed(conn: Connection, freeze_id: int, token: str) -> Any:
+        # The freeze is locked before its claim, the order claim_due takes them in: a
+        # concurrent pick that locked this row after our claim committed (its snapshot
+        # older than the claim) then waits for us, or we for it, never each for the other.
+        row = conn.execute(
+            select(FREEZES).where(FREEZES.c.id == freeze_id).with_for_update()
+        ).one_or_none()
         holder = conn.execute(
             select(CLAIMS.c.claimed_by).where(CLAIMS.c.freeze_id == freeze_id)
         ).scalar_one_or_none()
-        row = conn.execute(select(FREEZES).where(FREEZES.c.id == freeze_id)).one_or_none()
         if row is None or holder != token:
             raise LedgerError(f"freeze {freeze_id} is not claimed by this job")
         return row
