@@ -16,15 +16,15 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from orchestrator.adapters import git as git_adapter
+from orchestrator.adapters.helper_process import HelperProcess
 from orchestrator.core.oracle import (
     OracleChange,
     ProjectModules,
-    compare_slices,
     compare_sources,
     forget_modules,
     inherited_modules,
     may_inherit_from_elsewhere,
-    oracle_slice,
+    unchanged_oracles,
 )
 from orchestrator.core.pytest_command import conftest_paths, split_node_id
 from orchestrator.core.test_files import TestOverlay, overlaid_tree
@@ -202,8 +202,9 @@ class OracleComparer:
         before, after = pair
         if same_files(pair):
             # One slice serves both sides (a whole-suite run has thousands of these).
-            same = oracle_slice(before[0], before[1], property_id, self._modules(before))
-            return compare_slices(same, same)
+            return unchanged_oracles([(property_id, before[0], before[1], self._modules(before))])[
+                0
+            ]
         return compare_sources(
             (before[0], before[1]),
             (after[0], after[1]),
@@ -219,22 +220,39 @@ class OracleComparer:
 class LazyOracle(Mapping[str, OracleChange]):
     """The oracle of every property: ``known`` ones as given, the others compared from
     their ``inputs`` when asked for, and not kept (a whole suite's changes, held at once,
-    were some 30 MB at 100,000 tests). The same values :func:`compare_inputs` gives."""
+    were some 30 MB at 100,000 tests). The same values :func:`compare_inputs` gives.
+
+    With ``ahead`` (:func:`unchanged_ahead`), the changes of the properties in ``order``
+    that are neither known nor changed come from there, made elsewhere in that order:
+    asked in that order, each is taken as it comes and none is held."""
 
     def __init__(
         self,
         known: Mapping[str, OracleChange],
         inputs: Mapping[str, tuple[Sources, Sources]],
         comparer: OracleComparer,
+        ahead: tuple[Sequence[str], Iterator[OracleChange]] | None = None,
     ) -> None:
         self._known = known
         self._inputs = inputs
         self._comparer = comparer
+        self._coming: set[str] = set(ahead[0]) if ahead is not None else set()
+        self._ahead: Iterator[OracleChange] = ahead[1] if ahead is not None else iter(())
+        self._came: dict[str, OracleChange] = {}  # taken from ahead before being asked for
 
     def __getitem__(self, property_id: str) -> OracleChange:
         found = self._known.get(property_id)
         if found is not None:
             return found
+        came = self._came.pop(property_id, None)
+        if came is not None:
+            return came
+        if property_id in self._coming:
+            for change in self._ahead:
+                self._coming.discard(change.property_id)
+                if change.property_id == property_id:
+                    return change
+                self._came[change.property_id] = change  # asked out of order: kept
         return self._comparer.change(property_id, self._inputs[property_id])
 
     def __contains__(self, property_id: object) -> bool:
@@ -246,6 +264,45 @@ class LazyOracle(Mapping[str, OracleChange]):
 
     def __len__(self) -> int:
         return len(self._known) + sum(1 for p in self._inputs if p not in self._known)
+
+
+# A whole suite's unchanged properties are sliced in a helper process this many at a time
+# (some 50 ms of work each), from this many on (fewer do not pay for its start).
+HELPER_CHUNK = 500
+HELPER_FROM = 2000
+
+
+def unchanged_ahead(
+    order: Sequence[str],
+    inputs: Mapping[str, tuple[Sources, Sources]],
+    comparer: OracleComparer,
+    helper: HelperProcess,
+) -> tuple[list[str], Iterator[OracleChange]]:
+    """The properties of ``order`` whose files are the same on both sides (``inputs``),
+    and their changes in that order, made in ``helper`` (here when it is not started or
+    fails: the same values): for :class:`LazyOracle`'s ``ahead``."""
+    wanted = [p for p in order if p in inputs]
+    chunks = [wanted[i : i + HELPER_CHUNK] for i in range(0, len(wanted), HELPER_CHUNK)]
+
+    def sent_as(
+        chunk: Sequence[str],
+    ) -> list[tuple[str, bytes | None, dict[str, bytes | None], ProjectModules]]:
+        # One value per module's other modules: what pickles once per chunk.
+        shared: dict[tuple[int, int], ProjectModules] = {}
+        items = []
+        for property_id in chunk:
+            sources = inputs[property_id][0]
+            key = (id(sources[2]), id(sources[3]))
+            if key not in shared:
+                shared[key] = ProjectModules(files=sources[3], sources=sources[2])
+            items.append((property_id, sources[0], sources[1], shared[key]))
+        return items
+
+    def here(chunk: Sequence[str]) -> list[OracleChange]:
+        return [comparer.change(p, inputs[p]) for p in chunk]
+
+    changes = helper.map_chunks(unchanged_oracles, chunks, sent_as=sent_as, here=here)
+    return wanted, changes
 
 
 def compare_blobs(

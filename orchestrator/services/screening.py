@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.adapters.helper_process import HelperProcess
 from orchestrator.adapters.results import replay_file_name
 from orchestrator.core.oracle import OracleChange
 from orchestrator.core.pool import plan_batches_on
@@ -46,12 +47,14 @@ from orchestrator.core.screening import (
 from orchestrator.errors import Interrupted
 from orchestrator.log import get_logger
 from orchestrator.services.oracle import (
+    HELPER_FROM,
     LazyOracle,
     OracleComparer,
     Sources,
     compare_inputs,
     oracle_inputs,
     same_files,
+    unchanged_ahead,
 )
 from orchestrator.services.recording import write_outcomes
 from orchestrator.services.replay_plan import sides_plan
@@ -94,6 +97,22 @@ def screen_and_replay(
     runs no container for it) and keeps the clean sides for storing; the second phase
     replays both sides fresh.
     """
+    with HelperProcess() as helper:
+        return _screen_and_replay(
+            plan, sides, pool=pool, progress=progress, warm=warm, reuse=reuse, helper=helper
+        )
+
+
+def _screen_and_replay(
+    plan: RunPlan,
+    sides: Sequence[SideSpec],
+    *,
+    pool: Pool,
+    progress: Progress | None,
+    warm: WarmPool,
+    reuse: SideReuse | None,
+    helper: HelperProcess,
+) -> tuple[SidesOutcome, dict[str, OracleChange], Screening, tuple[DecidedProperty, ...]]:
     options, pins = plan.options, plan.pins
     policy = plan.screen_policy
     first = run_sides(
@@ -108,6 +127,8 @@ def screen_and_replay(
     )
     screened = first.labelled
     started = time.perf_counter()
+    if len(screened[BASE]) >= HELPER_FROM:  # its interpreter starts while we screen
+        helper.start()
     named = [property_id for property_id in screened[BASE] if property_id != NO_TEST_REPORTED]
     inputs = oracle_inputs(options.repo, pins.base_rev, pins.patch_rev, named, overlay=plan.overlay)
     # Only a property whose files differ between the sides can have a changed oracle: those
@@ -132,6 +153,7 @@ def screen_and_replay(
             oracle=oracle,
             screening=screening,
             quiet=quiet,
+            helper=helper,
         )
         outcome = replay_signals(
             plan, screening, first, sides, pool=pool, progress=progress, warm=warm
@@ -156,10 +178,13 @@ def settle(
     oracle: Mapping[str, OracleChange],
     screening: Screening,
     quiet: Sequence[str],
+    helper: HelperProcess | None = None,
 ) -> tuple[dict[str, OracleChange], tuple[DecidedProperty, ...]]:
     """The oracle digests of the properties with signal whose files are the same on both
     sides, and the properties without signal decided on their screening replays, their
-    files written. A quiet property's oracle is compared when it is decided, and not kept."""
+    files written. A quiet property's oracle is compared when it is decided, and not kept;
+    with a started ``helper`` the unchanged ones are sliced there, ahead of the decisions
+    (the slices are the larger half of this work)."""
     started = time.perf_counter()
     comparer = OracleComparer()
     try:
@@ -168,12 +193,15 @@ def settle(
             for property_id, pair in unchanged.items()
             if property_id in screening.signals
         }
+        ahead = None
+        if helper is not None and helper.started:
+            ahead = unchanged_ahead(quiet, unchanged, comparer, helper)
         settled = write_outcomes(  # into the run's store, one at a time: little is kept
             plan,
             decide_each(
                 plan,
                 screened.labelled,
-                LazyOracle({**digests, **oracle}, unchanged, comparer),
+                LazyOracle({**digests, **oracle}, unchanged, comparer, ahead),
                 screening,
                 only=quiet,
                 runners=screened.runners,

@@ -159,3 +159,38 @@ def test_the_lazy_oracle_gives_what_compare_inputs_gives_one_property_at_a_time(
             assert lazy.get(property_id) == whole[property_id]
     finally:
         comparer.close()
+
+
+def test_the_unchanged_oracles_sliced_in_a_helper_process_are_the_ones_made_here(repo, monkeypatch):
+    """A whole suite's unchanged properties are sliced in a helper process while settle
+    decides (services.screening.settle): the same values, taken in order or not."""
+    from orchestrator.adapters.helper_process import HelperProcess
+    from orchestrator.services.oracle import (
+        LazyOracle,
+        OracleComparer,
+        compare_inputs,
+        oracle_inputs,
+        same_files,
+        unchanged_ahead,
+    )
+
+    monkeypatch.setattr("orchestrator.services.oracle.HELPER_CHUNK", 2)  # several chunks
+    path, _ = repo
+    helper_files = {"tests/test_more.py": TESTS.replace("test_", "test_more_")}
+    base = patched(repo, helper_files)
+    patch = patched(repo, {**helper_files, "lib.py": "def add(a, b):\n    return b + a\n"})
+    more = [f"tests/test_more.py::{name}" for name in ("test_more_a", "test_more_b")]
+    ids = [A, B, X, *more, "tests/test_more.py::TestOld::test_more_x", NEW]
+    inputs = oracle_inputs(path, base, patch, ids)
+    unchanged = {p: pair for p, pair in inputs.items() if same_files(pair)}
+    assert set(unchanged) == set(ids)  # only lib.py differs
+    expected = compare_inputs(inputs)
+    for asked in (ids, list(reversed(ids))):
+        comparer = OracleComparer()
+        with HelperProcess(ahead=1) as helper:
+            helper.start()
+            ahead = unchanged_ahead(ids, unchanged, comparer, helper)
+            lazy = LazyOracle({}, unchanged, comparer, ahead)
+            assert [lazy[p] for p in asked] == [expected[p] for p in asked]
+            assert not helper.failed
+        comparer.close()

@@ -47,7 +47,12 @@ module's items), :mod:`.resolve`
 """
 
 from orchestrator.core.oracle.analysis import forget_modules
-from orchestrator.core.oracle.compare import collected_on_one_side, compare_slices, compare_sources
+from orchestrator.core.oracle.compare import (
+    collected_on_one_side,
+    compare_slices,
+    compare_sources,
+    unchanged_oracles,
+)
 from orchestrator.core.oracle.model import (
     NEW_ON_PATCH_HINT,
     NO_MODULES,
@@ -90,4 +95,5 @@ __all__ = [
     "may_inherit_from_elsewhere",
     "oracle_slice",
     "parts_digest",
+    "unchanged_oracles",
 ]

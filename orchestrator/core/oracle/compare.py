@@ -58,6 +58,21 @@ def compare_slices(base: OracleSlice, patch: OracleSlice) -> OracleChange:
     )
 
 
+def unchanged_oracles(
+    items: Sequence[
+        tuple[str, str | bytes | None, Mapping[str, str | bytes | None], ProjectModules]
+    ],
+) -> list[OracleChange]:
+    """The oracle of each property whose files are the same bytes on both sides: one slice
+    serves both, so both digests are its digest and nothing changed. ``items`` are
+    ``(property id, module source, conftest sources, the side's other modules)``. Pure."""
+    changes = []
+    for property_id, source, conftests, modules in items:
+        same = oracle_slice(source, conftests, property_id, modules)
+        changes.append(compare_slices(same, same))
+    return changes
+
+
 def _whole_file_detail(base: OracleSlice, patch: OracleSlice) -> str:
     """Why the sides were compared whole: ``does not parse on patch (invalid syntax, line 4)``."""
     if base.note and (base.note, base.problem) == (patch.note, patch.problem):
