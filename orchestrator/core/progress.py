@@ -2,8 +2,10 @@
 and when a line of them is due in a log. Pure.
 
 The driver (orchestrator/probe/driver.py) prints `replay <k>/<N> <status>` after each
-replay, and its probes print `test <done>/<total> <outcome>` after each test, where
-<total> is the size of the whole replay's selection. The tests under replay write to the
+replay, and its probes print `test <done>/<total> <outcome> [+<n>]` for the tests
+finished since their last line (at most one line every 0.1 s, but at once for the first
+test, a failing one and the selection's last), where <total> is the size of the whole
+replay's selection. The tests under replay write to the
 same stream and can forge either line: progress is shown, never decided on, so a line is
 parsed strictly, its numbers bounded, and a forged one only moves a counter.
 """
@@ -22,6 +24,7 @@ FAILING: Final = frozenset({"failed", "error"})
 
 _TEST_LINE: Final = re.compile(
     r"test ([1-9][0-9]{0,7})/([1-9][0-9]{0,7}) (passed|failed|error|skipped)"
+    r"(?: \+([1-9][0-9]{0,7}))?"
 )
 _REPLAY_LINE: Final = re.compile(r"replay ([1-9][0-9]{0,7})/([1-9][0-9]{0,7}) (\S+)")
 
@@ -33,6 +36,7 @@ class FinishedTest:
     done: int
     total: int
     outcome: str
+    count: int = 1  # the tests the line stands for: this one and those since the last line
 
     @property
     def failing(self) -> bool:
@@ -49,14 +53,17 @@ class ReplayLine:
 
 
 def parse_test_line(line: str) -> FinishedTest | None:
-    """``test <done>/<total> <outcome>`` (surrounding blanks allowed), else None."""
+    """``test <done>/<total> <outcome>`` or ``test <done>/<total> <outcome> +<n>`` (the
+    line stands for the n tests since the last one, ``outcome`` the last one's; surrounding
+    blanks allowed), else None."""
     match = _TEST_LINE.fullmatch(line.strip())
     if match is None:
         return None
     done, total = int(match.group(1)), int(match.group(2))
-    if done > total or total > MAX_COUNT:
+    count = int(match.group(4) or 1)
+    if done > total or total > MAX_COUNT or count > done:
         return None
-    return FinishedTest(done=done, total=total, outcome=match.group(3))
+    return FinishedTest(done=done, total=total, outcome=match.group(3), count=count)
 
 
 def parse_replay_line(line: str) -> ReplayLine | None:
@@ -97,10 +104,11 @@ class SideProgress:
 
 
 def with_test(progress: SideProgress, line: FinishedTest) -> SideProgress:
-    """``progress`` after one more finished test."""
+    """``progress`` after the tests a line stands for (a failing test has a line of its
+    own: at most the last of them fails)."""
     return replace(
         progress,
-        tests_done=min(progress.tests_done + 1, MAX_COUNT),
+        tests_done=min(progress.tests_done + line.count, MAX_COUNT),
         failures=min(progress.failures + (1 if line.failing else 0), MAX_COUNT),
         tests_per_replay=max(progress.tests_per_replay, line.total),
     )

@@ -28,7 +28,7 @@ import re
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from time import perf_counter
+from time import monotonic, perf_counter
 from types import TracebackType
 from typing import Any, Final
 
@@ -53,6 +53,9 @@ RESULT_ENV: Final = "REPLAY_RESULT"
 SEED_ENV: Final = "REPLAY_SEED"
 FIXTURE_ENV: Final = "REPLAY_FIXTURE"
 PROGRESS_FD_ENV: Final = "REPLAY_PROGRESS_FD"
+# At most one progress line this often, but for the first test, a failing one and the last.
+PROGRESS_EVERY_S: Final = 0.1
+FAILING_OUTCOMES: Final = frozenset({"failed", "error"})
 DEFAULT_SEED: Final = 0
 SESSION: Final = "<session>"
 SESSION_ERROR: Final = "session_error"
@@ -156,6 +159,9 @@ class ProbeSession:
         self._progress_fd = progress_fd(os.environ)
         self._tests_done = 0
         self._tests_total = 0
+        self._progress_pending = 0  # finished tests not yet on a progress line
+        self._progress_outcome = "passed"  # the last of them
+        self._progress_at = 0.0  # when the last line was written (monotonic)
         # The test whose body runs now: a call report made meanwhile is one of its subtests'.
         self._running: PhaseRecord | None = None
         self._session_error: str | None = None  # the entry of a session that failed
@@ -423,12 +429,34 @@ class ProbeSession:
         record.subtest_failure = pending or _failure_without_exception(report)
 
     def _report_progress(self, outcome: str) -> None:
-        fd = self._progress_fd
-        if fd is None:
+        """Count a finished test; a line for it and those before it when one is due: the
+        first test's, a failing test's and the selection's last at once, else at most one
+        every PROGRESS_EVERY_S (a line per test was a write through the engine's log
+        stream per test, and work for the host's reader)."""
+        if self._progress_fd is None:
             return
         self._tests_done += 1
+        self._progress_pending += 1
+        self._progress_outcome = outcome
+        now = monotonic()
+        if (
+            self._tests_done == 1
+            or outcome in FAILING_OUTCOMES
+            or self._tests_done >= self._tests_total
+            or now - self._progress_at >= PROGRESS_EVERY_S
+        ):
+            self._write_progress(now)
+
+    def _write_progress(self, now: float) -> None:
+        """``test <done>/<total> <outcome>``, then `` +<n>`` when the line counts n tests
+        (the ones since the last line; the outcome is the last one's)."""
+        fd, count = self._progress_fd, self._progress_pending
+        if fd is None or count == 0:
+            return
+        self._progress_pending, self._progress_at = 0, now
         total = max(self._tests_total, self._tests_done)
-        line = f"test {self._tests_done}/{total} {outcome}\n"
+        more = f" +{count}" if count > 1 else ""
+        line = f"test {self._tests_done}/{total} {self._progress_outcome}{more}\n"
         try:
             os.write(fd, line.encode("ascii"))
         except OSError:  # closed by a test, or the reader went away: progress is cosmetic
@@ -481,6 +509,7 @@ class ProbeSession:
         if self.written:
             return
         self.written = True
+        self._write_progress(monotonic())  # the tests since the last line
         for record in list(self.records.values()):
             self._finish(record)  # tests the session abandoned mid-way
         if self.result_path is None:

@@ -13,6 +13,7 @@ from conftest import INNER_OPTIONS
 from test_probe_driver import driver_command, driver_env
 
 from orchestrator.core.progress import parse_replay_line, parse_test_line
+from orchestrator.probe import plugin
 from orchestrator.probe.plugin import PROGRESS_FD_ENV, progress_fd
 
 SUITE = """
@@ -59,7 +60,10 @@ def _run_with_progress(pytester: pytest.Pytester, monkeypatch, *args: str) -> li
     return target.read_text(encoding="ascii").splitlines()
 
 
-def test_each_finished_test_writes_one_line_with_its_outcome(pytester, monkeypatch):
+def test_with_no_interval_each_finished_test_writes_one_line_with_its_outcome(
+    pytester, monkeypatch
+):
+    monkeypatch.setattr(plugin, "PROGRESS_EVERY_S", 0.0)
     pytester.makepyfile(test_suite=SUITE)
     lines = _run_with_progress(pytester, monkeypatch, "-s")  # even with capture off
     assert lines == [
@@ -70,6 +74,46 @@ def test_each_finished_test_writes_one_line_with_its_outcome(pytester, monkeypat
         "test 5/5 skipped",
     ]
     assert all(parse_test_line(line) is not None for line in lines)
+
+
+def test_lines_wait_for_the_interval_but_for_the_first_a_failing_and_the_last_test(
+    pytester, monkeypatch
+):
+    """A line per test was a write through the engine's log stream per test: the tests
+    between two lines are counted on the next one (``+n``)."""
+    monkeypatch.setattr(plugin, "PROGRESS_EVERY_S", 3600.0)
+    pytester.makepyfile(
+        test_suite=SUITE,
+        test_more="def test_1():\n    pass\n\ndef test_2():\n    pass\n",
+    )
+    lines = _run_with_progress(pytester, monkeypatch)
+    assert lines == [
+        "test 1/7 passed",  # the first at once
+        "test 4/7 failed +3",  # a failing test at once, with the passes before it
+        "test 5/7 error",
+        "test 7/7 skipped +2",  # the selection's last
+    ]
+    parsed = [parse_test_line(line) for line in lines]
+    assert None not in parsed
+    assert sum(test.count for test in parsed) == 7
+    assert [test.outcome for test in parsed if test.failing] == ["failed", "error"]
+
+
+def test_a_worker_flushes_the_tests_since_its_last_line_when_its_session_ends(
+    pytester, monkeypatch
+):
+    monkeypatch.setattr(plugin, "PROGRESS_EVERY_S", 3600.0)
+    pytester.makepyfile(test_one="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    monkeypatch.setenv("REPLAY_WORKER", "1/2")
+    monkeypatch.delenv("REPLAY_SPLIT", raising=False)
+    monkeypatch.delenv("REPLAY_DURATIONS", raising=False)
+    pytester.makepyfile(test_two="def test_c():\n    pass\n\ndef test_d():\n    pass\n")
+    lines = _run_with_progress(pytester, monkeypatch)
+    parsed = [parse_test_line(line) for line in lines]
+    assert None not in parsed
+    assert sum(test.count for test in parsed) == 2  # its share: one module of the four tests
+    assert parsed[-1].done == 2
+    assert parsed[-1].total == 4
 
 
 def test_the_total_is_the_selection_after_deselection(pytester, monkeypatch):
@@ -86,6 +130,7 @@ def test_a_worker_counts_against_the_whole_replays_selection(pytester, monkeypat
     monkeypatch.setenv("REPLAY_WORKER", "1/2")
     monkeypatch.delenv("REPLAY_SPLIT", raising=False)
     monkeypatch.delenv("REPLAY_DURATIONS", raising=False)
+    monkeypatch.setattr(plugin, "PROGRESS_EVERY_S", 0.0)
     lines = _run_with_progress(pytester, monkeypatch)
     # Its share is one module; every worker announces the replay's three tests.
     assert lines in (["test 1/3 passed", "test 2/3 passed"], ["test 1/3 passed"])
@@ -148,7 +193,7 @@ def test_the_driver_streams_each_replays_tests_before_its_replay_line(
     assert len(replays) == 2
     for start, end in ((0, replays[0]), (replays[0] + 1, replays[1])):
         tests = [parse_test_line(line) for line in lines[start:end]]
-        assert len(tests) == 4, lines
         assert None not in tests, lines
+        assert sum(test.count for test in tests if test) == 4, lines
         assert {test.total for test in tests if test} == {4}
-        assert sorted(test.outcome for test in tests if test) == ["failed"] * 2 + ["passed"] * 2
+        assert [test.outcome for test in tests if test and test.failing] == ["failed"] * 2

@@ -32,13 +32,23 @@ def test_a_well_formed_test_line_parses_to_its_numbers(data, total, outcome, bla
     assert parsed.failing == (outcome in ("failed", "error"))
 
 
+@given(st.data(), COUNTS, st.sampled_from(OUTCOMES))
+def test_a_line_for_several_tests_parses_to_their_count(data, total, outcome) -> None:
+    done = data.draw(st.integers(1, total))
+    count = data.draw(st.integers(1, done))
+    parsed = parse_test_line(f"test {done}/{total} {outcome} +{count}")
+    assert parsed == FinishedTest(done=done, total=total, outcome=outcome, count=count)
+
+
 @given(st.text(max_size=60))
 def test_any_text_parses_to_nothing_or_to_bounded_numbers(text) -> None:
     parsed = parse_test_line(text)
     if parsed is not None:
         assert 1 <= parsed.done <= parsed.total <= MAX_COUNT
         assert parsed.outcome in OUTCOMES
-        assert text.strip() == f"test {parsed.done}/{parsed.total} {parsed.outcome}"
+        assert 1 <= parsed.count <= parsed.done
+        more = f" +{parsed.count}" if parsed.count > 1 or "+" in text else ""
+        assert text.strip() == f"test {parsed.done}/{parsed.total} {parsed.outcome}{more}"
     replay = parse_replay_line(text)
     if replay is not None:
         assert 1 <= replay.number <= replay.of <= MAX_COUNT
@@ -58,6 +68,11 @@ def test_malformed_or_unbounded_lines_are_not_progress() -> None:
         "tests 1/2 passed",
         "test \uff11/\uff12 passed",  # non-ASCII digits
         "my test 1/2 passed",
+        "test 2/5 passed +3",  # more tests on the line than are done
+        "test 2/5 passed +0",
+        "test 2/5 passed +01",
+        "test 2/5 passed 2",
+        "test 2/5 passed +",
     ):
         assert parse_test_line(line) is None, line
     assert parse_replay_line("replay 2/3 completed") == progress.ReplayLine(
@@ -69,9 +84,10 @@ def test_malformed_or_unbounded_lines_are_not_progress() -> None:
 
 LINES = st.builds(
     FinishedTest,
-    done=st.just(1),
-    total=st.integers(1, 50),
+    done=st.just(50),
+    total=st.integers(50, 60),
     outcome=st.sampled_from(OUTCOMES),
+    count=st.integers(1, 50),
 )
 
 
@@ -81,11 +97,13 @@ def test_counts_follow_the_lines(lines, replays, finished) -> None:
     for line in lines:
         state = with_test(state, line)
     state = with_replays(state, finished)
-    assert state.tests_done == len(lines)
+    assert state.tests_done == sum(line.count for line in lines)
     assert state.failures == sum(1 for line in lines if line.outcome in ("failed", "error"))
     assert state.tests_total >= state.tests_done
     if lines:
-        assert state.tests_total == max(len(lines), max(line.total for line in lines) * replays)
+        assert state.tests_total == max(
+            state.tests_done, max(line.total for line in lines) * replays
+        )
     assert state.replays_done == min(finished, replays)
     assert state.finished == (finished >= replays)
     # Replay counts never go back.
