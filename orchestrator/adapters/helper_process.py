@@ -93,7 +93,8 @@ class HelperProcess:
                 initargs=(os.getpid(),),
             )
             pool.submit(_ready)  # the pool starts its process on the first submit
-        except (OSError, RuntimeError, ValueError) as error:
+        except (OSError, RuntimeError, ValueError, ImportError) as error:
+            # ImportError: no working sem_open (a container without /dev/shm)
             log.debug("helper.unavailable", error=str(error))
             return
         self._pool = pool
