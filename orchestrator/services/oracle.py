@@ -24,8 +24,10 @@ from orchestrator.core.oracle import (
     forget_modules,
     inherited_modules,
     may_inherit_from_elsewhere,
+    unchanged_oracle,
     unchanged_oracles,
 )
+from orchestrator.core.oracle.compare import UnchangedItem
 from orchestrator.core.pytest_command import conftest_paths, split_node_id
 from orchestrator.core.test_files import TestOverlay, overlaid_tree
 
@@ -181,6 +183,18 @@ def compare_inputs(inputs: Mapping[str, tuple[Sources, Sources]]) -> dict[str, O
         comparer.close()
 
 
+def shared_modules(
+    shared: dict[tuple[int, int], tuple[ProjectModules, Sources]], sources: Sources
+) -> ProjectModules:
+    """One :class:`ProjectModules` per module's other modules in ``shared``: the properties
+    of one module share what was resolved once (the sources are held so that their ids
+    stay theirs)."""
+    key = (id(sources[2]), id(sources[3]))
+    if key not in shared:
+        shared[key] = (ProjectModules(files=sources[3], sources=sources[2]), sources)
+    return shared[key][0]
+
+
 class OracleComparer:
     """Properties' :class:`OracleChange`, one at a time, sharing what they have in common
     (:meth:`close` lets go of the parsed modules). A whole suite's changes are then made
@@ -193,18 +207,13 @@ class OracleComparer:
         self._shared: dict[tuple[int, int], tuple[ProjectModules, Sources]] = {}
 
     def _modules(self, sources: Sources) -> ProjectModules:
-        key = (id(sources[2]), id(sources[3]))
-        if key not in self._shared:
-            self._shared[key] = (ProjectModules(files=sources[3], sources=sources[2]), sources)
-        return self._shared[key][0]
+        return shared_modules(self._shared, sources)
 
     def change(self, property_id: str, pair: tuple[Sources, Sources]) -> OracleChange:
         before, after = pair
         if same_files(pair):
             # One slice serves both sides (a whole-suite run has thousands of these).
-            return unchanged_oracles([(property_id, before[0], before[1], self._modules(before))])[
-                0
-            ]
+            return unchanged_oracle((property_id, before[0], before[1], self._modules(before)))
         return compare_sources(
             (before[0], before[1]),
             (after[0], after[1]),
@@ -284,18 +293,14 @@ def unchanged_ahead(
     wanted = [p for p in order if p in inputs]
     chunks = [wanted[i : i + HELPER_CHUNK] for i in range(0, len(wanted), HELPER_CHUNK)]
 
-    def sent_as(
-        chunk: Sequence[str],
-    ) -> list[tuple[str, bytes | None, dict[str, bytes | None], ProjectModules]]:
-        # One value per module's other modules: what pickles once per chunk.
-        shared: dict[tuple[int, int], ProjectModules] = {}
-        items = []
+    def sent_as(chunk: Sequence[str]) -> list[UnchangedItem]:
+        # Fresh modules per chunk (nothing resolved here travels), shared within it: one
+        # value per module's other modules pickles once.
+        shared: dict[tuple[int, int], tuple[ProjectModules, Sources]] = {}
+        items: list[UnchangedItem] = []
         for property_id in chunk:
-            sources = inputs[property_id][0]
-            key = (id(sources[2]), id(sources[3]))
-            if key not in shared:
-                shared[key] = ProjectModules(files=sources[3], sources=sources[2])
-            items.append((property_id, sources[0], sources[1], shared[key]))
+            sources = inputs[property_id][0]  # the base's: the same bytes as the patch's
+            items.append((property_id, sources[0], sources[1], shared_modules(shared, sources)))
         return items
 
     def here(chunk: Sequence[str]) -> list[OracleChange]:

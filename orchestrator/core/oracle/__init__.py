@@ -51,6 +51,7 @@ from orchestrator.core.oracle.compare import (
     collected_on_one_side,
     compare_slices,
     compare_sources,
+    unchanged_oracle,
     unchanged_oracles,
 )
 from orchestrator.core.oracle.model import (
@@ -95,5 +96,6 @@ __all__ = [
     "may_inherit_from_elsewhere",
     "oracle_slice",
     "parts_digest",
+    "unchanged_oracle",
     "unchanged_oracles",
 ]

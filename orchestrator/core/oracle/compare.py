@@ -58,19 +58,21 @@ def compare_slices(base: OracleSlice, patch: OracleSlice) -> OracleChange:
     )
 
 
-def unchanged_oracles(
-    items: Sequence[
-        tuple[str, str | bytes | None, Mapping[str, str | bytes | None], ProjectModules]
-    ],
-) -> list[OracleChange]:
-    """The oracle of each property whose files are the same bytes on both sides: one slice
-    serves both, so both digests are its digest and nothing changed. ``items`` are
+UnchangedItem = tuple[str, str | bytes | None, Mapping[str, str | bytes | None], ProjectModules]
+
+
+def unchanged_oracle(item: UnchangedItem) -> OracleChange:
+    """The oracle of a property whose files are the same bytes on both sides: one slice
+    serves both, so both digests are its digest and nothing changed. ``item`` is
     ``(property id, module source, conftest sources, the side's other modules)``. Pure."""
-    changes = []
-    for property_id, source, conftests, modules in items:
-        same = oracle_slice(source, conftests, property_id, modules)
-        changes.append(compare_slices(same, same))
-    return changes
+    property_id, source, conftests, modules = item
+    same = oracle_slice(source, conftests, property_id, modules)
+    return compare_slices(same, same)
+
+
+def unchanged_oracles(items: Sequence[UnchangedItem]) -> list[OracleChange]:
+    """:func:`unchanged_oracle` of each item (a chunk a helper process slices). Pure."""
+    return [unchanged_oracle(item) for item in items]
 
 
 def _whole_file_detail(base: OracleSlice, patch: OracleSlice) -> str:
