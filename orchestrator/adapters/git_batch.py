@@ -78,6 +78,8 @@ class Objects:
         read from ``cat-file --batch-check``: nothing of its body is read."""
         if "\n" in name:
             raise ValueError("an object name cannot hold a line break")
+        if name.endswith("\r"):  # the batch reads "<name>\r\n" as "<name>": asked apart
+            return self._header_apart(name)
         try:
             oid, kind, size = self._repo.git.get_object_header(name)
         except ValueError:  # "<name> missing" or "ambiguous": no object, unless git died
@@ -86,6 +88,17 @@ class Objects:
         except OSError as error:  # the persistent process is gone (a broken pipe)
             self._fail("cat_file_header", str(error))
         return Found(name=name, kind=_text(kind), size=int(size), oid=_text(oid))
+
+    def _header_apart(self, name: str) -> Found:
+        """:meth:`header` by git's own commands, for a name the batch cannot carry."""
+        git = gitpython()
+        try:
+            oid = self._repo.git.rev_parse("--verify", "--quiet", "--end-of-options", name)
+            kind = self._repo.git.cat_file("-t", oid)
+            size = self._repo.git.cat_file("-s", oid)
+        except git.GitCommandError:  # no such object (or an ambiguous name), as the batch
+            return Found(name=name, kind=None)
+        return Found(name=name, kind=kind, size=int(size), oid=oid)
 
     def chunks(self, found: Found) -> Generator[bytes, None, None]:
         """The body of an object :meth:`header` found, in chunks of at most :data:`CHUNK`

@@ -111,3 +111,16 @@ def test_a_name_with_a_line_break_is_no_batch_line(repo):
         store.header("a\nb")
     # read_blobs names such a path by its object instead (absent here: None).
     assert git_adapter.read_blobs(path, sha, ["a\nb"]) == {"a\nb": None}
+
+
+def test_a_name_ending_in_a_carriage_return_is_not_read_as_the_name_without_it(tmp_path):
+    """The batch reads a line "<name>\\r\\n" as "<name>": a file "a\\r" beside "a" would be
+    read as "a" (a tree a pull request can make)."""
+    path = init(tmp_path / "repo")
+    sha = commit(path, {"a": "plain\n", "a\r": "with a carriage return\n"}, "c")
+    with Objects(path) as store:
+        plain, other = store.header(f"{sha}:a"), store.header(f"{sha}:a\r")
+        assert (other.kind, other.size) == ("blob", len("with a carriage return\n"))
+        assert other.oid != plain.oid
+        assert store.read(other) == b"with a carriage return\n"
+        assert store.header(f"{sha}:b\r").kind is None
