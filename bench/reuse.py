@@ -58,8 +58,11 @@ def generated(work: Path, tests: int, test_ms: int) -> tuple[Path, str, str, str
     git(repo, "config", "user.email", "bench@example.invalid")
     git(repo, "config", "user.name", "bench")
     (repo / "lib.py").write_text(
-        "def spin(ms):\n    total = 0\n    for i in range(int(ms) * 20000):\n"
-        "        total += i * i\n    return total\n\n\ndef helper(x):\n    return x + 1\n"
+        # ms of this process's CPU time, whatever the machine's speed (a loop count would
+        # make a faster machine's suite shorter, and move it across the workers rule's edge)
+        "import time\n\n\ndef spin(ms):\n    end = time.process_time() + ms / 1000\n"
+        "    total = 0\n    while time.process_time() < end:\n        total += 1\n"
+        "    return total\n\n\ndef helper(x):\n    return x + 1\n"
     )
     (repo / "conftest.py").write_text("")
     (repo / "tests").mkdir()
