@@ -12,7 +12,9 @@ times, round by round, side by side (the variants take turns going first):
   a `docker run` of the runner image with a replay container's limits (1 CPU, 512 MB, no
   network, read-only root);
 - (r) `orchestrator replay` with its defaults (screened once per side, the tests with
-  signal replayed to 5, the ledger record on), of this checkout and, with `--old`, of
+  signal replayed to 5, the ledger record on), each round in a folder of its own (a fresh
+  ledger: no round reuses the base an earlier one stored; the durations the last round
+  recorded are carried, as a CI cache keeps them), of this checkout and, with `--old`, of
   another checkout (``python -m orchestrator`` with ``PYTHONPATH`` set to it, this
   interpreter and its dependencies: only the package differs, the probe included).
 
@@ -211,6 +213,7 @@ class Measured:
     exit_status: int
     table_lines: int  # lines the table printed on standard output
     summary_kb: float
+    reused: int = 0  # sides whose screening came from a store (0: both sides ran)
 
 
 def folder_size(path: Path) -> tuple[int, int]:
@@ -260,6 +263,7 @@ def replay(
     used, count = folder_size(out)
     firsts, after = timings(done.stderr.decode(), launched + elapsed)
     return Measured(
+        reused=reused_sides(out),
         wall_s=elapsed,
         rss_mb=int(rss_kb) / 1024,
         cpu_s=float(user) + float(system),
@@ -273,6 +277,16 @@ def replay(
         if (out / "summary.json").exists()
         else float("nan"),
     )
+
+
+def reused_sides(out: Path) -> int:
+    """How many sides' screening the run took from a store (its run log says)."""
+    try:
+        pins = json.loads((out / "run-log.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    sides = (pins.get("reuse") or {}).get("sides") or []
+    return sum(1 for side in sides if side.get("reused_from"))
 
 
 def timings(log: str, ended: float) -> tuple[list[float], float]:
@@ -383,21 +397,34 @@ def measure(options, checkouts, scratch, name, repo, base, patch, trees, size) -
                 floors.append(elapsed)
                 floor_firsts.extend(firsts)
                 continue
-            workdir = scratch / "work" / name / variant
+            # A folder of its own per round: the ledger of an earlier round would hold
+            # this base's screening, and the run would reuse it (a run whose base was
+            # screened is bench/reuse.py's). The durations an earlier round recorded are
+            # carried, as a CI cache of `.replay/durations/` keeps them.
+            workdir = scratch / "work" / name / variant / f"round-{round_}"
             workdir.mkdir(parents=True, exist_ok=True)
+            durations = scratch / "work" / name / variant / "durations"
+            if durations.is_dir():
+                shutil.copytree(durations, workdir / ".replay" / "durations")
             out = workdir / f"run-{round_}"
             extra = () if memory == "512m" else ("--memory", memory)
             if variant == "old" and extra and not supports_memory(checkouts[variant]):
                 extra = ()
             runs[variant].append(replay(checkouts[variant], repo, base, patch, workdir, out, extra))
             shutil.rmtree(out, ignore_errors=True)
+            recorded = workdir / ".replay" / "durations"
+            if recorded.is_dir():
+                shutil.rmtree(durations, ignore_errors=True)
+                shutil.copytree(recorded, durations)
+            shutil.rmtree(workdir, ignore_errors=True)
         for key in checkouts:
             ratios[key].append(runs[key][-1].wall_s / floors[-1])
         print(f"  {name} round {round_}: floor {floors[-1]:.2f} s, " + ", ".join(
             f"{key} {runs[key][-1].wall_s:.2f} s ({ratios[key][-1]:.2f}x, "
             f"{runs[key][-1].rss_mb:.0f} MB, {runs[key][-1].cpu_s:.1f} s CPU, "
             f"{runs[key][-1].folder_mb:.1f} MB folder, first {runs[key][-1].first_result_s}, "
-            f"after {runs[key][-1].after_s:.1f} s, exit {runs[key][-1].exit_status})"
+            f"after {runs[key][-1].after_s:.1f} s, exit {runs[key][-1].exit_status}, "
+            f"sides reused {runs[key][-1].reused})"
             for key in checkouts
         ), flush=True)  # fmt: skip
     return {"floor": floors, "floor_first": floor_firsts, "runs": runs, "ratios": ratios}
