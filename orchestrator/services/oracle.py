@@ -20,6 +20,7 @@ from orchestrator.adapters.helper_process import HelperProcess
 from orchestrator.core.oracle import (
     OracleChange,
     ProjectModules,
+    UnchangedItem,
     compare_sources,
     forget_modules,
     inherited_modules,
@@ -27,7 +28,6 @@ from orchestrator.core.oracle import (
     unchanged_oracle,
     unchanged_oracles,
 )
-from orchestrator.core.oracle.compare import UnchangedItem
 from orchestrator.core.pytest_command import conftest_paths, split_node_id
 from orchestrator.core.test_files import TestOverlay, overlaid_tree
 

@@ -48,6 +48,7 @@ module's items), :mod:`.resolve`
 
 from orchestrator.core.oracle.analysis import forget_modules
 from orchestrator.core.oracle.compare import (
+    UnchangedItem,
     collected_on_one_side,
     compare_slices,
     compare_sources,
@@ -87,6 +88,7 @@ __all__ = [
     "ProjectModules",
     "ReasonKind",
     "SliceStatus",
+    "UnchangedItem",
     "collected_on_one_side",
     "compare_slices",
     "compare_sources",
